@@ -1,0 +1,1 @@
+"""verlprof.pipeline: what ties the stages together (CLI, run/bundle model, stage runner, executors)."""

@@ -1,0 +1,1 @@
+"""verlprof.stages: one module per stage (gather, export, scrub, window, summarize) plus readers/."""

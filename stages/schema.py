@@ -1,0 +1,104 @@
+"""The Parquet schemas of verlprof's summaries, declared once.
+
+Why: like Perfetto's TraceSummarySpec, every source (nsys SQLite, torch trace, memory snapshot)
+yields rows of these schemas, so thousands of runs compare without glue code. Writers build their
+Arrow tables from `arrow_schema(name)`, and the README/docs schema table is generated from here
+(`python -m verlprof.stages.schema > docs/schema.md`). Changing a column means bumping
+SCHEMA_VERSION.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    unit: str
+    meaning: str
+    better: str = ""  # "lower" / "higher" / "" when the direction means nothing
+
+
+def _c(name: str, type_: pa.DataType, unit: str, meaning: str, better: str = "") -> Column:
+    return Column(name, type_, unit, meaning, better)
+
+
+_KEYS = [
+    _c("source", pa.string(), "", "artifact the row comes from (relative name in the bundle)"),
+    _c("source_kind", pa.string(), "", "nsys | torch | memory"),
+    _c("role", pa.string(), "", "verl role: actor, rollout, ref, reward, critic, trainer (null when unknown)"),
+    _c("rank", pa.int32(), "", "rank within the role's worker group (null when unknown)"),
+    _c("pid", pa.int64(), "", "process id of the profiled process"),
+    _c("step", pa.int32(), "", "RL training step (1-based)"),
+]
+
+SCHEMAS: dict[str, list[Column]] = {
+    "phases": _KEYS + [
+        _c("phase", pa.string(), "", "verl's own range name (NVTX / user_annotation)"),
+        _c("stage", pa.string(), "", "canonical stage (see stages/phases.py), `other` when unknown"),
+        _c("parent", pa.string(), "", "enclosing range name, null at the top"),
+        _c("depth", pa.int32(), "", "nesting depth of the range (0 = outermost)"),
+        _c("start_ns", pa.int64(), "ns", "range start, absolute UTC nanoseconds since the epoch"),
+        _c("wall_ns", pa.int64(), "ns", "range duration on the CPU thread", "lower"),
+        _c("gpu_busy_ns", pa.int64(), "ns", "union of GPU activity intervals launched from the range (streams overlap-free)", "lower"),
+        _c("kernel_ns", pa.int64(), "ns", "sum of kernel durations launched from the range", "lower"),
+        _c("kernel_count", pa.int64(), "", "number of kernels launched from the range"),
+        _c("memcpy_ns", pa.int64(), "ns", "sum of memcpy durations", "lower"),
+        _c("memcpy_h2d_bytes", pa.int64(), "B", "bytes copied host to device"),
+        _c("memcpy_d2h_bytes", pa.int64(), "B", "bytes copied device to host"),
+        _c("memcpy_d2d_bytes", pa.int64(), "B", "bytes copied device to device (and peer)"),
+        _c("memcpy_other_bytes", pa.int64(), "B", "bytes of other copy kinds"),
+        _c("memset_ns", pa.int64(), "ns", "sum of memset durations", "lower"),
+        _c("comm_ns", pa.int64(), "ns", "union of NCCL / collective kernel time", "lower"),
+        _c("exposed_comm_ns", pa.int64(), "ns", "collective time not overlapped by compute kernels", "lower"),
+        _c("idle_ns", pa.int64(), "ns", "wall_ns minus gpu_busy_ns (GPU idle inside the range)", "lower"),
+        _c("api_ns", pa.int64(), "ns", "CUDA runtime/driver API time on the range's thread", "lower"),
+        _c("mem_peak_bytes", pa.int64(), "B", "peak device memory in the range (null when no memory data)", "lower"),
+    ],
+    "kernels": _KEYS + [
+        _c("phase", pa.string(), "", "innermost range the kernel was launched from"),
+        _c("stage", pa.string(), "", "canonical stage of `phase`"),
+        _c("kernel", pa.string(), "", "demangled kernel name (`other` row: everything past --top)"),
+        _c("kernel_short", pa.string(), "", "short kernel name"),
+        _c("category", pa.string(), "", "gemm | attention | comm | memcpy | memset | elementwise | reduction | other"),
+        _c("count", pa.int64(), "", "instances"),
+        _c("total_ns", pa.int64(), "ns", "summed duration", "lower"),
+        _c("avg_ns", pa.float64(), "ns", "mean duration", "lower"),
+        _c("min_ns", pa.int64(), "ns", "shortest instance"),
+        _c("max_ns", pa.int64(), "ns", "longest instance"),
+        _c("median_ns", pa.float64(), "ns", "median duration"),
+    ],
+    "steps": _KEYS + [
+        _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),
+        _c("wall_ns", pa.int64(), "ns", "step duration", "lower"),
+        _c("boundary", pa.string(), "", "how the step was found: nvtx_step | capture_range | file_name | discrete | snapshot_dir"),
+        _c("chosen", pa.bool_(), "", "true for the steady-state step summarised in phases/kernels"),
+        _c("reason", pa.string(), "", "one line: why this step was (not) chosen"),
+    ],
+}
+
+
+def arrow_schema(name: str, metadata: dict[str, str] | None = None) -> pa.Schema:
+    cols = SCHEMAS[name]
+    meta = {"verlprof.schema": name, "verlprof.schema_version": SCHEMA_VERSION}
+    meta.update(metadata or {})
+    return pa.schema([pa.field(c.name, c.type, nullable=True) for c in cols], metadata=meta)
+
+
+def markdown() -> str:
+    """The schema tables for docs/schema.md."""
+    out = [f"# verlprof summary schemas (version {SCHEMA_VERSION})", ""]
+    for name, cols in SCHEMAS.items():
+        out += [f"## `{name}.parquet`", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
+        out += [f"| `{c.name}` | {c.type} | {c.unit} | {c.meaning} |" for c in cols]
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown())
