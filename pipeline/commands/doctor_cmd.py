@@ -1,1 +1,194 @@
-X=1
+"""``verlprof doctor``: check a profiling config before a run, or a run folder after it.
+
+    verlprof doctor .hydra/config.yaml                       # a composed config
+    verlprof doctor runs/2024-06-01/ -- trainer.save_freq=-1 # a run folder (+ what you'd change)
+    verlprof doctor --config base.yaml -- +trainer.save_freq=-1 global_profiler.steps=[1,2]
+    verlprof doctor -- python3 -m verl.trainer.main_ppo trainer.total_training_steps=1 ...
+
+The checks live in ``verlprof.pipeline.doctor``; this module only reads the inputs, prints the
+findings (a rich table, or ``--json``) and sets the exit status (1 when an error-level finding
+exists, 2 for bad input). ``print_findings`` is reusable by other commands (``collect``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Optional
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from verlprof.pipeline import doctor as D
+
+_SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def findings_to_json(findings: list[D.Finding], target: Optional[str] = None, inputs: Optional[dict] = None) -> dict:
+    counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")}
+    return {"target": target, "inputs": inputs or {}, "counts": counts,
+            "findings": [f.to_dict() for f in D.sort_findings(findings)]}
+
+
+def print_findings(findings: list[D.Finding], console: Optional[Console] = None, title: Optional[str] = None) -> None:
+    """A table of findings, most severe first; one line when there is nothing to report."""
+    console = console or Console()
+    findings = D.sort_findings(findings)
+    if not findings:
+        console.print("[green]doctor: no findings[/green]" + (f" ({title})" if title else ""))
+        return
+    table = Table(title=title, show_lines=False, expand=False)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("what is wrong", overflow="fold")
+    table.add_column("type instead", overflow="fold")
+    for f in findings:
+        table.add_row(f"[{_SEV_STYLE.get(f.severity, '')}]{f.severity}[/]", f.code, f.message, f.fix)
+    console.print(table)
+    n_err = sum(1 for f in findings if f.severity == "error")
+    n_warn = sum(1 for f in findings if f.severity == "warning")
+    console.print(f"{n_err} error(s), {n_warn} warning(s), {len(findings) - n_err - n_warn} note(s)")
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    typer.echo(f"verlprof doctor: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+def _read_config(path: str) -> object:
+    try:
+        return D.load_yaml(path)
+    except OSError as e:
+        _fail(f"cannot read {path}: {e.strerror or e}")
+    except yaml.YAMLError as e:
+        _fail(f"{path} is not valid YAML: {str(e).splitlines()[0]}")
+    return None  # unreachable
+
+
+def _looks_like_override(word: str) -> bool:
+    return "=" in word or word.startswith(("+", "~", "-"))
+
+
+def run_doctor(
+    target: Optional[str],
+    words: list[str],
+    config: Optional[str] = None,
+    entrypoint: Optional[str] = None,
+    phases: tuple[str, ...] = (),
+    nsys: Optional[str] = None,
+    use_verl_defaults: bool = True,
+) -> tuple[list[D.Finding], dict]:
+    """Resolve the inputs the way the CLI does and run the checks. Raises typer.Exit on bad input."""
+    run: Optional[D.RunFolder] = None
+    base: Optional[dict] = None
+    base_kind: D.BaseKind = "none"
+    recorded: list[str] = []
+    inputs: dict = {}
+
+    if target is not None:
+        if os.path.isdir(target):
+            run = D.load_run_folder(target)
+            inputs["run_folder"] = target
+        elif os.path.isfile(target):
+            if config is not None:
+                _fail(f"give the config once: as TARGET ({target}) or as --config ({config})")
+            config = target
+        else:
+            _fail(f"no such file or folder: {target}")
+    if config is not None:
+        data = _read_config(config)
+        if isinstance(data, list):  # an override list, e.g. .hydra/overrides.yaml
+            words = [str(w) for w in data] + list(words)
+            inputs["override_file"] = config
+        elif isinstance(data, dict):
+            base, base_kind = data, "config"
+            inputs["config"] = config
+        else:
+            _fail(f"{config} holds neither a config mapping nor an override list")
+
+    if run is not None:
+        if run.config is None and base is None:
+            if not run.artifacts:
+                _fail(f"{target} holds no .hydra/config.yaml and no profiler output")
+        elif base is None:
+            base, base_kind, recorded = run.config, "composed-run", run.overrides
+            inputs["config"] = run.config_path
+        entrypoint = entrypoint or run.entrypoint
+
+    if base is None and words and use_verl_defaults:
+        ref_path = D.verl_reference_path(entrypoint)
+        if ref_path:
+            base, base_kind = D.load_verl_reference(entrypoint), "verl-default"
+            inputs["defaults"] = ref_path
+
+    if base is None and not words and run is None:
+        _fail("nothing to check: give a config yaml, a run folder, or overrides after --")
+
+    supports = None
+    if nsys != "none":
+        supports = D.nsys_supports_discard_environment(nsys)
+    findings: list[D.Finding] = []
+    if base is not None or words:
+        cfg = D.build_profile_config(base, words, base_kind=base_kind, recorded_words=recorded,
+                                     entrypoint=entrypoint, phases=phases, nsys_supports_discard_env=supports)
+        findings.extend(D.config_checks(cfg))
+        inputs["entrypoint"] = cfg.entrypoint
+    if run is not None:
+        findings.extend(D.after_run_checks(run.artifacts, run.config))
+        inputs["artifacts"] = len(run.artifacts)
+    return D.sort_findings(findings), inputs
+
+
+def doctor(
+    ctx: typer.Context,
+    target: Optional[str] = typer.Argument(
+        None, metavar="TARGET [OVERRIDES...]", help="A composed config yaml (.hydra/config.yaml), an override list yaml, or a run folder. "
+        "Anything after it (or after --) is read as Hydra override words."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="Composed config to apply the overrides to."),
+    as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+    entrypoint: Optional[str] = typer.Option(
+        None, "--entrypoint", help="The module the run launches, e.g. verl_omni.trainer.main_diffusion."),
+    phase: list[str] = typer.Option(
+        [], "--phase", help="A phase you want profiled: actor, generation, ref, reward, critic (repeatable)."),
+    nsys: Optional[str] = typer.Option(
+        None, "--nsys", help="nsys binary to ask about --discard-environment ('none' to skip; default: PATH)."),
+    no_verl_defaults: bool = typer.Option(
+        False, "--no-verl-defaults", help="With overrides only, do not use installed verl's stock config as base."),
+) -> None:
+    """Check a profiling run before it starts (config / overrides) or after it ends (run folder).
+
+    verlprof doctor [TARGET] [OVERRIDES...]; put overrides after -- (e.g. `-- +a.b=1 ~c`).
+    Exit status 1 when an error-level finding exists, 2 for input it cannot read.
+    """
+    words = list(ctx.args)
+    if target is not None and not os.path.exists(target):
+        pathish = target.endswith((".yaml", ".yml")) or "/" in target or os.sep in target
+        if _looks_like_override(target) or not pathish:
+            # an override, or the first word of a launch line (`-- python3 -m ...`)
+            words.insert(0, target)
+            target = None
+    findings, inputs = run_doctor(target, words, config=config, entrypoint=entrypoint, phases=tuple(phase),
+                                  nsys=nsys, use_verl_defaults=not no_verl_defaults)
+    if as_json:
+        typer.echo(json.dumps(findings_to_json(findings, target, inputs), indent=2))
+    else:
+        print_findings(findings, Console(width=max(120, Console().width)), title=f"verlprof doctor {target or ''}".strip())
+    if D.has_errors(findings):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``doctor`` command to the verlprof CLI."""
+    app.command(
+        "doctor",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(doctor)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _app = typer.Typer()
+    register(_app)
+    _app(sys.argv[1:])
