@@ -1,6 +1,97 @@
-"""Placeholder: this command is being written."""
+"""`verlprof collect`: every stage over one run; a bundle that is safe to share."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from verlprof.pipeline.collect import CollectOptions, CollectResult, run_collect
+from verlprof.pipeline.errors import VerlprofError
+from verlprof.pipeline.progress import err_console, stage_progress
+from verlprof.pipeline.runner import default_work_dir
 
 
-def register(app: typer.Typer) -> None:  # noqa: D103
-    return None
+def register(app: typer.Typer) -> None:
+    app.command("collect")(collect)
+
+
+def collect(
+    sources: Optional[list[Path]] = typer.Argument(
+        None, help="Run folders or files. Default: the newest Ray session's logs/nsight and ./outputs/profile."),
+    out: Path = typer.Option(..., "-o", "--out", help="Bundle folder to write (safe to share)."),
+    work: Optional[Path] = typer.Option(
+        None, "--work", help="Cache for raw exports (holds secrets; never inside OUT). Default $VERLPROF_CACHE or ~/.cache/verlprof."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
+    nsys: Optional[str] = typer.Option(None, "--nsys", envvar="VERLPROF_NSYS", help="nsys binary to export reports with."),
+    step: str = typer.Option("2", "--step", help="Steady-state step to summarize: N or 'auto'."),
+    top: int = typer.Option(50, "--top", help="Top kernels per phase in kernels.parquet."),
+    html: bool = typer.Option(False, "--html", help="Also write report.html."),
+    pack: bool = typer.Option(False, "--pack", help="Also write OUT.tar.gz with SHA256SUMS."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run on Ray (ADDRESS or 'auto') instead of a local pool."),
+) -> None:
+    """Gather, export, scrub, window and summarize one verl run into OUT."""
+    from verlprof.stages.gather import default_sources
+
+    srcs = list(sources or [])
+    if not srcs:
+        srcs = default_sources()
+        if not srcs:
+            raise VerlprofError(None, "no SOURCE given and no Ray nsight folder or ./outputs/profile found")
+    step_arg: int | str = "auto" if step == "auto" else _int_step(step)
+    opts = CollectOptions(sources=srcs, out=out, work_dir=work or default_work_dir(), jobs=jobs, nsys=nsys,
+                          ray=ray, step=step_arg, top=top, html=html, pack=pack)
+    with stage_progress() as progress:
+        result = run_collect(opts, progress)
+    print_collect_table(result, Console())
+
+
+def _int_step(step: str) -> int:
+    try:
+        n = int(step)
+    except ValueError:
+        raise VerlprofError(None, f"--step must be a number or 'auto', not {step!r}") from None
+    if n < 1:
+        raise VerlprofError(None, "--step counts from 1")
+    return n
+
+
+def print_collect_table(result: CollectResult, console: Console) -> None:
+    """What was found, exported, skipped and why: one row per artifact, then one line of totals."""
+    table = Table(title=f"verlprof collect -> {result.out.name}", show_lines=False)
+    for col in ("artifact", "kind", "role", "rank", "step", "size", "export", "detail"):
+        table.add_column(col, overflow="fold")
+    by_art: dict[str, dict[str, tuple[str, str]]] = {}
+    for o in result.outcomes:
+        by_art.setdefault(o.artifact, {})[o.stage] = (o.status, o.detail)
+    for a in result.artifacts:
+        st = by_art.get(a.rel, {})
+        exp, detail = st.get("export", ("-", ""))
+        others = [f"{s}: {d}" for s, (stat, d) in st.items() if s != "export" and stat in ("failed", "skipped")]
+        table.add_row(a.rel, a.kind.value, a.role or "", "" if a.rank is None else str(a.rank),
+                      "" if a.step is None else str(a.step), _size(a.size), exp,
+                      "; ".join([detail] + others if detail else others))
+    console.print(table)
+    counts = Counter(o.status for o in result.outcomes if o.stage == "export")
+    exported = counts.get("exported", 0)
+    parts = [f"{len(result.artifacts)} artifacts", f"{exported} exported"]
+    parts += [f"{n} {s}" for s, n in sorted(counts.items()) if s != "exported"]
+    if result.skipped:
+        parts.append(f"{len(result.skipped)} files ignored")
+    console.print(", ".join(parts) + f" in {result.seconds:.1f}s")
+    reused = counts.get("cached", 0) + counts.get("beside", 0)
+    if reused and exported == 0:
+        console.print(f"Exported nothing: {reused} report(s) reused from the export cache or their beside SQLite.")
+    for rel, why in result.skipped[:20]:
+        console.print(f"  ignored {rel}: {why}", style="dim")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

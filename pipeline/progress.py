@@ -1,0 +1,26 @@
+"""Progress bars and end-of-run tables (rich), kept out of the stages.
+
+Why: stages are pure functions; only the pipeline talks to the terminal. Progress goes to stderr so
+`--json` output on stdout stays machine-readable, and it switches itself off when not on a TTY.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+err_console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def stage_progress(console: Console | None = None) -> Iterator[Progress]:
+    """One progress display for the whole collect; each stage adds its own task."""
+    console = console or err_console
+    with Progress(
+        TextColumn("[bold]{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}", style="dim"), TimeElapsedColumn(),
+        console=console, transient=False, disable=not console.is_terminal,
+    ) as progress:
+        yield progress
