@@ -1,0 +1,151 @@
+"""Validate an nsys SQLite export before anything trusts it.
+
+Why: exports reach verlprof three ways (made here by `nsys export` into the cache, lying beside a
+report, or given alone) and any of them can be empty, truncated by a crash or a full disk, or some
+other SQLite file altogether. A cached export is trusted because it passes this check, never because
+of its mtime. The check is cheap (header, page count, schema, one row of `StringIds`), so it runs on
+every use; it does not scan the whole file, so a multi-GB export validates in milliseconds.
+
+The export's schema version and the nsys version that wrote it are read from the export's own
+metadata table, whose name changed across nsys releases (`EXPORT_META_DATA` in 2022-2023,
+`META_DATA_EXPORT` in 2024+): both are probed, neither is assumed.
+"""
+from __future__ import annotations
+
+import sqlite3
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verlprof.pipeline.errors import BadInputError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_LEN = 100
+# Metadata tables of nsys exports, newest name first (renamed around 2024).
+META_TABLES: tuple[str, ...] = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+
+
+@dataclass(frozen=True)
+class ExportInfo:
+    """What a valid export is: enough to pick readers and to record in the manifest."""
+
+    path: Path
+    size: int
+    tables: tuple[str, ...]
+    schema_version: str | None = None      # EXPORT_SCHEMA_VERSION, e.g. "3.20.3" (nsys 2025.3)
+    nsys_version: str | None = None        # EXPORT_PRODUCT_VERSION, e.g. "2025.3.2.0"
+    meta: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def has_table(self, name: str) -> bool:
+        return name in self.tables
+
+    @property
+    def schema_tuple(self) -> tuple[int, ...] | None:
+        """(major, minor, micro) of the export schema, for version-dependent readers."""
+        if not self.schema_version:
+            return None
+        try:
+            return tuple(int(p) for p in self.schema_version.split("."))
+        except ValueError:
+            return None
+
+
+def check_header(path: Path) -> int:
+    """Check the SQLite header and that the file is not shorter than the header says; return size.
+
+    Why: sqlite3 happily "opens" a zero-byte or random file and only fails at the first query, with
+    messages like "file is not a database"; a file cut short by a crash may even answer some queries.
+    The header's page size and page count (valid when the two change counters agree) give the exact
+    size the file must have.
+    """
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise BadInputError(path, "file not found") from None
+    except OSError as exc:
+        raise BadInputError(path, f"cannot read it ({exc.strerror or exc})") from None
+    if not path.is_file():
+        raise BadInputError(path, "not a regular file")
+    if size == 0:
+        raise BadInputError(path, "empty file (0 bytes), not an SQLite export")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEADER_LEN)
+    except OSError as exc:
+        raise BadInputError(path, f"cannot read it ({exc.strerror or exc})") from None
+    if not head.startswith(SQLITE_MAGIC):
+        raise BadInputError(path, "not an SQLite database (bad header)")
+    if len(head) < _HEADER_LEN:
+        raise BadInputError(path, f"truncated SQLite file ({size} bytes, shorter than its header)")
+    page_size = struct.unpack(">H", head[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise BadInputError(path, f"corrupt SQLite header (page size {page_size})")
+    change_counter, pages = struct.unpack(">II", head[24:32])
+    valid_for = struct.unpack(">I", head[92:96])[0]
+    if pages and change_counter == valid_for and size < pages * page_size:
+        raise BadInputError(
+            path, f"truncated SQLite file ({size} bytes, its header says {pages * page_size})")
+    return size
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open an export read-only without creating journals: inputs may sit on read-only media."""
+    uri = f"file:{_quote_uri_path(path)}?mode=ro&immutable=1"
+    return sqlite3.connect(uri, uri=True)
+
+
+def _quote_uri_path(path: Path) -> str:
+    from urllib.parse import quote
+
+    return quote(str(Path(path).absolute()), safe="/")
+
+
+def validate_export(path: str | Path) -> ExportInfo:
+    """Return facts about a valid nsys SQLite export, or raise BadInputError saying what is wrong."""
+    p = Path(path)
+    size = check_header(p)
+    try:
+        con = connect_readonly(p)
+    except sqlite3.Error as exc:
+        raise BadInputError(p, f"cannot open it as SQLite ({exc})") from None
+    try:
+        try:
+            tables = tuple(sorted(r[0] for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")))
+        except sqlite3.DatabaseError as exc:
+            raise BadInputError(p, f"corrupt SQLite database ({exc})") from None
+        if "StringIds" not in tables:
+            raise BadInputError(p, "an SQLite database, but not an Nsight Systems export (no StringIds table)")
+        try:
+            con.execute("SELECT * FROM StringIds LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise BadInputError(p, f"corrupt export, StringIds is unreadable ({exc})") from None
+        meta = _read_meta(con, tables)
+    finally:
+        con.close()
+    return ExportInfo(
+        path=p,
+        size=size,
+        tables=tables,
+        schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+        nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
+        meta=meta,
+    )
+
+
+def _read_meta(con: sqlite3.Connection, tables: tuple[str, ...]) -> dict[str, str]:
+    """Key/value rows of the export metadata table, whichever name this nsys used (or {})."""
+    for name in META_TABLES:
+        if name not in tables:
+            continue
+        try:
+            cols = [r[1] for r in con.execute(f'PRAGMA table_info("{name}")')]
+            if len(cols) < 2:
+                continue
+            key_col, val_col = ("name", "value") if {"name", "value"} <= set(cols) else (cols[0], cols[1])
+            rows = con.execute(f'SELECT "{key_col}", "{val_col}" FROM "{name}"').fetchall()
+        except sqlite3.DatabaseError:
+            continue  # metadata is a nicety; a damaged meta table must not hide a usable export
+        return {str(k): "" if v is None else str(v) for k, v in rows if k is not None}
+    return {}

@@ -1,0 +1,97 @@
+"""Shared test fixtures.
+
+nsys fixtures (`nsys_exe`, `nsys_reports`, `nsys_qdstrm`): real, small Nsight Systems reports made
+by the local nsys from a tiny python program with `nvtx` ranges (nsys 2022.4 records the python
+`nvtx` package up to 0.2.10). No GPU is needed: `--trace=nvtx,osrt --sample=none --cpuctxsw=none`.
+The reports hold this machine's environment, so they live only in pytest's temp folders.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NSYS_PROFILE_FLAGS = ["--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true"]
+
+# The profiled program: `steps` "step" ranges with verl-like children, so reports differ in content.
+_NVTX_PROGRAM = """
+import sys, time
+import nvtx
+steps = int(sys.argv[1])
+for i in range(steps):
+    with nvtx.annotate("step", color="blue"):
+        with nvtx.annotate("gen"):
+            time.sleep(0.01)
+        with nvtx.annotate("update_actor"):
+            time.sleep(0.005)
+"""
+
+
+@pytest.fixture(scope="session")
+def nsys_exe() -> Path:
+    """The local nsys (PATH or $VERLPROF_NSYS); tests that need it skip without it."""
+    exe = os.environ.get("VERLPROF_NSYS") or shutil.which("nsys")
+    if not exe:
+        pytest.skip("nsys is not installed (CI installs Debian's nsight-systems: .ci/install_nsys.sh)")
+    return Path(exe)
+
+
+def _profile_cmd(nsys: Path | str, out_base: Path, program: Path, steps: int) -> list[str]:
+    return [str(nsys), "profile", *NSYS_PROFILE_FLAGS, "-o", str(out_base),
+            sys.executable, str(program), str(steps)]
+
+
+@pytest.fixture(scope="session")
+def nsys_reports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three real `.nsys-rep` files (1, 2 and 3 NVTX "step" ranges), profiled in parallel.
+
+    Read-only by convention: tests copy them into tmp_path before changing anything.
+    """
+    folder = tmp_path_factory.mktemp("nsys_reports")
+    program = folder / "nvtx_steps.py"
+    program.write_text(_NVTX_PROGRAM)
+    procs = []
+    for steps in (1, 2, 3):
+        base = folder / f"report_steps{steps}"
+        procs.append((base, subprocess.Popen(_profile_cmd(nsys_exe, base, program, steps), cwd=folder,
+                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    reports = []
+    for base, proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        rep = base.with_name(base.name + ".nsys-rep")
+        if proc.returncode != 0 or not rep.is_file():
+            pytest.fail(f"nsys profile failed (exit {proc.returncode}): {out[-2000:]}")
+        reports.append(rep)
+    return reports
+
+
+@pytest.fixture(scope="session")
+def nsys_qdstrm(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real unfinished report (`.qdstrm`), as nsys leaves it when it cannot find its importer.
+
+    nsys looks for QdstrmImporter relative to its own binary, so a copy of the nsys binary in a
+    folder of symlinks to the rest of its target folder (and no host folder beside it) profiles
+    normally but stops at the `.qdstrm` - exactly the Debian "importer link" quirk.
+    """
+    real = Path(os.path.realpath(nsys_exe))
+    folder = tmp_path_factory.mktemp("nsys_qdstrm")
+    target = folder / "no-importer" / real.parent.name
+    target.mkdir(parents=True)
+    for entry in real.parent.iterdir():
+        if entry.name != real.name:
+            (target / entry.name).symlink_to(entry)
+    shutil.copy2(real, target / real.name)
+    program = folder / "nvtx_steps.py"
+    program.write_text(_NVTX_PROGRAM)
+    base = folder / "unfinished"
+    out = subprocess.run(_profile_cmd(target / real.name, base, program, 2), cwd=folder,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    shutil.rmtree(folder / "no-importer")
+    qd = base.with_name(base.name + ".qdstrm")
+    if not qd.is_file():
+        pytest.skip(f"this nsys layout did not leave a .qdstrm (exit {out.returncode}): {out.stdout[-500:]}")
+    return qd
