@@ -116,7 +116,8 @@ def _export(inputs: list[Artifact], opts: CollectOptions, executor: Executor, pr
             tool = nsys_tool.find_nsys(opts.nsys)
         except VerlprofError:
             tool = None  # each report then says, in its own row, that nsys is missing
-    eopts = export_stage.ExportOptions(work_dir=opts.work_dir, nsys=opts.nsys, jobs=opts.jobs, tool=tool)
+    eopts = export_stage.ExportOptions(work_dir=opts.work_dir, nsys=opts.nsys, jobs=opts.jobs, tool=tool,
+                                        out_dir=opts.out)
 
     def on_done(res: Any) -> None:
         progress.advance(task)
