@@ -1,6 +1,121 @@
-"""Placeholder: this command is being written."""
+"""`verlprof summarize BUNDLE_OR_RUN... -o OUT`: compare many runs side by side.
+
+Why a thin command: all the work is in `pipeline/batch.py` (testable without a terminal); this
+module parses flags, picks the executor (process pool by default, Ray tasks with `--ray`), draws the
+progress and the final rich tables, and turns "nothing usable" into a one-line error.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from verlprof.pipeline.errors import VerlprofError
+
+console = Console()
 
 
-def register(app: typer.Typer) -> None:  # noqa: D103
-    return None
+def _fmt_ms(ns: Any) -> str:
+    from verlprof.pipeline.report_html import fmt_ms
+
+    return fmt_ms(ns)
+
+
+def comparison_table(result: Any, metric: str = "wall_ns", max_runs: int = 8) -> Table:
+    """The terminal table: per (stage, role) the baseline value and each run's value and delta."""
+    from verlprof.pipeline.report_html import _isnull, fmt_rel
+
+    df = result.compare
+    df = df[df["metric"] == metric]
+    runs = [r.run for r in result.ok]
+    shown = [r for r in runs if r != result.baseline][:max_runs]
+    t = Table(title=f"{metric.removesuffix('_ns')} per step (ms), baseline {result.baseline}"
+                    + (f"; first {max_runs} of {len(runs) - 1} other runs shown" if len(runs) - 1 > max_runs else ""))
+    t.add_column("stage")
+    t.add_column("role")
+    t.add_column(f"{result.baseline}", justify="right")
+    for r in shown:
+        t.add_column(r, justify="right")
+    for (stage, role), grp in df.groupby(["stage", "role"], sort=False, dropna=False):
+        by_run = {r["run"]: r for r in grp.to_dict("records")}
+        base = grp["baseline_ns"].iloc[0]
+        cells = [str(stage), "" if _isnull(role) else str(role), _fmt_ms(None if _isnull(base) else base)]
+        for run in shown:
+            rec = by_run.get(run)
+            if rec is None or _isnull(rec["value_ns"]):
+                cells.append("–")
+                continue
+            d = rec["delta_ns"]
+            style = "" if _isnull(d) or d == 0 else ("red" if d > 0 else "green")
+            txt = f"{_fmt_ms(rec['value_ns'])} ({fmt_rel(rec['delta_rel'])})"
+            cells.append(f"[{style}]{txt}[/]" if style else txt)
+        t.add_row(*cells)
+    return t
+
+
+def status_table(result: Any) -> Table:
+    t = Table(title="runs")
+    t.add_column("run")
+    t.add_column("status")
+    t.add_column("detail", overflow="fold")
+    colors = {"done": "green", "cached": "cyan", "skipped": "yellow"}
+    for r in result.runs:
+        t.add_row(r.run + (" (baseline)" if r.run == result.baseline else ""),
+                  f"[{colors.get(r.status, '')}]{r.status}[/]", r.detail)
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("summarize")
+    def summarize(
+        inputs: List[Path] = typer.Argument(..., metavar="BUNDLE_OR_RUN...",
+                                            help="collect outputs (bundles) or raw run folders (collected first)"),
+        out: Path = typer.Option(..., "-o", "--out", help="output folder"),
+        baseline: Optional[str] = typer.Option(None, "--baseline", help="run id, input path or 1-based position (default: the first usable run)"),
+        html: bool = typer.Option(False, "--html", help="also write OUT/report.html (static, offline)"),
+        ray: bool = typer.Option(False, "--ray", help="run the per-run work as Ray tasks on the running cluster (address auto)"),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDRESS",
+                                                  help="Ray cluster address (implies --ray); `local` starts a private local Ray"),
+        jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="local worker processes (1 = inline)"),
+        work: Optional[Path] = typer.Option(None, "--work", help="work/cache dir (default $VERLPROF_CACHE or ~/.cache/verlprof)"),
+        top: int = typer.Option(20, "--top", min=1, help="kernel changes kept per run"),
+        metric: str = typer.Option("wall_ns", "--metric", help="metric of the terminal table: wall_ns, gpu_busy_ns, kernel_ns, comm_ns, idle_ns"),
+        fresh: bool = typer.Option(False, "--fresh", help="ignore cached per-run results"),
+    ) -> None:
+        """Compare many runs: stacked tables, per-stage deltas against a baseline, optional HTML."""
+        from verlprof.pipeline import batch, compare
+        from verlprof.pipeline.executors import make_executor
+        from verlprof.pipeline.progress import err_console
+        from verlprof.pipeline.runner import default_work_dir
+
+        if metric not in compare.METRICS:
+            raise VerlprofError(None, f"--metric must be one of {', '.join(compare.METRICS)}, not {metric!r}")
+        address = ray_address if ray_address is not None else ("auto" if ray else None)
+        executor = make_executor(jobs, ray_address=address)
+        work_dir = work or default_work_dir()
+        if fresh:
+            batch.clear_cache(work_dir)
+        done = 0
+
+        def progress(st: batch.RunStatus) -> None:
+            nonlocal done
+            done += 1
+            if err_console.is_terminal:
+                err_console.print(f"[dim]{done}/{len(inputs)}[/] {st.run}: {st.status}")
+
+        try:
+            result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor, work_dir=work_dir,
+                                          html=html, top_kernels=top, on_done=progress)
+        finally:
+            close = getattr(executor, "close", None)
+            if close:
+                close()
+        if result.compare is not None:
+            console.print(comparison_table(result, metric))
+        console.print(status_table(result))
+        if not result.ok:
+            raise VerlprofError(None, f"none of the {len(inputs)} inputs could be summarised (see the table above)")
+        console.print(f"wrote {', '.join(p.name for p in result.outputs.values())} to {out}")
