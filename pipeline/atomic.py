@@ -53,13 +53,33 @@ def write_json(path: str | Path, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def _writer_alive(temp_name: str) -> bool:
+    """Whether the process that owns a temp file (pid in its name) still runs on this machine."""
+    try:
+        pid = int(temp_name.rsplit(".tmp-", 1)[1].split("-", 1)[0])
+    except (IndexError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def clean_stale_temps(folder: str | Path) -> int:
-    """Remove temp files a crashed earlier run left behind in `folder` (only verlprof's own)."""
+    """Remove temp files a crashed earlier run left behind in `folder` (only verlprof's own).
+
+    Temps of a writer that is still alive (another collect sharing the work dir) are left alone.
+    """
     removed = 0
     root = Path(folder)
     if not root.is_dir():
         return 0
     for p in root.rglob(".*.tmp-*"):
+        if _writer_alive(p.name):
+            continue
         with contextlib.suppress(OSError):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
             removed += 1
