@@ -31,22 +31,44 @@ def collect(
     top: int = typer.Option(50, "--top", help="Top kernels per phase in kernels.parquet."),
     html: bool = typer.Option(False, "--html", help="Also write report.html."),
     pack: bool = typer.Option(False, "--pack", help="Also write OUT.tar.gz with SHA256SUMS."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Run on Ray (ADDRESS or 'auto') instead of a local pool."),
+    ray: bool = typer.Option(False, "--ray", help="Collect on every node of the running Ray cluster (address auto)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDRESS",
+                                              help="Ray cluster address (implies --ray)."),
 ) -> None:
     """Gather, export, scrub, window and summarize one verl run into OUT."""
     from verlprof.stages.gather import default_sources
 
     srcs = list(sources or [])
+    if ray or ray_address:
+        _collect_on_cluster(ray_address or "auto", srcs, out, work, jobs, nsys, step, top)
+        return
     if not srcs:
         srcs = default_sources()
         if not srcs:
             raise VerlprofError(None, "no SOURCE given and no Ray nsight folder or ./outputs/profile found")
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     opts = CollectOptions(sources=srcs, out=out, work_dir=work or default_work_dir(), jobs=jobs, nsys=nsys,
-                          ray=ray, step=step_arg, top=top, html=html, pack=pack)
+                          step=step_arg, top=top, html=html, pack=pack)
     with stage_progress() as progress:
         result = run_collect(opts, progress)
     print_collect_table(result, Console())
+
+
+def _collect_on_cluster(address: str, sources: list[Path], out: Path, work: Path | None, jobs: int | None,
+                        nsys: str | None, step: str, top: int) -> None:
+    """One task per alive Ray node collects that node's files there; only bundles travel back."""
+    from verlprof.pipeline import cluster
+
+    options = {"work_dir": str(work) if work else None, "jobs": jobs, "nsys": nsys,
+               "step": "auto" if step == "auto" else _int_step(step), "top": top}
+    results = cluster.collect_on_nodes(address, [str(s) for s in sources], options)
+    cluster.merge_node_bundles(results, out)
+    table = Table(title=f"verlprof collect --ray -> {out.name}")
+    for col in ("node", "status", "files", "seconds", "detail"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(r.node, r.status, str(r.files), f"{r.seconds:.1f}", r.detail)
+    Console().print(table)
 
 
 def _int_step(step: str) -> int:
