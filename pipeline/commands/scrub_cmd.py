@@ -1,6 +1,84 @@
-"""Placeholder: this command is being written."""
+"""`verlprof scrub` and `verlprof check`: make profiler artifacts shareable, and prove they are.
+
+Why both here: they are two halves of one promise. `scrub` writes secret-free copies (and checks
+them before it says so); `check` re-opens any files, a whole share bundle included, and exits 1
+when anything secret or personal remains, printing where and what kind, never the value.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
 import typer
 
 
-def register(app: typer.Typer) -> None:  # noqa: D103
-    return None
+def _policy(policy: Optional[Path], values_file: Optional[Path], local_env: Optional[bool]):
+    from verlprof.stages.secrets import load_policy, read_values_file
+
+    extra = read_values_file(values_file) if values_file else None
+    return load_policy(policy, extra_values=extra,
+                       use_local_environment=local_env)
+
+
+def scrub_command(
+    inputs: List[Path] = typer.Argument(..., help="nsys SQLite exports, chrome traces (.json/.json.gz), memory snapshots (.pickle), or folders of them."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder (or output file for a single input file)."),
+    policy: Optional[Path] = typer.Option(None, "--policy", help="Policy file (TOML or YAML) overriding the defaults."),
+    values_file: Optional[Path] = typer.Option(None, "--values-file", help="Extra known secret values, one per line."),
+    local_env: Optional[bool] = typer.Option(None, "--local-env/--no-local-env", help="Also treat this machine's host/user names and secret-named environment values as secrets (default: policy, on)."),
+    salt: Optional[str] = typer.Option(None, "--salt", help="Salt for GPU UUID hashes and fallback pseudonyms (default: derived from the inputs)."),
+    jobs: int = typer.Option(1, "-j", "--jobs", help="Parallel workers (processes)."),
+    work: Optional[Path] = typer.Option(None, "--work", help="Work folder for done records (default $VERLPROF_CACHE or ~/.cache/verlprof)."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Run `check` on the outputs and refuse them when anything remains."),
+) -> None:
+    """Write scrubbed copies of profiler artifacts: nothing secret or personal leaves."""
+    from verlprof.stages.scrub import scrub_inputs
+    from verlprof.stages.verify import format_findings
+
+    pol = _policy(policy, values_file, local_env)
+    run = scrub_inputs(inputs, out, pol, jobs=jobs, work_dir=work, salt=salt, verify=verify)
+    for r in run.results:
+        if r.status in ("done", "cached"):
+            typer.echo(f"{r.status:7} {r.rel} -> {r.dst}: {r.total} replacements")
+        else:
+            typer.echo(f"{r.status:7} {r.rel}: {r.detail}", err=True)
+    for s in run.skipped:
+        typer.echo(f"skipped {s}: not a profiler artifact verlprof scrubs (not copied)")
+    if run.report:
+        typer.echo(f"report  {run.report}")
+    if run.findings:
+        typer.echo("check found secrets or personal data in the outputs; they were removed:", err=True)
+        for line in format_findings(run.findings):
+            typer.echo(f"  {line}", err=True)
+    raise typer.Exit(run.exit_code)
+
+
+def check_command(
+    paths: List[Path] = typer.Argument(..., help="Files or folders to verify (a share bundle, scrubbed outputs, ...)."),
+    policy: Optional[Path] = typer.Option(None, "--policy", help="Policy file (TOML or YAML) overriding the defaults."),
+    values_file: Optional[Path] = typer.Option(None, "--values-file", help="Known secret values to look for, one per line."),
+    local_env: Optional[bool] = typer.Option(None, "--local-env/--no-local-env", help="Also look for this machine's host/user names and secret-named environment values."),
+) -> None:
+    """Verify files hold nothing secret or personal; exit 1 (listing locations, never values) if they do."""
+    from verlprof.stages.secrets import Pseudonyms, local_identities
+    from verlprof.stages.verify import Checker, format_findings
+
+    pol = _policy(policy, values_file, local_env)
+    known = [local_identities(pol)] if pol.use_local_environment else []
+    checker = Checker(pol, Pseudonyms.build(known, salt="", policy=pol))
+    findings = checker.check_paths(paths)
+    if findings:
+        for line in format_findings(findings, limit=500):
+            typer.echo(line)
+        typer.echo(f"verlprof check: {len(findings)} finding(s) in {checker.files} file(s)", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"verlprof check: no findings in {checker.files} file(s)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `scrub` and `check` to the verlprof CLI."""
+    app.command("scrub")(scrub_command)
+    app.command("check")(check_command)
+
+
+__all__ = ["register", "scrub_command", "check_command"]
