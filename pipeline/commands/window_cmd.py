@@ -1,6 +1,111 @@
-"""Placeholder: this command is being written."""
+"""`verlprof window INPUT...`: which steps were profiled, and which one is the steady state.
+
+Why a command of its own: before a long collect, a user wants to see the steps each export holds,
+their wall times and why step N is the one summarized (step 1 pays start-up costs). With
+`--phases` it also summarizes that step and prints the phase table; with `-o DIR` it writes
+phases/kernels/steps Parquet there (the same files `collect` puts under OUT/summaries).
+Inputs are nsys SQLite exports and torch chrome traces (or folders holding them); reports
+(`.nsys-rep`) need `collect`, which exports them first.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
 import typer
 
+from verlprof.pipeline.errors import VerlprofError
 
-def register(app: typer.Typer) -> None:  # noqa: D103
-    return None
+_SQLITE_SUFFIXES = (".sqlite", ".json", ".json.gz")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("window")(window)
+
+
+def _inputs(paths: list[Path]) -> list[Path]:
+    """SQLite exports named on the command line or lying (recursively) in named folders."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*") if q.is_file() and q.name.endswith(_SQLITE_SUFFIXES))
+            if not found:
+                raise VerlprofError(p, "holds no nsys SQLite exports (*.sqlite) or torch traces (*.json[.gz]); "
+                                       "run `verlprof collect` on reports")
+            out.extend(found)
+        elif p.is_file():
+            if p.name.endswith(".nsys-rep") or p.name.endswith(".qdstrm"):
+                raise VerlprofError(p, "an nsys report: export it first (`nsys export --type sqlite`) or use `verlprof collect`")
+            out.append(p)
+        else:
+            raise VerlprofError(p, "no such file or folder")
+    return out
+
+
+def parse_step(step: str) -> "int | str":
+    """`--step` value: a positive integer or `auto`."""
+    s = step.strip().lower()
+    if s == "auto":
+        return "auto"
+    try:
+        n = int(s)
+    except ValueError:
+        raise VerlprofError(None, f"--step must be a step number or 'auto', not {step!r}") from None
+    if n < 1:
+        raise VerlprofError(None, f"--step must be 1 or more, not {n}")
+    return n
+
+
+def window(
+    inputs: list[Path] = typer.Argument(..., help="nsys SQLite exports or torch traces, or folders holding them."),
+    step: str = typer.Option("2", "--step", help="Step to summarize: N, or 'auto' (median-duration step after the first)."),
+    top: int = typer.Option(50, "--top", help="Top kernels per phase (with -o)."),
+    phases: bool = typer.Option(False, "--phases", help="Also summarize the chosen step and print its phases."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write phases/kernels/steps.parquet into this folder."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
+) -> None:
+    """Find the profiled steps in every input and choose the steady-state one."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from verlprof.pipeline.executors import make_executor
+    from verlprof.pipeline.hashing import sha256_file
+    from verlprof.stages.summarize import (
+        render_phase_table, steps_rows, summarize_sources, summary_metadata, write_summaries,
+    )
+    from verlprof.stages.summary_types import SummarizeOptions
+    from verlprof.stages.summarize import _steps_item
+    from verlprof.stages.window import identity_from_path, run_window
+
+    console = Console()
+    files = _inputs(inputs)
+    idents = [(p, identity_from_path(p)) for p in files]
+    options = SummarizeOptions(step=parse_step(step), top=top)  # type: ignore[arg-type]
+    if phases or out is not None:
+        res = summarize_sources(idents, options, make_executor(jobs))
+        resolved, choice, rows = res.sources, res.choice, res.rows
+        for source, err in res.errors:
+            console.print(f"[yellow]skipped {source}: {err}[/yellow]")
+    else:
+        resolved, choice = run_window([_steps_item((str(p), ident)) for p, ident in idents], options.step)
+        rows = {"steps": steps_rows(resolved, choice)}
+    t = Table(title="profiled steps", title_justify="left")
+    for col in ("source", "pid", "step", "wall ms", "boundary", "chosen", "flags"):
+        t.add_column(col, justify="right" if col in ("pid", "step", "wall ms") else "left")
+    for src in resolved:
+        for s in sorted(src.steps, key=lambda s: (s.pid or 0, s.step)):
+            t.add_row(src.ident.source, str(s.pid or ""), str(s.step), f"{s.wall_ns / 1e6:,.1f}", s.boundary,
+                      "yes" if s.step == choice.step else "", ", ".join(s.flags))
+    console.print(t)
+    console.print(f"window: {choice.reason}")
+    for w in choice.warnings:
+        console.print(f"[yellow]warning: {w}[/yellow]")
+    if phases and rows.get("phases"):
+        render_phase_table(rows["phases"], console)
+    if out is not None:
+        meta = summary_metadata(
+            inputs=[(ident.source, sha256_file(p)) for p, ident in idents],
+            tools={"nsys": [s.tool_version or "" for s in resolved if s.ident.source_kind == "nsys"]},
+            choice=choice)
+        written = write_summaries(rows, out, meta)
+        console.print("wrote " + ", ".join(str(p) for p in written.values()))

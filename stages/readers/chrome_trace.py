@@ -1,0 +1,843 @@
+"""Read torch.profiler (kineto) chrome traces fast, in bounded memory, without trusting them.
+
+Why: verl's torch traces reach hundreds of MB per rank, and the usual `json.load` of a whole
+trace (what HolisticTraceAnalysis does) holds every event as a Python dict: seconds per 100 MB and
+gigabytes of memory. verlprof needs only a few fields of a few kinds of events (user annotations,
+CUDA runtime/driver calls, kernels, memcpys, memsets), so this reader:
+
+1. streams the file (gzip or plain) in chunks of a few MB, never holding the whole document;
+2. cuts each chunk at the last event boundary (`}` `,` `{`) and decodes the batch with msgspec
+   against a *typed* event struct that names only the fields it needs - every other field
+   (`args` of cpu ops, stacks, shapes) is skipped in C without creating a Python object, and names
+   stay raw bytes until an event is kept;
+3. keeps compact per-event records in arrays (`array('q')`) with interned names.
+
+A batch decodes only if it is whole, balanced JSON, so a wrong cut (a `},{` inside a string or a
+nested list) can never produce wrong events: it fails and falls back. Fallbacks, in order: the
+standard library's tolerant parser for the same batch (accepts `NaN`, `Infinity`, integers beyond
+64 bits; invalid UTF-8 is replaced), then an exact tokenizer that finds each element's true extent
+and decodes elements one by one. Whenever the tolerant parser was needed the result says so in
+`warnings`. Anything that is not a chrome trace (empty file, truncated or corrupt gzip, not JSON,
+no `traceEvents` list, a truncated document) raises `BadInputError` naming the file.
+
+Timestamps: chrome traces store microseconds as floats. Records hold integer nanoseconds on the
+trace's own clock (`ts` * 1000, rounded to the ns the three printed decimals carry); `TraceData.
+base_ns` says how to reach absolute UTC (see `time_base`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import queue
+import re
+import threading
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional, Union
+
+import orjson
+
+try:  # msgspec: typed decoding that skips unneeded fields in C (see module docstring)
+    import msgspec
+except ImportError:  # pragma: no cover - exercised only where msgspec is not installed
+    msgspec = None  # type: ignore[assignment]
+
+from verlprof.pipeline.errors import BadInputError
+
+# Decompressed bytes handed to the parser per step: big enough to amortise per-batch costs, small
+# enough that a batch's transient structs stay in the tens of MB.
+CHUNK_BYTES = 8 << 20
+_READ_BYTES = 1 << 20
+# A header (keys before `traceEvents`) larger than this is not a torch trace.
+HEADER_LIMIT = 256 << 20
+# Below this size a document without a streamable `traceEvents` array is decoded whole, to say
+# precisely what is wrong with it.
+WHOLE_DECODE_LIMIT = 64 << 20
+
+# Event kinds kept (codes stored in TraceData.gpu_kind and used by summarize_torch).
+RANGE, API, KERNEL, MEMCPY, MEMSET, SPAN, META, OTHER = 1, 2, 3, 4, 5, 6, 7, 0
+GPU_KINDS = (KERNEL, MEMCPY, MEMSET)
+
+# `cat` -> kind. Newer kineto spells categories in snake case; older releases (torch <= 1.12)
+# wrote "Kernel", "Memcpy", "Memset", "Runtime".
+CAT_KIND: dict[str, int] = {
+    "user_annotation": RANGE,
+    "cuda_runtime": API, "cuda_driver": API, "Runtime": API, "Driver": API,
+    "kernel": KERNEL, "Kernel": KERNEL,
+    "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
+    "gpu_memset": MEMSET, "Memset": MEMSET,
+    "Trace": SPAN,
+    "": META,   # no category: metadata (thread names), instants
+}
+
+
+if msgspec is not None:
+    # gc=False: these structs never form reference cycles, and keeping millions of them out of the
+    # cyclic garbage collector makes decoding about 3x faster.
+    class _Args(msgspec.Struct, gc=False):
+        """The `args` fields verlprof reads; msgspec skips every other key without building it."""
+
+        correlation: Optional[int] = None
+        bytes: Optional[int] = None
+        stream: Optional[int] = None
+        device: Optional[int] = None
+        name: msgspec.Raw = msgspec.Raw()   # thread_name metadata events (empty when absent)
+
+    class _Event(msgspec.Struct, gc=False):
+        """One trace event, typed: only these keys are decoded; `name` stays raw until kept."""
+
+        ph: str = ""
+        cat: str = ""
+        name: msgspec.Raw = msgspec.Raw()   # raw JSON text; empty when absent
+        pid: Union[int, str, None] = None
+        tid: Union[int, str, None] = None
+        ts: Optional[float] = None
+        dur: Optional[float] = None
+        args: Optional[_Args] = None
+
+    _BATCH = msgspec.json.Decoder(list[_Event])
+    _ONE = msgspec.json.Decoder(_Event)
+    _STR = msgspec.json.Decoder(str)
+    _FAST_ERRORS: tuple[type[Exception], ...] = (msgspec.DecodeError, msgspec.ValidationError)
+else:  # orjson builds every field of every event: slower and more memory per batch, same results
+    _BATCH = _ONE = _STR = None
+    _FAST_ERRORS = (orjson.JSONDecodeError,)
+
+_WS = b" \t\r\n"
+_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+# Exact tokenizer: whole strings (group 1 is the closing quote, empty when the buffer ends first)
+# and the structural characters that matter for finding an element's extent.
+_TOKEN = re.compile(rb'"(?:[^"\\]+|\\.)*("?)|[{}\[\],]', re.S)
+
+
+@dataclass
+class TraceData:
+    """What summarize needs from one chrome trace, in compact form.
+
+    Times are integer ns on the trace's clock; add `base_ns` for absolute UTC ns. Threads are
+    indices into `threads` ((pid, tid) pairs, ints or the strings some writers use).
+    """
+
+    path: Path
+    metadata: dict[str, Any] = field(default_factory=dict)   # top-level keys except traceEvents
+    base_ns: int = 0
+    time_base: str = "relative"       # baseTimeNanoseconds | epoch | relative
+    threads: list[tuple[Any, Any]] = field(default_factory=list)
+    thread_names: dict[int, str] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)           # interned GPU op names
+    # user annotations: (name, start_ns, dur_ns, thread)
+    ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
+    # CUDA runtime/driver calls (parallel arrays)
+    api_ts: array = field(default_factory=lambda: array("q"))
+    api_dur: array = field(default_factory=lambda: array("q"))
+    api_thread: array = field(default_factory=lambda: array("q"))
+    api_corr: array = field(default_factory=lambda: array("q"))
+    # GPU activities: kernels, memcpys, memsets (parallel arrays)
+    gpu_kind: array = field(default_factory=lambda: array("b"))
+    gpu_name: array = field(default_factory=lambda: array("q"))
+    gpu_ts: array = field(default_factory=lambda: array("q"))
+    gpu_dur: array = field(default_factory=lambda: array("q"))
+    gpu_device: array = field(default_factory=lambda: array("q"))
+    gpu_stream: array = field(default_factory=lambda: array("q"))
+    gpu_corr: array = field(default_factory=lambda: array("q"))
+    gpu_bytes: array = field(default_factory=lambda: array("q"))
+    profiler_span: tuple[int, int] | None = None     # the "PyTorch Profiler" Trace event
+    n_events: int = 0
+    n_skipped: int = 0                # kept-kind events without a usable timestamp
+    n_tolerant: int = 0               # events decoded by the tolerant parser
+    parser: str = "typed"             # typed | tolerant | mixed
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_gpu(self) -> int:
+        return len(self.gpu_ts)
+
+
+# ------------------------------------------------------------------------------------------------
+# Bytes in: gzip or plain, in bounded chunks
+# ------------------------------------------------------------------------------------------------
+
+def _byte_chunks(path: Path) -> Iterator[bytes]:
+    """Decompressed content of `path` in chunks of at most CHUNK_BYTES.
+
+    Handles multi-member gzip; a truncated or corrupt gzip raises BadInputError.
+    """
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise BadInputError(path, f"cannot read: {exc.strerror or exc}") from None
+    with fh:
+        magic = fh.read(2)
+        fh.seek(0)
+        if magic != b"\x1f\x8b":
+            while True:
+                block = fh.read(CHUNK_BYTES)
+                if not block:
+                    return
+                yield block
+        d = zlib.decompressobj(31)
+        while True:
+            data = fh.read(_READ_BYTES)
+            if not data:
+                break
+            while data:
+                try:
+                    out = d.decompress(data, CHUNK_BYTES)
+                except zlib.error as exc:
+                    raise BadInputError(path, f"corrupt gzip data ({exc})") from None
+                if out:
+                    yield out
+                data = d.unconsumed_tail
+                if d.eof:
+                    rest = d.unused_data + data
+                    if not rest.strip(b"\x00"):
+                        data = b""
+                        continue
+                    if rest[:2] != b"\x1f\x8b":
+                        raise BadInputError(path, "trailing garbage after the gzip data")
+                    d = zlib.decompressobj(31)   # next gzip member
+                    data = rest
+        if not d.eof:
+            raise BadInputError(path, "truncated gzip (the compressed stream ends early)")
+
+
+def _prefetched(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """Run a chunk generator in a helper thread, `depth` chunks ahead.
+
+    Why: zlib releases the GIL while it inflates, so decompressing the next chunk overlaps with
+    decoding the current one (about a third of the time on gzip traces). The bounded queue keeps
+    memory at a few chunks; an exception in the thread (BadInputError) is re-raised here."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def work() -> None:
+        try:
+            for c in chunks:
+                while not stop.is_set():
+                    try:
+                        q.put(c, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            q.put(exc)
+
+    t = threading.Thread(target=work, name="verlprof-inflate", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():   # unblock a producer waiting on a full queue, then let it finish
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(timeout=0.05)
+
+
+# ------------------------------------------------------------------------------------------------
+# Tolerant decoding
+# ------------------------------------------------------------------------------------------------
+
+def _tolerant_loads(data: bytes) -> Any:
+    """The standard library's parser: NaN/Infinity, integers of any size; bad UTF-8 replaced."""
+    return json.loads(data.decode("utf-8", errors="replace"))
+
+
+def _clean(s: str) -> str:
+    """A string safe to write to Parquet (lone surrogates from `\\ud800` escapes replaced)."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", errors="replace").decode("utf-8")
+
+
+def _as_float(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float, str)):
+        try:
+            f = float(v)
+        except (ValueError, OverflowError):
+            return None
+    else:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _as_int(v: Any) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _ns(us: float) -> int:
+    """Microseconds (float with 3 decimals) -> integer ns, exact to the printed digits."""
+    whole = int(us)
+    return whole * 1000 + round((us - whole) * 1000)
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+# |ns| below 2**62: ~146 years, and sums of a few of them still fit int64.
+_TIME_LIMIT = 1 << 62
+
+
+# ------------------------------------------------------------------------------------------------
+# The collector: typed or dict events -> compact records
+# ------------------------------------------------------------------------------------------------
+
+class _Collector:
+    """Turns decoded events into TraceData records; all the per-event work lives here."""
+
+    def __init__(self, data: TraceData) -> None:
+        self.d = data
+        self._thread_ix: dict[tuple[Any, Any], int] = {}
+        self._name_ix: dict[bytes, int] = {}
+        self._range_names: dict[bytes, str] = {}
+        self._big_ids: dict[int, int] = {}     # ids beyond int64 -> synthetic negative ids
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def thread(self, pid: Any, tid: Any) -> int:
+        key = (pid, tid)
+        ix = self._thread_ix.get(key)
+        if ix is None:
+            ix = self._thread_ix[key] = len(self.d.threads)
+            self.d.threads.append(key)
+        return ix
+
+    def _id(self, v: Any) -> int:
+        """An id (correlation, stream, bytes) that fits array('q'); -1 when missing."""
+        if v is None:
+            return -1
+        if _I64_MIN <= v <= _I64_MAX:
+            return v
+        got = self._big_ids.get(v)
+        if got is None:
+            got = self._big_ids[v] = -2 - len(self._big_ids)
+        return got
+
+    @staticmethod
+    def _decode_name(raw: bytes) -> str:
+        try:
+            s = _STR.decode(raw) if _STR is not None else orjson.loads(raw)
+            if not isinstance(s, str):
+                raise ValueError("not a string")
+        except _FAST_ERRORS + (ValueError,):
+            try:
+                v = _tolerant_loads(raw)
+            except (ValueError, RecursionError):
+                v = raw.decode("utf-8", errors="replace")
+            s = v if isinstance(v, str) else str(v)
+        return _clean(s)
+
+    def gpu_name(self, raw: bytes) -> int:
+        ix = self._name_ix.get(raw)
+        if ix is None:
+            ix = self._name_ix[raw] = len(self.d.names)
+            self.d.names.append(self._decode_name(raw) if raw else "")
+        return ix
+
+    def range_name(self, raw: bytes) -> str:
+        s = self._range_names.get(raw)
+        if s is None:
+            s = self._range_names[raw] = self._decode_name(raw) if raw else ""
+        return s
+
+    # -- one kept event --------------------------------------------------------------------------
+    def keep(self, kind: int, raw_name: bytes, pid: Any, tid: Any, ts: float, dur: float | None,
+             corr: Any, nbytes: Any, stream: Any, device: Any) -> None:
+        d = self.d
+        try:
+            t = _ns(ts)
+            du = round(dur * 1000) if dur is not None else 0
+        except (ValueError, OverflowError):   # NaN / inf
+            d.n_skipped += 1
+            return
+        if du < 0:
+            du = 0
+        if not (-_TIME_LIMIT < t < _TIME_LIMIT and du < _TIME_LIMIT):
+            d.n_skipped += 1   # beyond any real clock (and beyond int64)
+            return
+        if kind == API:
+            d.api_ts.append(t)
+            d.api_dur.append(du)
+            d.api_thread.append(self.thread(pid, tid))
+            d.api_corr.append(self._id(corr))
+        elif kind == RANGE:
+            d.ranges.append((self.range_name(raw_name), t, du, self.thread(pid, tid)))
+        elif kind == SPAN:
+            s = d.profiler_span
+            d.profiler_span = (t, t + du) if s is None else (min(s[0], t), max(s[1], t + du))
+        else:
+            d.gpu_kind.append(kind)
+            d.gpu_name.append(self.gpu_name(raw_name))
+            d.gpu_ts.append(t)
+            d.gpu_dur.append(du)
+            dev = device if device is not None else pid
+            st = stream if stream is not None else tid
+            d.gpu_device.append(self._id(dev if isinstance(dev, int) else None))
+            d.gpu_stream.append(self._id(st if isinstance(st, int) else None))
+            d.gpu_corr.append(self._id(corr))
+            d.gpu_bytes.append(nbytes if isinstance(nbytes, int) and 0 <= nbytes <= _I64_MAX else 0)
+
+    def thread_name(self, pid: Any, tid: Any, name: str) -> None:
+        ix = self.thread(pid, tid)
+        # kineto writes two thread_name events for some threads ("pt_autograd_0", then "python3"):
+        # the first is the informative one.
+        self.d.thread_names.setdefault(ix, _clean(name))
+
+    # -- batches ---------------------------------------------------------------------------------
+    def typed(self, events: list[_Event]) -> None:
+        """Hot loop over msgspec structs: the common kinds (API calls, GPU ops) are inlined."""
+        d = self.d
+        kinds = CAT_KIND
+        keep = self.keep
+        thread_ix = self._thread_ix
+        thread = self.thread
+        name_ix = self._name_ix
+        gpu_name = self.gpu_name
+        api_ts, api_dur, api_thread, api_corr = d.api_ts, d.api_dur, d.api_thread, d.api_corr
+        g_kind, g_name, g_ts, g_dur = d.gpu_kind, d.gpu_name, d.gpu_ts, d.gpu_dur
+        g_dev, g_stream, g_corr, g_bytes = d.gpu_device, d.gpu_stream, d.gpu_corr, d.gpu_bytes
+        d.n_events += len(events)
+        for e in events:
+            kind = kinds.get(e.cat)
+            if kind is None:
+                continue
+            if kind == META:
+                if e.ph == "M" and bytes(e.name) == b'"thread_name"' and e.args is not None \
+                        and e.args.name:
+                    self.thread_name(e.pid, e.tid, self._decode_name(bytes(e.args.name)))
+                continue
+            if e.ph != "X":
+                continue
+            ts, dur, a = e.ts, e.dur, e.args
+            # Fast path: finite float ts/dur, int ids within int64. Anything else -> keep().
+            if (kind == API or kind >= KERNEL and kind <= MEMSET) and type(ts) is float \
+                    and type(dur) is float and a is not None and type(a.correlation) is int \
+                    and -1 <= a.correlation <= _I64_MAX:
+                try:
+                    whole = int(ts)
+                    t = whole * 1000 + round((ts - whole) * 1000)
+                    du = round(dur * 1000)
+                except (ValueError, OverflowError):
+                    d.n_skipped += 1
+                    continue
+                if du < 0:
+                    du = 0
+                if not (-_TIME_LIMIT < t < _TIME_LIMIT and du < _TIME_LIMIT):
+                    d.n_skipped += 1
+                    continue
+                if kind == API:
+                    th = thread_ix.get((e.pid, e.tid))
+                    api_ts.append(t)
+                    api_dur.append(du)
+                    api_thread.append(th if th is not None else thread(e.pid, e.tid))
+                    api_corr.append(a.correlation)
+                    continue
+                dev = a.device if a.device is not None else e.pid
+                st = a.stream if a.stream is not None else e.tid
+                nb = a.bytes
+                if type(dev) is int and type(st) is int and (nb is None or type(nb) is int) \
+                        and _I64_MIN <= dev <= _I64_MAX and _I64_MIN <= st <= _I64_MAX \
+                        and (nb is None or _I64_MIN <= nb <= _I64_MAX):
+                    raw = bytes(e.name)
+                    ni = name_ix.get(raw)
+                    g_kind.append(kind)
+                    g_name.append(ni if ni is not None else gpu_name(raw))
+                    g_ts.append(t)
+                    g_dur.append(du)
+                    g_dev.append(dev)
+                    g_stream.append(st)
+                    g_corr.append(a.correlation)
+                    g_bytes.append(nb if nb is not None else 0)
+                    continue
+            if ts is None:
+                d.n_skipped += 1
+                continue
+            raw = bytes(e.name)
+            if a is None:
+                keep(kind, raw, e.pid, e.tid, ts, dur, None, None, None, None)
+            else:
+                keep(kind, raw, e.pid, e.tid, ts, dur, a.correlation, a.bytes, a.stream, a.device)
+
+    def dicts(self, events: list[Any], tolerant: bool = True) -> None:
+        """The same as `typed`, for events as plain JSON values (any shape, any types): from the
+        tolerant parser, or from orjson where msgspec is not installed (`tolerant=False`)."""
+        self.d.n_events += len(events)
+        if tolerant:
+            self.d.n_tolerant += len(events)
+        for e in events:
+            if not isinstance(e, dict):
+                self.d.n_skipped += 1
+                continue
+            cat = e.get("cat")
+            kind = CAT_KIND.get(cat) if isinstance(cat, str) else None
+            name = e.get("name")
+            args = e.get("args")
+            args = args if isinstance(args, dict) else {}
+            if kind is None or kind == META:
+                if e.get("ph") == "M" and name == "thread_name" and isinstance(args.get("name"), str):
+                    self.thread_name(_hashable(e.get("pid")), _hashable(e.get("tid")), args["name"])
+                continue
+            if e.get("ph") != "X":
+                continue
+            ts = _as_float(e.get("ts"))
+            if ts is None:
+                self.d.n_skipped += 1
+                continue
+            raw = json.dumps(name if isinstance(name, str) else ("" if name is None else str(name))).encode()
+            self.keep(kind, raw, _hashable(e.get("pid")), _hashable(e.get("tid")), ts,
+                      _as_float(e.get("dur")), _as_int(args.get("correlation")),
+                      _as_int(args.get("bytes")), _as_int(args.get("stream")), _as_int(args.get("device")))
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, (int, str)) or v is None:
+        return v
+    return str(v)
+
+
+# ------------------------------------------------------------------------------------------------
+# The streaming parser
+# ------------------------------------------------------------------------------------------------
+
+def _skip_ws(buf: bytes, i: int) -> int:
+    n = len(buf)
+    while i < n and buf[i] in _WS:
+        i += 1
+    return i
+
+
+def _last_boundary(buf: bytes, lo: int) -> int:
+    """Index just past the last `}` in buf[lo:] that is followed by `,` and `{` (whitespace
+    allowed): a candidate end of a batch of events. -1 when there is none."""
+    hi = len(buf)
+    while True:
+        j = buf.rfind(b"}", lo, hi)
+        if j < 0:
+            return -1
+        k = _skip_ws(buf, j + 1)
+        if k < len(buf) and buf[k] == 0x2C:   # ','
+            k = _skip_ws(buf, k + 1)
+            if k < len(buf) and buf[k] == 0x7B:   # '{'
+                return j + 1
+        hi = j
+
+
+class _StreamParser:
+    """Feeds decompressed chunks through header -> events -> tail states."""
+
+    def __init__(self, path: Path, data: TraceData) -> None:
+        self.path = path
+        self.data = data
+        self.col = _Collector(data)
+        self.state = "start"
+        self.fmt = "object"          # object: {"traceEvents": [...]}; array: [...]
+        self.buf = bytearray()
+        self.pos = 0                 # parse position in buf
+        self.offset = 0              # decompressed bytes dropped before buf[0] (for messages)
+        self.search = 0
+        self.no_cut_before = 0       # buf[:no_cut_before] holds no batch boundary (already scanned)
+        self.reasons: list[str] = []
+
+    # -- driving ---------------------------------------------------------------------------------
+    def feed(self, chunk: bytes) -> None:
+        # Keep one byte before pos: _batch overwrites it with '[' to decode in place.
+        drop = self.pos - 1
+        if drop > 0:
+            self.offset += drop
+            buf = self.buf[drop:]
+            buf += chunk
+            self.buf = buf
+            self.search = max(0, self.search - drop)
+            self.no_cut_before = max(0, self.no_cut_before - drop)
+            self.pos -= drop
+        else:
+            self.buf += chunk
+        self._step(final=False)
+
+    def finish(self) -> None:
+        self._step(final=True)
+        if self.state == "start":
+            raise BadInputError(self.path, "empty file (no JSON content)" if not self.buf.strip()
+                                else "not JSON")
+        if self.state == "header":
+            self._no_trace_events()
+        if self.state == "events":
+            raise BadInputError(self.path, "truncated: the traceEvents array is not closed")
+        self._tail()
+
+    def _step(self, final: bool) -> None:
+        if self.state == "start":
+            self._start(final)
+        if self.state == "header":
+            self._header(final)
+        if self.state == "events":
+            self._events(final)
+
+    # -- states ----------------------------------------------------------------------------------
+    def _start(self, final: bool) -> None:
+        buf = self.buf
+        i = 3 if buf.startswith(b"\xef\xbb\xbf") else 0   # UTF-8 BOM
+        i = _skip_ws(buf, i)
+        if i >= len(buf):
+            return
+        c = buf[i:i + 1]
+        if c == b"[":
+            self.fmt, self.state, self.pos = "array", "events", i + 1
+        elif c == b"{":
+            self.state, self.search = "header", i
+        else:
+            raise BadInputError(self.path, f"not JSON (starts with {buf[i:i + 12]!r})")
+
+    def _header(self, final: bool) -> None:
+        buf = self.buf
+        while True:
+            m = _KEY.search(buf, self.search)
+            if m is None:
+                if len(buf) > HEADER_LIMIT:
+                    raise BadInputError(self.path, f"no traceEvents array in the first {HEADER_LIMIT >> 20} MB")
+                self.search = max(0, len(buf) - 64)
+                return
+            try:
+                head = _tolerant_loads(buf[:m.start()] + b'"traceEvents": 0}')
+            except (ValueError, RecursionError):
+                head = None
+            if isinstance(head, dict):
+                head.pop("traceEvents", None)
+                self.data.metadata.update(head)
+                self.state, self.pos = "events", m.end()
+                return
+            self.search = m.end()   # "traceEvents" inside a string or a nested object: keep looking
+
+    def _events(self, final: bool) -> None:
+        while self.state == "events":
+            buf = self.buf
+            i = _skip_ws(buf, self.pos)
+            if i < len(buf) and buf[i] == 0x2C:   # ',' between batches
+                i = _skip_ws(buf, i + 1)
+            self.pos = i
+            if i >= len(buf):
+                return
+            if buf[i] == 0x5D:   # ']'
+                self.state, self.pos = "tail", i + 1
+                return
+            cut = -1 if final else _last_boundary(buf, max(i, self.no_cut_before))
+            if cut <= i:
+                if final:
+                    self._exact(final=True)
+                else:   # one event longer than the data so far: scan only new data next time
+                    self.no_cut_before = max(i, len(buf) - 64)
+                return
+            if not self._batch(i, cut):
+                self._exact(final=final)
+                return
+
+    def _batch(self, i: int, cut: int) -> bool:
+        """Decode buf[i:cut] as a batch of whole events; False when it is not one.
+
+        The batch is decoded in place: the byte before it (a separator, whitespace or the
+        array's own '[') becomes '[' and the byte after its last '}' becomes ']' for the call."""
+        buf = self.buf
+        if i == 0 or cut >= len(buf):
+            batch = b"[" + bytes(buf[i:cut]) + b"]"
+            return self._decode_batch(batch, cut)
+        before, after = buf[i - 1], buf[cut]
+        buf[i - 1], buf[cut] = 0x5B, 0x5D
+        try:
+            with memoryview(buf) as mv, mv[i - 1:cut + 1] as view:
+                return self._decode_batch(view, cut)
+        finally:
+            buf[i - 1], buf[cut] = before, after
+
+    def _decode_batch(self, batch: Any, cut: int) -> bool:
+        try:
+            events = _BATCH.decode(batch) if _BATCH is not None else orjson.loads(batch)
+        except _FAST_ERRORS as exc:
+            try:
+                loose = _tolerant_loads(bytes(batch))
+            except (ValueError, RecursionError):
+                return False
+            if not isinstance(loose, list):
+                return False
+            self._note(exc)
+            self.col.dicts(loose)
+        else:
+            if _BATCH is not None:
+                self.col.typed(events)
+            else:
+                self.col.dicts(events, tolerant=False)
+            del events   # release Raw views into the buffer before it is touched again
+        self.pos = cut
+        return True
+
+    def _exact(self, final: bool) -> None:
+        """Split buf[pos:] into array elements with the exact tokenizer; decode each alone.
+
+        Stops at the array's `]` (-> tail state) or before an incomplete element (waits for more
+        data; at the end of the input that is a truncated document)."""
+        buf = self.buf
+        start = self.pos
+        depth = 0
+        for m in _TOKEN.finditer(buf, start):
+            c = buf[m.start()]
+            if c == 0x22:   # '"'
+                if not m.group(1):
+                    break   # the data ends inside this string
+                continue
+            if c == 0x7B or c == 0x5B:   # '{' '['
+                depth += 1
+            elif depth > 0:
+                if c == 0x7D or c == 0x5D:   # '}' ']'
+                    depth -= 1
+            elif c == 0x2C or c == 0x5D:   # ',' or ']' at array level: an element ends
+                text = buf[start:m.start()]
+                if text.strip(_WS):
+                    self._one(text, self.offset + start)
+                elif c == 0x2C:
+                    raise BadInputError(self.path, f"malformed JSON (empty array element) near byte {self.offset + start}")
+                start = m.end()
+                if c == 0x5D:
+                    self.state, self.pos = "tail", start
+                    return
+            else:   # '}' at array level
+                raise BadInputError(self.path, f"malformed JSON near byte {self.offset + m.start()}")
+        if final:
+            raise BadInputError(self.path, "truncated: the traceEvents array is not closed")
+        self.pos = start
+
+    def _one(self, text: bytes, at: int) -> None:
+        """Decode one array element (typed, else tolerant); invalid JSON is a BadInputError."""
+        try:
+            ev = _ONE.decode(text) if _ONE is not None else orjson.loads(text)
+        except _FAST_ERRORS as exc:
+            try:
+                loose = _tolerant_loads(text)
+            except (ValueError, RecursionError) as exc2:
+                raise BadInputError(self.path, f"invalid JSON in traceEvents near byte {at}: {exc2}") from None
+            self._note(exc)
+            self.col.dicts([loose])
+        else:
+            if _ONE is not None:
+                self.col.typed([ev])
+            else:
+                self.col.dicts([ev], tolerant=False)
+
+    def _note(self, exc: Exception) -> None:
+        if len(self.reasons) < 3:
+            self.reasons.append(" ".join(str(exc).split())[:120])
+
+    def _tail(self) -> None:
+        rest = self.buf[self.pos:].strip(_WS)
+        if self.fmt == "array":
+            if rest:
+                raise BadInputError(self.path, "unexpected content after the JSON array")
+            return
+        if rest == b"}":
+            return
+        if not rest.startswith(b","):
+            raise BadInputError(self.path, "truncated or malformed JSON after the traceEvents array")
+        try:
+            tail = _tolerant_loads(b'{"_": 0' + rest)
+        except (ValueError, RecursionError) as exc:
+            raise BadInputError(self.path, f"truncated or malformed JSON after the traceEvents array ({exc})") from None
+        if isinstance(tail, dict):
+            tail.pop("_", None)
+            tail.pop("traceEvents", None)
+            self.data.metadata.update(tail)
+
+    def _no_trace_events(self) -> None:
+        """The document ended without a streamable traceEvents array: say exactly what it is."""
+        if len(self.buf) > WHOLE_DECODE_LIMIT:
+            raise BadInputError(self.path, "JSON without a traceEvents array (not a chrome trace)")
+        try:
+            doc = _tolerant_loads(self.buf)
+        except ValueError as exc:
+            raise BadInputError(self.path, f"not valid JSON ({exc})") from None
+        except RecursionError:
+            raise BadInputError(self.path, "not valid JSON (nested too deeply)") from None
+        if isinstance(doc, dict) and "traceEvents" in doc:
+            raise BadInputError(self.path, f"traceEvents is a {type(doc['traceEvents']).__name__}, not a list")
+        raise BadInputError(self.path, "JSON without traceEvents (not a chrome trace)")
+
+
+# ------------------------------------------------------------------------------------------------
+# Public API
+# ------------------------------------------------------------------------------------------------
+
+def _time_base(data: TraceData) -> None:
+    """Decide how trace-clock ns map to absolute UTC ns.
+
+    kineto (torch >= 2.1) writes `baseTimeNanoseconds`, and event ts are microseconds after it.
+    Older traces have no base: their ts are microseconds since the epoch when they look like it
+    (after 2001-09-09, i.e. > 1e15 us); otherwise the clock is unknown and times stay relative.
+    """
+    base = _as_int(data.metadata.get("baseTimeNanoseconds"))
+    if base is not None and base > 0:
+        data.base_ns, data.time_base = base, "baseTimeNanoseconds"
+        return
+    sample = data.ranges[0][1] if data.ranges else (data.gpu_ts[0] if len(data.gpu_ts) else
+                                                    (data.api_ts[0] if len(data.api_ts) else 0))
+    if sample > 10**18:
+        data.base_ns, data.time_base = 0, "epoch"
+    else:
+        data.base_ns, data.time_base = 0, "relative"
+        if data.n_events:
+            data.warnings.append(f"{data.path.name}: no baseTimeNanoseconds in the trace; start_ns "
+                                 "values are on the trace's own clock, not UTC")
+
+
+def read_chrome_trace(path: str | Path) -> TraceData:
+    """Stream-read one torch chrome trace (`.json` or `.json.gz`) into compact records.
+
+    Raises BadInputError (one line, names the file) for anything that is not a readable trace.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise BadInputError(p, "not a file")
+    if p.stat().st_size == 0:
+        raise BadInputError(p, "empty file (no JSON content)")
+    data = TraceData(path=p)
+    parser = _StreamParser(p, data)
+    for chunk in _prefetched(_byte_chunks(p)):
+        parser.feed(chunk)
+    parser.finish()
+    if data.n_tolerant:
+        data.parser = "tolerant" if data.n_tolerant == data.n_events else "mixed"
+        why = "; ".join(parser.reasons)
+        data.warnings.append(f"{p.name}: {data.n_tolerant} of {data.n_events} events were read by the "
+                             f"tolerant JSON parser (the typed decoder refused them: NaN/Infinity, invalid "
+                             f"UTF-8 or unexpected types): {why}")
+    if data.n_skipped:
+        data.warnings.append(f"{p.name}: {data.n_skipped} events without a usable timestamp were skipped")
+    if parser.col._big_ids:
+        data.warnings.append(f"{p.name}: {len(parser.col._big_ids)} ids (correlation, stream, device, bytes) "
+                             "beyond 64 bits were read exactly and mapped to local ids")
+    _time_base(data)
+    return data
