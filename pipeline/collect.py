@@ -57,6 +57,7 @@ class CollectResult:
     skipped: list[tuple[str, str]]
     manifest: dict[str, Any]
     seconds: float = 0.0
+    rows: Any = None          # the summary rows (phases/kernels/steps) written to OUT/summaries
 
     def count(self, stage: str, status: str) -> int:
         return sum(1 for o in self.outcomes if o.stage == stage and o.status == status)
@@ -230,6 +231,7 @@ def run_collect(opts: CollectOptions, progress: Any, executor: Executor | None =
     try:
         extra: dict[str, Any] = {"executor": executor.name}
         extra.update(_after_export(gathered, exports, opts, executor, progress, staging, outcomes, salt))
+        rows = extra.pop("_rows", None)
         manifest = build_manifest(gathered, outcomes, salt, extra)
         atomic.write_json(staging / "manifest.json", manifest)
         _verify(staging, progress)
@@ -237,17 +239,234 @@ def run_collect(opts: CollectOptions, progress: Any, executor: Executor | None =
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    return CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
-                         time.perf_counter() - t0)
+    if opts.pack:
+        from verlprof.pipeline.pack import pack_bundle
+
+        pack_bundle(opts.out)
+    result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
+                           time.perf_counter() - t0)
+    result.rows = rows
+    return result
 
 
 def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts: CollectOptions,
                   executor: Executor, progress: Any, staging: Path, outcomes: list[StageOutcome],
                   salt: str) -> dict[str, Any]:
-    """Scrub, window and summarize into `staging`; returns manifest entries. (Filled in stage by stage.)"""
-    return {}
+    """Scrub, window, summarize and cut window traces into `staging`; return manifest entries."""
+    from verlprof.stages import scrub as scrub_stage
+
+    inputs = _scrub_inputs(gathered.artifacts, exports, opts.work_dir)
+    options = _scrub_options(inputs, executor, progress, salt)
+    scrubbed = _scrub(inputs, options, opts, executor, progress, outcomes)
+    scrub_stage.write_report(staging / "scrub_report.json", [r for _, r in scrubbed], options)
+    extra: dict[str, Any] = {}
+    ok = [(art, res) for art, res in scrubbed if res.status == "done"]
+    if ok:
+        extra.update(_summarize(ok, opts, executor, progress, staging, outcomes))
+    return extra
 
 
-def _verify(staging: Path, progress: Any) -> None:
-    """Refuse to publish a bundle in which the checker still finds a secret."""
-    return None
+@dataclass(frozen=True)
+class _ScrubInput:
+    artifact: Artifact
+    task: Any                    # stages.scrub.ScrubTask
+
+
+_SCRUB_SUFFIX = {ArtifactKind.NSYS_SQLITE: ".sqlite", ArtifactKind.TORCH_TRACE: ".json.gz",
+                 ArtifactKind.MEMORY_SNAPSHOT: ".pickle"}
+
+
+def _scrub_inputs(artifacts: list[Artifact], exports: list[Any], work_dir: Path) -> list[_ScrubInput]:
+    """What the scrub stage reads: each usable export, torch trace and memory snapshot.
+
+    Scrubbed copies go to the WORK dir (`scrubbed/<content hash>`); only windows of them and
+    summaries made from them enter the bundle.
+    """
+    from verlprof.stages.scrub import ScrubTask
+
+    by_rel = {a.rel: a for a in artifacts}
+    out: list[_ScrubInput] = []
+    for r in exports:
+        if r.sqlite is None or r.status in ("failed", "skipped"):
+            continue
+        art = by_rel[r.artifact]
+        key = (getattr(r, "sha256", "") or art.sha256 or art.rel)[:32]
+        dst = work_dir / "scrubbed" / f"{key}.sqlite"
+        out.append(_ScrubInput(art, ScrubTask(src=Path(r.sqlite), dst=dst, kind="nsys_sqlite", rel=art.rel)))
+    for art in artifacts:
+        if art.kind in (ArtifactKind.TORCH_TRACE, ArtifactKind.MEMORY_SNAPSHOT) and art.size > 0:
+            dst = work_dir / "scrubbed" / f"{(art.sha256 or art.rel)[:32]}{_SCRUB_SUFFIX[art.kind]}"
+            out.append(_ScrubInput(art, ScrubTask(src=art.path, dst=dst, kind=art.kind.value, rel=art.rel)))
+    return out
+
+
+def _scrub_options(inputs: list[_ScrubInput], executor: Executor, progress: Any, salt: str) -> Any:
+    """Pass 1: what each artifact reveals about hosts, users and secrets -> one pseudonym map."""
+    from verlprof.stages.scrub import build_options, identities_task
+    from verlprof.stages.secrets import load_policy
+
+    policy = load_policy()
+    if not inputs:
+        return build_options([], policy, salt=salt)
+    task = progress.add_task("identify", total=len(inputs), last="")
+    res = run_all(executor, identities_task, [i.task for i in inputs], policy,
+                  lambda r: progress.advance(task))
+    return build_options([r.value for r in res if r.error is None], policy, salt=salt)
+
+
+def _scrub(inputs: list[_ScrubInput], options: Any, opts: CollectOptions, executor: Executor,
+           progress: Any, outcomes: list[StageOutcome]) -> list[tuple[Artifact, Any]]:
+    """Pass 2: scrub every input; reuse scrubbed copies made with the same pseudonym map."""
+    from verlprof.pipeline.runner import DoneRecords
+    from verlprof.stages.scrub import ScrubResult, scrub_task
+
+    done = DoneRecords(opts.work_dir, "scrub")
+    fingerprint = {"options": repr(options)}
+    results: list[Any] = [None] * len(inputs)
+    todo: list[int] = []
+    for i, item in enumerate(inputs):
+        rec = done.lookup(f"{item.artifact.key}-{Path(item.task.dst).name}", fingerprint)
+        if rec is not None:
+            results[i] = ScrubResult(**rec["info"]["result"])
+        else:
+            todo.append(i)
+    if inputs:
+        task = progress.add_task("scrub", total=len(inputs), completed=len(inputs) - len(todo), last="")
+        fresh = run_all(executor, scrub_task, [inputs[i].task for i in todo], options,
+                        lambda r: progress.advance(task))
+        for i, r in zip(todo, fresh):
+            item = inputs[i]
+            if r.error is not None:
+                results[i] = ScrubResult(rel=item.artifact.rel, kind=item.task.kind, dst=str(item.task.dst),
+                                         status="failed", detail=r.error)
+                continue
+            results[i] = r.value
+            if r.value.status == "done":
+                done.record(f"{item.artifact.key}-{Path(item.task.dst).name}", fingerprint,
+                            {"scrubbed": str(item.task.dst)}, {"result": _jsonable(r.value)})
+    for item, res in zip(inputs, results):
+        reused = res is not None and inputs.index(item) not in todo
+        status = "cached" if reused and res.status == "done" else res.status
+        outcomes.append(StageOutcome("scrub", item.artifact.rel, status, res.detail or ""))
+    return [(item.artifact, res) for item, res in zip(inputs, results)]
+
+
+def _jsonable(result: Any) -> dict[str, Any]:
+    import dataclasses as _dc
+
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in _dc.asdict(result).items()}
+
+
+def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, executor: Executor, progress: Any,
+               staging: Path, outcomes: list[StageOutcome]) -> dict[str, Any]:
+    """Window + summarize the scrubbed copies; write summaries, window traces and the HTML page."""
+    from verlprof.stages import summarize as summarize_stage
+    from verlprof.stages.summary_types import SummarizeOptions, merge_rows
+    from verlprof.stages.window import identity_from_artifact
+
+    sopts = SummarizeOptions(step=opts.step, top=opts.top)
+    items = [(Path(res.dst), identity_from_artifact(art)) for art, res in scrubbed
+             if art.kind in (ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM,
+                             ArtifactKind.TORCH_TRACE)]
+    task = progress.add_task("summarize", total=None, last="")
+    result = summarize_stage.summarize_sources(items, sopts, executor)
+    rows = result.rows
+    memory = [(art, res) for art, res in scrubbed if art.kind == ArtifactKind.MEMORY_SNAPSHOT]
+    rows = _add_memory(rows, memory, result.choice.step, sopts)
+    for source, err in result.errors:
+        outcomes.append(StageOutcome("summarize", source, "failed", err))
+    progress.update(task, total=1, completed=1)
+    meta = summarize_stage.summary_metadata(
+        inputs=[(art.rel, art.sha256) for art, _ in scrubbed])
+    summarize_stage.write_summaries(rows, staging / "summaries", meta)
+    extra: dict[str, Any] = {"window": result.choice.to_manifest()}
+    if opts.traces:
+        extra["traces"] = _window_traces(result, scrubbed, staging, executor, progress, outcomes)
+    if opts.html:
+        from verlprof.pipeline.report_html import render_run_report
+
+        atomic.write_text(staging / "report.html",
+                          render_run_report(rows.get("phases", []), rows.get("kernels", []), extra))
+    extra["_rows"] = rows
+    return extra
+
+
+def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None, sopts: Any) -> Any:
+    """Fill `mem_peak_bytes` of the chosen step's phases from torch memory snapshots of that step."""
+    if not memory or step is None:
+        return rows
+    from dataclasses import replace as _replace
+
+    from verlprof.stages.summarize_torch import summarize_memory_snapshot
+    from verlprof.stages.window import identity_from_artifact
+
+    phases = list(rows.get("phases", []))
+    for art, res in memory:
+        if art.step is not None and art.step != step:
+            continue
+        ident = identity_from_artifact(art)
+        same_pid = [r for r in phases if r.get("pid") == art.pid] if art.pid is not None else []
+        try:
+            if same_pid:
+                updated = summarize_memory_snapshot(Path(res.dst), ident, _replace(sopts, step=step), same_pid)
+                by_id = {id(r): u for r, u in zip(same_pid, updated.get("phases", []))}
+                phases = [by_id.get(id(r), r) for r in phases]
+            else:
+                extra = summarize_memory_snapshot(Path(res.dst), ident, _replace(sopts, step=step))
+                phases += list(extra.get("phases", []))
+        except VerlprofError:
+            continue
+    rows = dict(rows)
+    rows["phases"] = phases
+    return rows
+
+
+def _window_traces(result: Any, scrubbed: list[tuple[Artifact, Any]], staging: Path, executor: Executor,
+                   progress: Any, outcomes: list[StageOutcome]) -> list[dict[str, Any]]:
+    """The chosen step of every source as small scrubbed SQLite + Chrome JSON under traces/."""
+    from verlprof.stages.traces import TraceJob, make_window_traces
+    from verlprof.stages.window import window_spans
+
+    dst_of = {art.rel: Path(res.dst) for art, res in scrubbed}
+    jobs = []
+    for src in result.sources:
+        spans = window_spans(src, result.choice.step)
+        rel = src.ident.source
+        if not spans or rel not in dst_of:
+            continue
+        kind = "torch" if src.ident.source_kind == "torch" else "nsys"
+        jobs.append(TraceJob(kind, dst_of[rel], rel, staging,
+                             min(s.start_ns for s in spans), max(s.end_ns for s in spans)))
+    if not jobs:
+        return []
+    task = progress.add_task("traces", total=len(jobs), last="")
+    out = []
+    for job, r in zip(jobs, run_all(executor, make_window_traces, jobs, None, lambda r: progress.advance(task))):
+        if r.error is not None:
+            outcomes.append(StageOutcome("traces", job.source_rel, "failed", r.error))
+        else:
+            out.append(_trace_facts(r.value))
+    return out
+
+
+def _trace_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """Trace outputs and event counts for the manifest; header key names stay out (they are the
+    source's, unvetted, and not needed to read the bundle)."""
+    counts = {k: ({kk: vv for kk, vv in v.items() if kk not in ("header_keys", "dropped_keys")}
+                  if isinstance(v, dict) else v) for k, v in info.get("counts", {}).items()}
+    return {**info, "counts": counts}
+
+
+def _verify(staging: Path, progress: Any, known: Any = None) -> None:
+    """Refuse to publish a bundle in which the checker still finds a secret (the staging folder is
+    then removed, so nothing unsafe is ever left at OUT)."""
+    from verlprof.stages.verify import check_paths
+
+    task = progress.add_task("check", total=1, last="")
+    findings = check_paths([staging], known=known)
+    progress.update(task, completed=1)
+    if findings:
+        where = "; ".join(f"{Path(f.path).relative_to(staging) if Path(f.path).is_relative_to(staging) else f.path}"
+                          f" {f.location} ({f.kind})" for f in findings[:5])
+        raise VerlprofError(None, f"refusing to publish: the checker found {len(findings)} possible secret(s) "
+                                  f"in the bundle: {where}")

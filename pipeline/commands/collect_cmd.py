@@ -15,6 +15,9 @@ from verlprof.pipeline.progress import err_console, stage_progress
 from verlprof.pipeline.runner import default_work_dir
 
 
+_MAX_SOURCE_TABLES = 6  # phase tables printed; the rest are in summaries/phases.parquet
+
+
 def register(app: typer.Typer) -> None:
     app.command("collect")(collect)
 
@@ -82,33 +85,53 @@ def _int_step(step: str) -> int:
 
 
 def print_collect_table(result: CollectResult, console: Console) -> None:
-    """What was found, exported, skipped and why: one row per artifact, then one line of totals."""
-    table = Table(title=f"verlprof collect -> {result.out.name}", show_lines=False)
-    for col in ("artifact", "kind", "role", "rank", "step", "size", "export", "detail"):
-        table.add_column(col, overflow="fold")
+    """What was found, exported, scrubbed, skipped and why; then the chosen step's phases."""
+    table = Table(title=f"verlprof collect -> {result.out.name}", title_justify="left")
+    table.add_column("artifact", overflow="fold", ratio=3)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("role/rank", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("export", no_wrap=True)
+    table.add_column("scrub", no_wrap=True)
+    table.add_column("note", overflow="fold", ratio=2)
     by_art: dict[str, dict[str, tuple[str, str]]] = {}
     for o in result.outcomes:
         by_art.setdefault(o.artifact, {})[o.stage] = (o.status, o.detail)
     for a in result.artifacts:
         st = by_art.get(a.rel, {})
-        exp, detail = st.get("export", ("-", ""))
-        others = [f"{s}: {d}" for s, (stat, d) in st.items() if s != "export" and stat in ("failed", "skipped")]
-        table.add_row(a.rel, a.kind.value, a.role or "", "" if a.rank is None else str(a.rank),
-                      "" if a.step is None else str(a.step), _size(a.size), exp,
-                      "; ".join([detail] + others if detail else others))
+        notes = [d.split(": ", 1)[-1] for s_, (stat, d) in st.items()
+                 if stat in ("failed", "skipped", "refused") and d]
+        who = "/".join(x for x in (a.role or "", "" if a.rank is None else f"r{a.rank}") if x)
+        table.add_row(a.rel, a.kind.value.replace("nsys_", "").replace("_", " "), who, _size(a.size),
+                      st.get("export", ("-", ""))[0], st.get("scrub", ("-", ""))[0], "; ".join(notes))
     console.print(table)
     counts = Counter(o.status for o in result.outcomes if o.stage == "export")
     exported = counts.get("exported", 0)
     parts = [f"{len(result.artifacts)} artifacts", f"{exported} exported"]
     parts += [f"{n} {s}" for s, n in sorted(counts.items()) if s != "exported"]
     if result.skipped:
-        parts.append(f"{len(result.skipped)} files ignored")
-    console.print(", ".join(parts) + f" in {result.seconds:.1f}s")
+        reasons = Counter(why.split(" (")[0] for _, why in result.skipped)
+        parts.append(f"{len(result.skipped)} other files ignored ("
+                     + ", ".join(f"{n} {r}" for r, n in reasons.most_common(3)) + ")")
+    console.print(", ".join(parts) + f"; {result.seconds:.1f}s")
     reused = counts.get("cached", 0) + counts.get("beside", 0)
     if reused and exported == 0:
         console.print(f"Exported nothing: {reused} report(s) reused from the export cache or their beside SQLite.")
-    for rel, why in result.skipped[:20]:
-        console.print(f"  ignored {rel}: {why}", style="dim")
+    window = result.manifest.get("window") or {}
+    if window:
+        console.print(f"[bold]window[/bold]: {window.get('reason', '')}")
+        for w in window.get("warnings", [])[:5]:
+            console.print(f"  [yellow]warning[/yellow]: {w}")
+    if result.rows and result.rows.get("phases"):
+        from verlprof.stages.summarize import render_phase_table
+
+        phases = list(result.rows["phases"])
+        sources = list(dict.fromkeys(r.get("source") for r in phases))
+        shown = set(sources[:_MAX_SOURCE_TABLES])
+        render_phase_table([r for r in phases if r.get("source") in shown], console)
+        if len(sources) > len(shown):
+            console.print(f"... and {len(sources) - len(shown)} more sources in summaries/phases.parquet")
+    console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`)")
 
 
 def _size(n: int) -> str:
