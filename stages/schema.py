@@ -76,7 +76,7 @@ SCHEMAS: dict[str, list[Column]] = {
     "steps": _KEYS + [
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),
         _c("wall_ns", pa.int64(), "ns", "step duration", "lower"),
-        _c("boundary", pa.string(), "", "how the step was found: nvtx_step | capture_range | file_name | discrete | snapshot_dir"),
+        _c("boundary", pa.string(), "", "how the step was found: nvtx_step | capture_range | aligned | discrete | stage_sequence | file_name | profiler_step | snapshot_dir | whole_file"),
         _c("chosen", pa.bool_(), "", "true for the steady-state step summarised in phases/kernels"),
         _c("reason", pa.string(), "", "one line: why this step was (not) chosen"),
     ],
