@@ -1,0 +1,28 @@
+"""The documented schema is the declared one (docs/schema.md is generated from stages/schema.py)."""
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from verlprof.stages import schema
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_schema_doc_is_current() -> None:
+    assert (REPO / "docs" / "schema.md").read_text().strip() == schema.markdown().strip(), \
+        "regenerate with: python -m verlprof.stages.schema > docs/schema.md"
+
+
+def test_written_summaries_follow_the_declared_schema(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from verlprof.pipeline.cli import app
+
+    res = CliRunner().invoke(app, ["collect", str(REPO / "samples" / "tiny_run"), "-o", str(tmp_path / "b"),
+                                   "--work", str(tmp_path / "w")])
+    assert res.exit_code == 0, res.output
+    for name in schema.SCHEMAS:
+        table = pq.read_table(tmp_path / "b" / "summaries" / f"{name}.parquet")
+        assert table.schema.names == [c.name for c in schema.SCHEMAS[name]]
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        assert meta["verlprof.schema_version"] == schema.SCHEMA_VERSION
