@@ -58,6 +58,7 @@ class CollectResult:
     manifest: dict[str, Any]
     seconds: float = 0.0
     rows: Any = None          # the summary rows (phases/kernels/steps) written to OUT/summaries
+    doctor: list[Any] = field(default_factory=list)   # after-run findings of `verlprof doctor`
 
     def count(self, stage: str, status: str) -> int:
         return sum(1 for o in self.outcomes if o.stage == stage and o.status == status)
@@ -246,7 +247,22 @@ def run_collect(opts: CollectOptions, progress: Any, executor: Executor | None =
     result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
                            time.perf_counter() - t0)
     result.rows = rows
+    result.doctor = after_run_findings(gathered)
     return result
+
+
+def after_run_findings(gathered: gather_stage.GatherResult) -> list[Any]:
+    """verlprof doctor's after-run checks over what gather found (.qdstrm left, empty reports,
+    profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
+    from verlprof.pipeline.doctor import after_run_checks
+
+    arts = [{"kind": a.kind.value, "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
+            for a in gathered.artifacts]
+    cfg = gathered.config.raw if gathered.config is not None else None
+    try:
+        return after_run_checks(arts, cfg)
+    except Exception:  # noqa: BLE001 - advice must never fail a collect
+        return []
 
 
 def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts: CollectOptions,

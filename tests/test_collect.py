@@ -136,3 +136,12 @@ def test_refuses_to_overwrite_a_folder_that_is_not_a_bundle(tmp_path: Path) -> N
     res = runner.invoke(app, ["collect", str(SAMPLE), "-o", str(out_dir), "--work", str(tmp_path / "w")])
     assert res.exit_code != 0
     assert (out_dir / "thesis.tex").read_text() == "x"
+
+
+def test_collect_prints_after_run_doctor_findings(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE, run)
+    (run / "ray_logs" / "nsight" / "worker_process_999.nsys-rep").write_bytes(b"")   # never finalized
+    code, out = _collect(str(run), "-o", str(tmp_path / "b"), work=tmp_path / "work")
+    assert code == 0, out
+    assert "after-empty-report" in out and "worker_process_999" in out

@@ -131,6 +131,10 @@ def print_collect_table(result: CollectResult, console: Console) -> None:
         render_phase_table([r for r in phases if r.get("source") in shown], console)
         if len(sources) > len(shown):
             console.print(f"... and {len(sources) - len(shown)} more sources in summaries/phases.parquet")
+    if result.doctor:
+        from verlprof.pipeline.commands.doctor_cmd import print_findings
+
+        print_findings(result.doctor, console, title="doctor: after-run checks")
     console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`)")
 
 
