@@ -21,7 +21,7 @@ runner = CliRunner()
 
 
 def _collect(*args: str, work: Path) -> tuple[int, str]:
-    res = runner.invoke(app, ["collect", *args, "--work", str(work), "--jobs", "2"])
+    res = runner.invoke(app, ["collect", *args, "--work", str(work), "--jobs", "2"], env={"COLUMNS": "200"})
     return res.exit_code, res.output
 
 
