@@ -7,5 +7,6 @@ set -euo pipefail
 python -m pip install -q --no-deps verl==0.9.1 tensordict==0.10.0 pyvers==0.1.0 omegaconf==2.4.0 \
   transformers==5.10.4 huggingface-hub==1.33.0 tokenizers==0.22.2 safetensors==0.8.0 tqdm==4.70.1 \
   httpx==0.29.0 httpcore==1.0.9 h11==0.16.0 codetiming==1.4.0 antlr4-python3-runtime==4.13.2
+python -m pip install -q cloudpickle regex importlib_metadata
 python -m pip install -q --no-deps HolisticTraceAnalysis==0.5.0
 python -c "import verl.utils.profiler" && echo "verl profiler imports"
