@@ -235,6 +235,11 @@ def run_collect(opts: CollectOptions, progress: Any, executor: Executor | None =
         rows = extra.pop("_rows", None)
         manifest = build_manifest(gathered, outcomes, salt, extra)
         atomic.write_json(staging / "manifest.json", manifest)
+        if opts.html and rows:
+            from verlprof.pipeline.report_html import render_run_report
+
+            atomic.write_text(staging / "report.html",
+                              render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest))
         _verify(staging, progress)
         _publish(staging, opts.out)
     finally:
@@ -398,11 +403,6 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
     extra: dict[str, Any] = {"window": result.choice.to_manifest()}
     if opts.traces:
         extra["traces"] = _window_traces(result, scrubbed, staging, executor, progress, outcomes)
-    if opts.html:
-        from verlprof.pipeline.report_html import render_run_report
-
-        atomic.write_text(staging / "report.html",
-                          render_run_report(rows.get("phases", []), rows.get("kernels", []), extra))
     extra["_rows"] = rows
     return extra
 

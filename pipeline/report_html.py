@@ -7,14 +7,22 @@ since kernel names contain `<`/`>` (C++ templates) and range names are user text
 
 Both pages use the numbers of `pipeline/compare.py`, so the page, the terminal table and
 compare.parquet agree.
+
+The run page links every process (bar, label, stage row) to the window traces `collect` wrote
+beside it (`manifest["traces"]`, bundle-relative `traces/...` hrefs), so the bundle folder (or the
+unpacked `pack` archive) is browsable from the page. Perfetto is named in text only, so the page
+holds no outside URL at all.
 """
 from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
+from urllib.parse import quote
 
+import pandas as pd
 
 from verlprof.pipeline import compare
 from verlprof.stages.phases import STAGES
@@ -38,6 +46,8 @@ td.k{max-width:520px;overflow:hidden;text-overflow:ellipsis;text-align:left}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px}
 svg text{font:11px system-ui,sans-serif;fill:#333}
+a{color:#1558b0}svg a text.lbl{fill:#1558b0;text-decoration:underline}svg a:hover rect{opacity:.75}
+.note{font-size:12px;color:#555;margin:4px 0 8px}code{font-size:12px}
 """
 
 
@@ -136,10 +146,15 @@ def svg_grouped_bars(groups: Sequence[str], series: Sequence[str], value: Callab
 
 
 def svg_stacked_bars(bars: Sequence[tuple[str, Sequence[tuple[str, float]], float | None]],
-                     colors: Mapping[str, str], *, unit: str = "ms", bar_h: int = 18, label_w: int = 160,
-                     plot_w: int = 760) -> str:
-    """Horizontal stacked bars: (label, [(segment, value)], marker) per bar; marker = a total tick."""
+                     colors: Mapping[str, str], *, unit: str = "ms", bar_h: int = 18, label_w: int | None = None,
+                     plot_w: int = 760, links: Sequence[str | None] | None = None) -> str:
+    """Horizontal stacked bars: (label, [(segment, value)], marker) per bar; marker = a total tick.
+
+    links: an optional href per bar (already URL-quoted); the bar's label and segments then open it.
+    """
     totals = [max(sum(v for _, v in segs), marker or 0) for _, segs, marker in bars]
+    if label_w is None:   # room for the longest label (~6.5 px a character at 11 px), within limits
+        label_w = int(min(360, max(120, 6.5 * max((len(b[0]) for b in bars), default=0) + 14)))
     vmax = _nice_max(max(totals) if totals else 0)
     gap = 6
     top = 6
@@ -148,8 +163,11 @@ def svg_stacked_bars(bars: Sequence[tuple[str, Sequence[tuple[str, float]], floa
     parts = [f'<svg role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
     parts += _axis(label_w, plot_w, vmax, top, height - 34, unit)
     y = top
-    for (label, segs, marker), total in zip(bars, totals):
-        parts.append(f'<text x="{label_w - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">{esc(label)}</text>')
+    hrefs = list(links) if links is not None else [None] * len(bars)
+    for (label, segs, marker), total, href in zip(bars, totals, hrefs):
+        if href:
+            parts.append(f'<a href="{esc(href)}"><title>{esc(label)}: open the window trace</title>')
+        parts.append(f'<text class="lbl" x="{label_w - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">{esc(label)}</text>')
         x = float(label_w)
         for seg, v in segs:
             w = plot_w * v / vmax
@@ -161,6 +179,8 @@ def svg_stacked_bars(bars: Sequence[tuple[str, Sequence[tuple[str, float]], floa
             parts.append(f'<line x1="{mx:.1f}" y1="{y - 2}" x2="{mx:.1f}" y2="{y + bar_h + 2}" stroke="#000" stroke-width="2">'
                          f'<title>{esc(label)} · step: {esc(fmt_ms(marker))} {esc(unit)}</title></line>')
         parts.append(f'<text x="{label_w + plot_w * total / vmax + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">{esc(fmt_ms(total))}</text>')
+        if href:
+            parts.append("</a>")
         y += bar_h + gap
     parts.append("</svg>")
     return "".join(parts)
@@ -206,20 +226,122 @@ def _proc_label(role: Any, rank: Any, pid: Any, kind: Any) -> str:
     return f"{r} {k} [{kind}]".replace("  ", " ") if not _isnull(kind) else f"{r} {k}"
 
 
+ProcKey = tuple[Any, Any, Any, Any]   # (source_kind, role, rank, pid), nulls as None, numbers as int
+
+
+def _proc_key(kind: Any, role: Any, rank: Any, pid: Any) -> ProcKey:
+    """One hashable key per process whatever the frame made of nulls (None/NaN) and ints (0/0.0)."""
+    def norm(v: Any, number: bool) -> Any:
+        if v is None or (not isinstance(v, (str, bytes)) and bool(pd.isna(v))):
+            return None
+        try:
+            return int(v) if number else str(v)
+        except (TypeError, ValueError):
+            return str(v)
+    return (norm(kind, False), norm(role, False), norm(rank, True), norm(pid, True))
+
+
+def trace_href(rel: Any) -> str | None:
+    """A manifest trace path as a safe relative href, or None.
+
+    Only `traces/...` names written by collect are linked: no scheme, no absolute path, no `..`;
+    the name is URL-quoted, so `#`, `?`, `%` or `:` in a source name stay part of the file name and
+    a name can never turn into a URL pointing elsewhere."""
+    if not isinstance(rel, str) or not rel.startswith("traces/") or "\\" in rel:
+        return None
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return None
+    return quote(rel, safe="/")
+
+
+@dataclass
+class _Trace:
+    """One source's window traces, as the page shows them."""
+    source: str
+    kind: str
+    chrome: str | None
+    sqlite: str | None
+    events: int | None
+    sizes: dict[str, int] = field(default_factory=dict)
+
+
+def _traces_of(manifest: Mapping[str, Any]) -> dict[str, _Trace]:
+    """source rel -> its window traces, from `manifest["traces"]` (malformed entries are skipped)."""
+    out: dict[str, _Trace] = {}
+    entries = manifest.get("traces")
+    for t in entries if isinstance(entries, list) else []:
+        if not isinstance(t, Mapping) or not isinstance(t.get("source"), str):
+            continue
+        outputs = t.get("outputs") if isinstance(t.get("outputs"), Mapping) else {}
+        counts = t.get("counts") if isinstance(t.get("counts"), Mapping) else {}
+        chrome, sqlite = trace_href(outputs.get("chrome")), trace_href(outputs.get("sqlite"))
+        if chrome is None and sqlite is None:
+            continue
+        events = t.get("events")
+        n = (sum(v for k, v in events.items() if k != "metadata" and isinstance(v, int))
+             if isinstance(events, Mapping) else None)
+        sizes = {k: int(c["size"]) for k, c in counts.items()
+                 if isinstance(c, Mapping) and isinstance(c.get("size"), int)}
+        out.setdefault(t["source"], _Trace(t["source"], str(t.get("kind") or ""), chrome, sqlite, n, sizes))
+    return out
+
+
+def _sources_of_processes(phases_rows: Any) -> dict[ProcKey, list[str]]:
+    """Which sources each process's phase rows came from (first seen first)."""
+    df = compare.to_frame(phases_rows)
+    out: dict[ProcKey, list[str]] = {}
+    if df.empty or "source" not in df.columns:
+        return out
+    cols = [df[c] if c in df.columns else [None] * len(df) for c in compare.PROCESS_KEYS]
+    for src, *key in zip(df["source"], *cols):
+        if isinstance(src, str):
+            lst = out.setdefault(_proc_key(*key), [])
+            if src not in lst:
+                lst.append(src)
+    return out
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+_TRACE_NOTE = ('<p class="note">Each process opens its own window trace (the summarised step, scrubbed). '
+               'Open a <code>.trace.json.gz</code> in Perfetto (ui.perfetto.dev, <i>Open trace file</i>; '
+               'it runs in your browser and uploads nothing) or in <code>chrome://tracing</code> '
+               '(<i>Load</i>); a <code>.sqlite</code> is the nsys export of the window, for SQL or '
+               "nsys's own stats scripts. The links are relative: keep this page inside the bundle folder.</p>")
+
+
 def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str, Any] | None, *,
                       title: str | None = None, top: int = 20) -> str:
-    """One bundle's page: stacked stage times per rank (step as a tick) and the top kernels."""
+    """One bundle's page: stacked stage times per rank (step as a tick), each process linked to its
+    window trace, the stage table, the trace files and the top kernels."""
     manifest = manifest or {}
     per = compare.process_stage_totals(phases_rows)
+    traces = _traces_of(manifest)
+    sources = _sources_of_processes(phases_rows)
+
+    def trace_of(key: ProcKey) -> _Trace | None:
+        return next((traces[s] for s in sources.get(key, []) if s in traces), None)
+
     body: list[str] = []
     window = manifest.get("window") if isinstance(manifest.get("window"), dict) else {}
     cfg = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     facts = [("created", manifest.get("created")), ("verlprof", manifest.get("verlprof_version")),
              ("tool", cfg.get("tool")), ("profiled steps", cfg.get("profiled_steps")),
              ("summarised step", window.get("step")), ("why this step", window.get("reason")),
-             ("artifacts", len(arts) if isinstance(arts := manifest.get("artifacts"), list) else None)]
+             ("artifacts", len(arts) if isinstance(arts := manifest.get("artifacts"), list) else None),
+             ("window traces", f'<a href="#traces">{len(traces)} source(s)</a>' if traces else None)]
     body.append(_table([("fact", "l"), ("value", "l")],
-                       [[(esc(k), "l"), (esc(v), "l")] for k, v in facts if v not in (None, "", [])]))
+                       [[(esc(k), "l"), (v if k == "window traces" else esc(v), "l")]
+                        for k, v in facts if v not in (None, "", [])]))
 
     body.append("<h2>Stage time per process</h2>")
     if per.empty:
@@ -227,6 +349,7 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
     else:
         per = per.copy()
         bars: list[tuple[str, list[tuple[str, float]], float | None]] = []
+        links: list[str | None] = []
         present: list[str] = []
         keys = list(compare.PROCESS_KEYS)
         for key, grp in per.groupby(keys, dropna=False, sort=True):
@@ -237,17 +360,64 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
             step = float(by_stage["step"]) if "step" in by_stage.index else None
             kind, role, rank, pid = key
             bars.append((_proc_label(role, rank, pid, kind), segs, step))
+            t = trace_of(_proc_key(kind, role, rank, pid))
+            links.append((t.chrome or t.sqlite) if t else None)
         body.append(_legend([(s, STAGE_COLORS[s]) for s in STAGES if s in present] + [("step (tick)", "#000")]))
-        body.append(svg_stacked_bars(bars, STAGE_COLORS))
+        if any(links):
+            body.append('<p class="note">Click a process (label or bar) to open its window trace; '
+                        'see <a href="#traces">Window traces</a> for how to view it.</p>')
+        body.append(svg_stacked_bars(bars, STAGE_COLORS, links=links))
+
+        # The stage table shows the slowest process's value: link that process's trace.
+        slowest: dict[tuple[Any, Any, Any], tuple[float, ProcKey]] = {}
+        for r in per.to_dict("records"):
+            pk = _proc_key(r["source_kind"], r["role"], r["rank"], r["pid"])
+            k3 = (r["stage"], pk[1], pk[0])
+            v = float(r["wall_ns"] or 0)
+            if k3 not in slowest or v > slowest[k3][0]:
+                slowest[k3] = (v, pk)
+
+        def trace_cell(r: Mapping[str, Any]) -> str:
+            k3 = (r["stage"], None if _isnull(r["role"]) else str(r["role"]),
+                  None if _isnull(r["source_kind"]) else str(r["source_kind"]))
+            if k3 not in slowest:
+                return ""
+            pk = slowest[k3][1]
+            t = trace_of(pk)
+            if t is None:
+                return ""
+            label = _proc_label(pk[1], pk[2], pk[3], None).removeprefix("? ").strip()
+            return f'<a href="{esc(t.chrome or t.sqlite)}" title="slowest process: {esc(t.source)}">{esc(label)}</a>'
+
         totals = compare.stage_totals(phases_rows)
         body.append("<h2>Stages (slowest process, mean over steps)</h2>")
         body.append(_table(
             [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU busy ms", ""),
-             ("kernel ms", ""), ("comm ms", ""), ("idle ms", ""), ("processes", "")],
+             ("kernel ms", ""), ("comm ms", ""), ("idle ms", ""), ("processes", ""), ("trace (slowest)", "l")],
             [[(esc(r["stage"]), "l"), (esc(r["role"]), "l"), (esc(r["source_kind"]), "l"),
               (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_ns"]), ""), (fmt_ms(r["kernel_ns"]), ""),
-              (fmt_ms(r["comm_ns"]), ""), (fmt_ms(r["idle_ns"]), ""), (esc(r["processes"]), "")]
+              (fmt_ms(r["comm_ns"]), ""), (fmt_ms(r["idle_ns"]), ""), (esc(r["processes"]), ""),
+              (trace_cell(r), "l")]
              for r in totals.to_dict("records")]))
+
+    if traces:
+        body.append('<h2 id="traces">Window traces</h2>')
+        body.append(_TRACE_NOTE)
+        procs_of: dict[str, list[str]] = {}
+        for key, srcs in sources.items():
+            for s in srcs:
+                procs_of.setdefault(s, []).append(_proc_label(key[1], key[2], key[3], None).removeprefix("? ").strip())
+        body.append(_table(
+            [("process", "l"), ("source", "l"), ("kind", "l"), ("events", ""), ("Chrome trace", "l"),
+             ("nsys SQLite", "l")],
+            [[(esc(", ".join(procs_of.get(t.source, []))), "l"),
+              (f'<span title="{esc(t.source)}">{esc(t.source)}</span>', "k"), (esc(t.kind), "l"),
+              (f"{t.events:,}" if t.events is not None else "", ""),
+              (f'<a href="{esc(t.chrome)}">{esc(_leaf(t.chrome))}</a> {esc(_fmt_bytes(t.sizes.get("chrome")))}'
+               if t.chrome else "", "l"),
+              (f'<a href="{esc(t.sqlite)}">.sqlite</a> {esc(_fmt_bytes(t.sizes.get("sqlite")))}'
+               if t.sqlite else "", "l")]
+             for t in traces.values()]))
 
     kt = compare.kernel_totals(kernels_rows)
     body.append(f"<h2>Top {top} kernels (per step, all processes)</h2>")
@@ -261,6 +431,11 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
               (esc(r["category"]), "l"), (f'{int(r["count"]):,}', ""), (fmt_ms(r["total_ns"]), ""),
               (f'{100 * r["total_ns"] / grand:.1f}%', "")] for r in kt.head(top).to_dict("records")]))
     return _page(title or "verlprof run report", body)
+
+
+def _leaf(href: str) -> str:
+    """The file-name part of an href, for link text (`.trace.json.gz` kept: it says what opens it)."""
+    return ".trace.json.gz" if href.endswith(".trace.json.gz") else href.rsplit("/", 1)[-1]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -351,4 +526,5 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-__all__ = ["render_run_report", "render_compare_report", "svg_grouped_bars", "svg_stacked_bars", "esc", "fmt_ms"]
+__all__ = ["render_run_report", "render_compare_report", "svg_grouped_bars", "svg_stacked_bars", "esc", "fmt_ms",
+           "trace_href"]

@@ -123,3 +123,69 @@ def test_empty_inputs_give_a_page_not_a_crash() -> None:
     page = render_run_report([], [], None)
     assert "No phase rows." in page and "No kernel rows." in page
     assert_offline(page)
+
+
+def _three_ranks(phases: list[dict]) -> list[dict]:
+    """Ranks 0-2 of one role, each from its own source; rank 1 generates twice as long."""
+    out = []
+    for rank, factor in ((0, 1.0), (1, 2.0), (2, 1.0)):
+        out += [{**r, "source": f"nsys/rank{rank}#a.sqlite"}
+                for r in tb.scaled(phases, {"generation": factor}, rank=rank)]
+    return out
+
+
+def _trace_entry(source: str, chrome: str, sqlite: str | None = None) -> dict:
+    outputs = {"chrome": chrome, **({"sqlite": sqlite} if sqlite else {})}
+    return {"source": source, "kind": "nsys", "outputs": outputs,
+            "counts": {"chrome": {"size": 2048}}, "events": {"kernel": 5, "nvtx": 2, "metadata": 3}}
+
+
+def test_run_report_links_each_process_to_its_window_trace(rows) -> None:
+    phases, kernels = rows
+    manifest = {"window": {"step": 2}, "traces": [
+        _trace_entry("nsys/rank0#a.sqlite", "traces/nsys__rank0#a.trace.json.gz", "traces/nsys__rank0#a.sqlite"),
+        _trace_entry("nsys/rank1#a.sqlite", "traces/nsys__rank1#a.trace.json.gz"),
+        # rank 2's trace went missing (a failed trace stage): its bar stays unlinked
+    ]}
+    page = render_run_report(_three_ranks(phases), kernels, manifest)
+    assert_offline(page)
+    (chart,) = svgs(page)
+    linked = {a.find("text").text: a.get("href") for a in chart.iter("a")}
+    # '#' in a file name is URL-quoted, so the link names the file and not a fragment of it.
+    assert linked == {"actor rank 0 [nsys]": "traces/nsys__rank0%23a.trace.json.gz",
+                      "actor rank 1 [nsys]": "traces/nsys__rank1%23a.trace.json.gz"}
+    for a in chart.iter("a"):
+        assert a.findall("rect"), "the bar segments open the trace too"
+    labels = [t.text for t in chart.iter("text") if t.text and t.text.startswith("actor rank")]
+    assert labels == ["actor rank 0 [nsys]", "actor rank 1 [nsys]", "actor rank 2 [nsys]"]
+    # Stage table: the row shows the slowest process's value and links that process's trace.
+    stages = page.split("<h2>Stages")[1].split("<h2")[0]
+    gen = next(r for r in stages.split("<tr>") if '<td class="l">generation</td>' in r)
+    assert 'href="traces/nsys__rank1%23a.trace.json.gz"' in gen and ">actor rank 1</a>" in gen
+    upd = next(r for r in stages.split("<tr>") if '<td class="l">actor_update</td>' in r)
+    assert "href=" in upd
+    # Window traces table: both files, the SQLite too, the viewers named without a URL.
+    section = page.split('<h2 id="traces">')[1].split("<h2")[0]
+    assert section.count("<tr>") == 3 and 'href="traces/nsys__rank0%23a.sqlite"' in section
+    assert "ui.perfetto.dev" in section and "chrome://tracing" in section
+    assert "7" in section and "2.0 KB" in section           # events without metadata, file size
+    assert 'href="#traces"' in page and 'id="traces"' in page
+
+
+def test_unsafe_trace_paths_are_never_linked(rows) -> None:
+    phases, kernels = rows
+    bad = ["../outside.trace.json.gz", "/etc/passwd", "http://evil.example/x.json.gz", "traces/../../x",
+           "traces//x", "javascript:alert(1)", "traces\\..\\x", None, 7]
+    entries = [_trace_entry("nsys/rank0#a.sqlite", b) for b in bad]
+    entries.append({"source": "nsys/rank0#a.sqlite", "kind": "nsys", "outputs": "not a dict"})
+    entries.append("not an entry")
+    page = render_run_report(_three_ranks(phases), kernels, {"traces": entries})
+    assert_offline(page)
+    (chart,) = svgs(page)
+    assert list(chart.iter("a")) == []
+    assert "Window traces" not in page and "href=" not in page
+    # A colon in a name is quoted: the href stays a relative file name, never a scheme.
+    entries = [_trace_entry("nsys/rank0#a.sqlite", "traces/javascript:x?.trace.json.gz")]
+    page = render_run_report(_three_ranks(phases), kernels, {"traces": entries})
+    (chart,) = svgs(page)
+    assert [a.get("href") for a in chart.iter("a")] == ["traces/javascript%3Ax%3F.trace.json.gz"]

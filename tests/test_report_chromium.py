@@ -1,0 +1,275 @@
+"""The `collect --html` page of a real bundle: its trace links resolve, and headless Chromium draws
+its charts without a single request leaving the page.
+
+How "nothing left the page" is checked: Chromium runs with `--log-net-log`, which records every
+URL request of the network stack (file:// reads do not go through it), and with
+`--host-resolver-rules="MAP * ~NOTFOUND"`, so no name resolves and nothing really leaves this
+machine, whatever the page or the browser tries. Chromium itself still starts background requests
+(component updater, time, sign-in) despite the --disable-* flags; those carry the initiator
+"not an origin" and a non-file network isolation key. A request made *by the page* carries the
+page's origin: initiator "null" (the opaque origin of a file:// page) and a network isolation key
+"file://...". The test keeps only those. So that a change in Chromium's log format cannot make the
+check pass vacuously, a control copy of the same page with planted external references (an <img>,
+a CSS url(), an SVG <image>) must show exactly those URLs.
+
+How "the charts drew" is checked: the screenshot (PNG, decoded below with zlib only) must hold, in
+each stage colour, at least the pixel area that the page's SVG rectangles of that colour ask for.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import xml.etree.ElementTree as ET
+import zlib
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from verlprof.pipeline.cli import app
+from verlprof.pipeline.report_html import STAGE_COLORS
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "samples" / "tiny_run"
+CHROMIUM = os.environ.get("VERLPROF_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+WINDOW = (1400, 1000)
+PLANTED = ("http://probe-img.invalid/x.png", "https://probe-css.invalid/bg.png", "http://probe-svg.invalid/a.png")
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real bundle with its report: `verlprof collect samples/tiny_run --html`."""
+    tmp = tmp_path_factory.mktemp("report_bundle")
+    res = CliRunner().invoke(app, ["collect", str(SAMPLE), "-o", str(tmp / "b"), "--work", str(tmp / "w"),
+                                   "--html"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    return tmp / "b"
+
+
+def _hrefs(page: str) -> list[str]:
+    return re.findall(r'href="([^"]*)"', page)
+
+
+def _chart(page: str) -> ET.Element:
+    """The stage chart (first inline SVG chart), parsed as XML."""
+    return ET.fromstring(re.search(r'<svg role="img".*?</svg>', page, re.S).group(0))
+
+
+def test_every_trace_is_linked_and_every_link_resolves(bundle: Path) -> None:
+    page = (bundle / "report.html").read_text()
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    traces = {t["source"]: t["outputs"] for t in manifest["traces"]}
+    assert traces, "collect wrote no window trace"
+    links = _hrefs(page)
+    files = [h for h in links if not h.startswith("#")]
+    for h in links:
+        if h.startswith("#"):
+            assert f'id="{h[1:]}"' in page, h
+    for h in files:
+        assert ":" not in h and not h.startswith("/") and ".." not in h.split("/"), h
+        target = (bundle / unquote(h)).resolve()
+        assert target.is_file() and target.is_relative_to((bundle / "traces").resolve()), h
+    # Every trace file of the manifest is reachable from the page.
+    assert {unquote(h) for h in files} == {rel for outs in traces.values() for rel in outs.values()}
+    # Each process bar links to the Chrome trace of the source its phase rows came from.
+    phases = pd.read_parquet(bundle / "summaries" / "phases.parquet")
+    pid_source = dict(zip(phases["pid"].astype(int).astype(str) + phases["source_kind"], phases["source"]))
+    chart = _chart(page)
+    anchors = list(chart.iter("a"))
+    assert len(anchors) == len(traces)
+    for a in anchors:
+        label = a.find("text").text
+        rects = a.findall("rect")
+        assert rects, label
+        m = re.search(r"pid (\d+) \[(\w+)\]", label) or re.search(r"rank (\d+) \[(\w+)\]", label)
+        assert m, label
+        if "pid" in m.group(0):
+            src = pid_source[m.group(1) + m.group(2)]
+        else:   # torch ranks: the file name says rank and pid
+            src = next(s for s in traces if f"rank{m.group(1)}-of" in s)
+        assert unquote(a.get("href")) == traces[src]["chrome"], label
+
+
+def _run_chromium(page: Path, out: Path) -> subprocess.Popen:
+    """Start headless Chromium on `page`: screenshot to out/shot.png, net log to out/net.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+           "--hide-scrollbars", "--force-device-scale-factor=1",
+           "--host-resolver-rules=MAP * ~NOTFOUND",
+           f"--user-data-dir={out / 'profile'}", f"--log-net-log={out / 'net.json'}",
+           f"--screenshot={out / 'shot.png'}", f"--window-size={WINDOW[0]},{WINDOW[1]}", page.as_uri()]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen, out: Path) -> None:
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("chromium did not finish within 60 s")
+    assert proc.returncode == 0 and (out / "shot.png").is_file(), err[-2000:]
+
+
+def page_requests(net_log: Path) -> list[str]:
+    """URLs the page itself asked the network for (see the module docstring)."""
+    log = json.loads(net_log.read_text())
+    start_job = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    urls = []
+    for ev in log["events"]:
+        p = ev.get("params") or {}
+        if ev["type"] != start_job or "url" not in p:
+            continue
+        initiator, nik = str(p.get("initiator", "")), str(p.get("network_isolation_key", ""))
+        if initiator == "null" or initiator.startswith("file:") or nik.startswith("file:"):
+            urls.append(p["url"])
+    return urls
+
+
+def read_png(path: Path) -> np.ndarray:
+    """Decode an 8-bit, non-interlaced RGB/RGBA PNG (what Chromium writes) to an HxWx3 array."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    pos, idat, hdr = 8, [], None
+    while pos < len(data):
+        (n,), typ = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + n]
+        pos += 12 + n
+        if typ == b"IHDR":
+            hdr = struct.unpack(">IIBBBBB", body)
+        elif typ == b"IDAT":
+            idat.append(body)
+        elif typ == b"IEND":
+            break
+    w, h, depth, ctype, _, _, interlace = hdr
+    assert depth == 8 and ctype in (2, 6) and interlace == 0, hdr
+    bpp = 3 if ctype == 2 else 4
+    stride = w * bpp
+    raw = zlib.decompress(b"".join(idat))
+    lo = int.from_bytes(b"\x7f" * stride, "little")
+    hi = int.from_bytes(b"\x80" * stride, "little")
+    prev, rows = bytearray(stride), []
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        if f == 1:      # Sub
+            for i in range(bpp, stride):
+                line[i] = (line[i] + line[i - bpp]) & 255
+        elif f == 2:    # Up: bytewise add without carries, on one big integer
+            a, b = int.from_bytes(line, "little"), int.from_bytes(prev, "little")
+            line = bytearray((((a & lo) + (b & lo)) ^ ((a ^ b) & hi)).to_bytes(stride, "little"))
+        elif f == 3:    # Average
+            for i in range(stride):
+                line[i] = (line[i] + ((line[i - bpp] if i >= bpp else 0) + prev[i]) // 2) & 255
+        elif f == 4:    # Paeth
+            for i in range(stride):
+                a = line[i - bpp] if i >= bpp else 0
+                b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    return np.frombuffer(b"".join(rows), np.uint8).reshape(h, w, bpp)[:, :, :3]
+
+
+def _png(w: int, h: int, pixels: bytes, filters: list[int]) -> bytes:
+    """A PNG with the given filter type per row (encoder for the reader's own check)."""
+    out, prev = bytearray(), bytes(w * 3)
+    for y in range(h):
+        row = pixels[y * w * 3:(y + 1) * w * 3]
+        f = filters[y % len(filters)]
+        enc = bytearray()
+        for i, x in enumerate(row):
+            a = row[i - 3] if i >= 3 else 0
+            b, c = prev[i], (prev[i - 3] if i >= 3 else 0)
+            p = a + b - c
+            pr = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c
+            enc.append((x - (0, a, b, (a + b) // 2, pr)[f]) & 255)
+        out += bytes([f]) + enc
+        prev = row
+
+    def chunk(t: bytes, d: bytes) -> bytes:
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(bytes(out))) + chunk(b"IEND", b""))
+
+
+def test_png_reader_decodes_every_filter(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    pix = rng.integers(0, 256, size=(9, 13, 3), dtype=np.uint8)
+    (tmp_path / "t.png").write_bytes(_png(13, 9, pix.tobytes(), [0, 1, 2, 3, 4]))
+    assert np.array_equal(read_png(tmp_path / "t.png"), pix)
+
+
+def _rgb(hexcolor: str) -> np.ndarray:
+    return np.array([int(hexcolor[i:i + 2], 16) for i in (1, 3, 5)], np.uint8)
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (CI: bash .ci/install_chromium.sh)")
+def test_report_draws_offline_in_headless_chromium(bundle: Path, tmp_path: Path) -> None:
+    report = bundle / "report.html"
+    page = report.read_text()
+    control = tmp_path / "control.html"
+    img, css, svg = PLANTED
+    control.write_text(page.replace("</style>", f"body{{background-image:url({css})}}</style>", 1)
+                       .replace("<body>", f'<body><img src="{img}" width="4" height="4">'
+                                f'<svg width="4" height="4"><image href="{svg}" width="4" height="4"/></svg>', 1))
+    runs = {"report": (report, tmp_path / "report"), "control": (control, tmp_path / "control")}
+    procs = {k: _run_chromium(p, out) for k, (p, out) in runs.items()}
+    for k, proc in procs.items():
+        _finish(proc, runs[k][1])
+
+    # The detector sees every planted request of the control page, so its silence on the report counts.
+    assert sorted(page_requests(tmp_path / "control" / "net.json")) == sorted(PLANTED)
+    assert page_requests(tmp_path / "report" / "net.json") == []
+
+    shot = read_png(tmp_path / "report" / "shot.png")
+    assert shot.shape[:2] == (WINDOW[1], WINDOW[0])
+    chart = _chart(page)
+    fills = {r.get("fill") for r in chart.iter("rect")}
+    assert {STAGE_COLORS["generation"], STAGE_COLORS["actor_update"]} <= fills
+    drawn = chart_drawn(shot, chart)
+    assert drawn >= 8, drawn
+
+
+def chart_drawn(shot: np.ndarray, chart: ET.Element) -> int:
+    """Find the chart in the screenshot and check every bar segment is painted where the SVG puts
+    it, in its colour; return how many segments were checked.
+
+    The chart's origin on the page is found from its largest segment (a run of exactly its colour
+    with its width and height; legend swatches are smaller); every segment wider than 6 px must
+    then have >= 98 % of its inside (2 px in from each edge, so anti-aliasing does not matter)
+    in exactly its colour."""
+    rects = [(float(r.get("x")), float(r.get("y")), float(r.get("width")), float(r.get("height")), r.get("fill"))
+             for r in chart.iter("rect")]
+    big = [r for r in rects if r[2] > 6 and r[3] > 6]
+    assert big, "the chart has no segment to look for"
+    rx, ry, rw, rh, rfill = max(big, key=lambda r: r[2] * r[3])
+    mask = (shot == _rgb(rfill)).all(axis=2)
+    corners = np.argwhere(mask & ~np.roll(mask, 1, axis=0) & ~np.roll(mask, 1, axis=1))
+    for top, left in corners:
+        ox, oy = int(left) - math.ceil(rx), int(top) - math.ceil(ry)
+        if not mask[top:top + int(rh) - 2, left:left + int(rw) - 2].all():
+            continue
+        ok = 0
+        for x, y, w, h, fill in big:
+            x0, y0 = math.ceil(ox + x) + 2, math.ceil(oy + y) + 2
+            x1, y1 = math.floor(ox + x + w) - 2, math.floor(oy + y + h) - 2
+            if y0 < 0 or x0 < 0 or y1 > shot.shape[0] or x1 > shot.shape[1]:
+                break
+            inside = shot[y0:y1, x0:x1]
+            if (inside == _rgb(fill)).all(axis=2).mean() < 0.98:
+                break
+            ok += 1
+        else:
+            return ok
+    raise AssertionError(f"no place in the screenshot shows the chart's {len(big)} segments "
+                         f"({len(corners)} candidate corners of {rfill})")
