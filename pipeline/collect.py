@@ -172,6 +172,31 @@ def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutc
     }
 
 
+def _identify_reports(gathered: gather_stage.GatherResult, exports: list[Any],
+                      outcomes: list[StageOutcome]) -> None:
+    """Fill role/rank of `worker_process_<pid>` reports from inside their raw export (process and
+    thread names, RANK/WORLD_SIZE of the profiled process, the ranges it opened)."""
+    from verlprof.stages.readers.report_identity import identify_report
+
+    index = {a.rel: i for i, a in enumerate(gathered.artifacts)}
+    for r in exports:
+        if r.sqlite is None or r.status in ("failed", "skipped") or r.artifact not in index:
+            continue
+        i = index[r.artifact]
+        a = gathered.artifacts[i]
+        if a.role is not None and a.rank is not None:
+            continue
+        try:
+            ident = identify_report(r.sqlite, a.pid)
+        except VerlprofError as exc:
+            outcomes.append(StageOutcome("identify", a.rel, "failed", str(exc)))
+            continue
+        gathered.artifacts[i] = a.replace(
+            role=a.role or ident.role,
+            rank=a.rank if a.rank is not None else ident.rank,
+            world_size=a.world_size if a.world_size is not None else ident.world_size)
+
+
 def _export_outcomes(results: list[Any]) -> list[StageOutcome]:
     out = []
     for r in results:
@@ -226,6 +251,7 @@ def run_collect(opts: CollectOptions, progress: Any, executor: Executor | None =
     outcomes: list[StageOutcome] = []
     exports = _export(nsys_inputs(gathered.artifacts), opts, executor, progress)
     outcomes += _export_outcomes(exports)
+    _identify_reports(gathered, exports, outcomes)
 
     staging = atomic.temp_sibling(opts.out)
     staging.mkdir(parents=True)

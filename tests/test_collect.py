@@ -145,3 +145,14 @@ def test_collect_prints_after_run_doctor_findings(tmp_path: Path) -> None:
     code, out = _collect(str(run), "-o", str(tmp_path / "b"), work=tmp_path / "work")
     assert code == 0, out
     assert "after-empty-report" in out and "worker_process_999" in out
+
+
+def test_roles_and_ranks_of_ray_worker_reports_come_from_inside_them(tmp_path: Path) -> None:
+    truth = json.loads((SAMPLE / "sample_manifest.json").read_text())
+    code, out = _collect(str(SAMPLE), "-o", str(tmp_path / "b"), work=tmp_path / "work")
+    assert code == 0, out
+    by_pid = {a["pid"]: a for a in _manifest(tmp_path / "b")["artifacts"] if a["kind"] == "nsys_report"}
+    assert by_pid[truth["controller"]["pid"]]["role"] == "trainer"
+    for w in truth["workers"]:
+        got = by_pid[w["pid"]]
+        assert (got["role"], got["rank"], got["world_size"]) == (w["role"], w["rank"], w["world_size"])
