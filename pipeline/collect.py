@@ -408,7 +408,7 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
                staging: Path, outcomes: list[StageOutcome]) -> dict[str, Any]:
     """Window + summarize the scrubbed copies; write summaries, window traces and the HTML page."""
     from verlprof.stages import summarize as summarize_stage
-    from verlprof.stages.summary_types import SummarizeOptions, merge_rows
+    from verlprof.stages.summary_types import SummarizeOptions
     from verlprof.stages.window import identity_from_artifact
 
     sopts = SummarizeOptions(step=opts.step, top=opts.top)

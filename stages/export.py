@@ -22,7 +22,6 @@ because they end up in the manifest.
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -318,34 +317,11 @@ def check_work_outside_out(options: ExportOptions) -> None:
 
 
 def clean_dead_temps(folder: Path) -> int:
-    """Remove temp files of crashed runs (`.<name>.tmp-<pid>-<hex>...`) whose process is gone.
+    """Remove temp files of crashed runs whose writer is gone; a live verlprof exporting into the
+    same cache keeps its temps (see `atomic.clean_stale_temps`)."""
+    from verlprof.pipeline.atomic import clean_stale_temps
 
-    Why not `atomic.clean_stale_temps`: another verlprof may be exporting into the same cache
-    right now; its temps (live pid) must survive.
-    """
-    removed = 0
-    if not folder.is_dir():
-        return 0
-    for p in folder.glob(".*.tmp-*"):
-        m = re.search(r"\.tmp-(\d+)-", p.name)
-        if m and _pid_alive(int(m.group(1))):
-            continue
-        try:
-            p.unlink()
-            removed += 1
-        except OSError:
-            pass
-    return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return clean_stale_temps(folder)
 
 
 def export_all(artifacts: Iterable[Artifact], options: ExportOptions, executor: Executor | None = None,

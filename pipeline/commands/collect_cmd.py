@@ -11,7 +11,7 @@ from rich.table import Table
 
 from verlprof.pipeline.collect import CollectOptions, CollectResult, run_collect
 from verlprof.pipeline.errors import VerlprofError
-from verlprof.pipeline.progress import err_console, stage_progress
+from verlprof.pipeline.progress import stage_progress
 from verlprof.pipeline.runner import default_work_dir
 
 

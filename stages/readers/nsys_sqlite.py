@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.readers.sqlite_export import connect_readonly, validate_export
+from verlprof.stages.readers.sqlite_export import open_export
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -123,11 +123,7 @@ class NsysExport:
     def open(cls, path: str | Path) -> "NsysExport":
         """Validate and open `path` read-only; BadInputError (one line, names the file) if it is not an export."""
         p = Path(path)
-        info = validate_export(p)
-        try:
-            con = connect_readonly(p)
-        except sqlite3.Error as exc:
-            raise BadInputError(p, f"cannot open it as SQLite ({exc})") from None
+        con, info = open_export(p)
         exp = cls(p, con, frozenset(info.tables), info.nsys_version, info.schema_version)
         if NVTX not in exp.tables and KERNEL not in exp.tables and RUNTIME not in exp.tables:
             con.close()

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.readers.sqlite_export import connect_readonly, validate_export
+from verlprof.stages.readers.sqlite_export import open_export
 
 #: Ray actor class -> verl role. Classes of verl 0.9 (`verl/workers`, `verl/trainer`,
 #: `verl/experimental`, rollout servers) and older fsdp/megatron workers. A class mapped to None is
@@ -125,11 +125,7 @@ def identify_report(sqlite_path: str | Path, pid: int | None = None) -> ReportId
     unknown); raises BadInputError (one line, names the file) for a corrupt or non-nsys file.
     """
     path = Path(sqlite_path)
-    info = validate_export(path)
-    try:
-        con = connect_readonly(path)
-    except sqlite3.Error as exc:
-        raise BadInputError(path, f"cannot open it as SQLite ({exc})") from None
+    con, info = open_export(path)
     try:
         return _Reader(path, con, frozenset(info.tables)).identify(pid)
     finally:

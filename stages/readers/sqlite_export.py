@@ -95,6 +95,16 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True)
 
 
+def open_export(path: str | Path) -> tuple[sqlite3.Connection, "ExportInfo"]:
+    """Validate an export and open it read-only: the one way readers open an nsys SQLite."""
+    p = Path(path)
+    info = validate_export(p)
+    try:
+        return connect_readonly(p), info
+    except sqlite3.Error as exc:
+        raise BadInputError(p, f"cannot open it as SQLite ({exc})") from None
+
+
 def _quote_uri_path(path: Path) -> str:
     from urllib.parse import quote
 
