@@ -424,13 +424,39 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
         outcomes.append(StageOutcome("summarize", source, "failed", err))
     progress.update(task, total=1, completed=1)
     meta = summarize_stage.summary_metadata(
-        inputs=[(art.rel, art.sha256) for art, _ in scrubbed])
+        inputs=[(art.rel, art.sha256) for art, _ in scrubbed],
+        tools={"nsys": [o.info.get("nsys_version", "") for o in outcomes if o.stage == "export"],
+               **_trace_versions(scrubbed)},
+        choice=result.choice)
     summarize_stage.write_summaries(rows, staging / "summaries", meta)
     extra: dict[str, Any] = {"window": result.choice.to_manifest()}
     if opts.traces:
         extra["traces"] = _window_traces(result, scrubbed, staging, executor, progress, outcomes)
     extra["_rows"] = rows
     return extra
+
+
+def _trace_versions(scrubbed: list[tuple[Artifact, Any]]) -> dict[str, list[str]]:
+    """CUDA runtime / CUPTI versions torch traces state in their header (torch's own version is not
+    recorded in a chrome trace), for the Parquet metadata."""
+    import gzip as _gzip
+    import re as _re
+
+    found: dict[str, list[str]] = {"cuda_runtime": [], "cupti": []}
+    for art, res in scrubbed:
+        if art.kind != ArtifactKind.TORCH_TRACE:
+            continue
+        try:
+            opener = _gzip.open if str(res.dst).endswith(".gz") else open
+            with opener(res.dst, "rb") as f:
+                head = f.read(16 << 10).decode("utf-8", "replace")
+        except (OSError, EOFError):
+            continue
+        for key, name in (("cuda_runtime_version", "cuda_runtime"), ("cupti_version", "cupti")):
+            m = _re.search(rf'"{key}"\s*:\s*(\d+)', head)
+            if m:
+                found[name].append(m.group(1))
+    return found
 
 
 def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None, sopts: Any) -> Any:

@@ -26,3 +26,5 @@ def test_written_summaries_follow_the_declared_schema(tmp_path: Path) -> None:
         assert table.schema.names == [c.name for c in schema.SCHEMAS[name]]
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         assert meta["verlprof.schema_version"] == schema.SCHEMA_VERSION
+        assert meta["verlprof.version"] and "2022.4" in meta["verlprof.nsys_versions"]   # the sample's nsys
+        assert meta["verlprof.window"] == "2"
