@@ -64,18 +64,65 @@ class CollectResult:
         return sum(1 for o in self.outcomes if o.stage == stage and o.status == status)
 
 
-def bundle_salt(work_dir: Path) -> str:
-    """A random salt kept in the WORK dir (never in a bundle), so host hashes cannot be reversed."""
-    p = work_dir / "salt"
+def run_collect(opts: CollectOptions, progress: Any, executor: Executor | None = None) -> CollectResult:
+    """Run gather -> export -> scrub -> window/summarize -> check and publish OUT.
+
+    `progress` is a rich Progress (or anything with add_task/update/advance). Raises VerlprofError
+    for problems that stop the whole run; per-artifact problems become outcomes in the table.
+    """
+    t0 = time.perf_counter()
+    opts.out = Path(opts.out).expanduser().absolute()
+    opts.work_dir = Path(opts.work_dir).expanduser().absolute()
+    if opts.work_dir == opts.out or opts.out in opts.work_dir.parents:
+        raise VerlprofError(opts.work_dir, "the work dir holds unscrubbed data and must lie outside OUT")
+    _prepare_out(opts.out)
+    opts.work_dir.mkdir(parents=True, exist_ok=True)
+    atomic.clean_stale_temps(opts.work_dir)
+    salt = bundle_salt(opts.work_dir)
+    executor = executor or make_executor(opts.jobs, opts.ray)
+
+    gathered = _gather(opts, salt, progress)
+    if not gathered.artifacts:
+        where = ", ".join(gathered.roots) or "the default locations"
+        raise VerlprofError(None, f"no profiler artifacts found in {where}")
+
+    outcomes: list[StageOutcome] = []
+    exports = _export(nsys_inputs(gathered.artifacts), opts, executor, progress)
+    outcomes += _export_outcomes(exports)
+    _identify_reports(gathered, exports, outcomes)
+
+    staging = atomic.temp_sibling(opts.out)
+    staging.mkdir(parents=True)
     try:
-        return p.read_text().strip()
-    except OSError:
-        atomic.write_text(p, _secrets.token_hex(16))
-        return p.read_text().strip()
+        extra: dict[str, Any] = {"executor": executor.name}
+        extra.update(_after_export(gathered, exports, opts, executor, progress, staging, outcomes, salt))
+        rows = extra.pop("_rows", None)
+        known = extra.pop("_known", None)
+        manifest = build_manifest(gathered, outcomes, salt, extra)
+        atomic.write_json(staging / "manifest.json", manifest)
+        if opts.html and rows:
+            from verlprof.pipeline.report_html import render_run_report
+
+            atomic.write_text(staging / "report.html",
+                              render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest))
+        _verify(staging, progress, known)
+        _publish(staging, opts.out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    if opts.pack:
+        from verlprof.pipeline.pack import pack_bundle
+
+        pack_bundle(opts.out)
+    result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
+                           time.perf_counter() - t0)
+    result.rows = rows
+    result.doctor = after_run_findings(gathered)
+    return result
 
 
 # ------------------------------------------------------------------------------------------------
-# Stage steps. Each takes what the previous produced and returns records; only run_collect prints.
+# gather and export
 # ------------------------------------------------------------------------------------------------
 
 
@@ -135,41 +182,13 @@ def _export(inputs: list[Artifact], opts: CollectOptions, executor: Executor, pr
     return out
 
 
-# ------------------------------------------------------------------------------------------------
-# The bundle
-# ------------------------------------------------------------------------------------------------
-
-
-def _verlprof_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("verlprof")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
-def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutcome], salt: str,
-                   extra: dict[str, Any]) -> dict[str, Any]:
-    """manifest.json: relative names, salted host hashes, stage outcomes; no absolute path."""
-    by_rel: dict[str, list[dict[str, Any]]] = {}
-    for o in outcomes:
-        by_rel.setdefault(o.artifact, []).append({"stage": o.stage, "status": o.status, "detail": o.detail, **o.info})
-    artifacts = []
-    for a in gathered.artifacts:
-        rec = a.to_manifest(salt)
-        rec["stages"] = by_rel.get(a.rel, [])
-        artifacts.append(rec)
-    return {
-        "manifest_version": MANIFEST_VERSION,
-        "verlprof_version": _verlprof_version(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "sources": gathered.roots,
-        "config": gathered.config.to_manifest() if gathered.config else None,
-        "artifacts": artifacts,
-        "skipped": [{"rel": r, "reason": why} for r, why in gathered.skipped],
-        **extra,
-    }
+def _export_outcomes(results: list[Any]) -> list[StageOutcome]:
+    out = []
+    for r in results:
+        info = {k: v for k, v in (("nsys_version", r.nsys_version), ("export_schema", r.export_schema),
+                                  ("seconds", round(r.seconds, 3))) if v}
+        out.append(StageOutcome("export", r.artifact, r.status, r.detail, info=info))
+    return out
 
 
 def _identify_reports(gathered: gather_stage.GatherResult, exports: list[Any],
@@ -197,103 +216,9 @@ def _identify_reports(gathered: gather_stage.GatherResult, exports: list[Any],
             world_size=a.world_size if a.world_size is not None else ident.world_size)
 
 
-def _export_outcomes(results: list[Any]) -> list[StageOutcome]:
-    out = []
-    for r in results:
-        info = {k: v for k, v in (("nsys_version", r.nsys_version), ("export_schema", r.export_schema),
-                                  ("seconds", round(r.seconds, 3))) if v}
-        out.append(StageOutcome("export", r.artifact, r.status, r.detail, info=info))
-    return out
-
-
-def _prepare_out(out: Path) -> None:
-    """Refuse to replace a folder that is not a verlprof bundle (never clobber user data)."""
-    if out.exists():
-        if not out.is_dir():
-            raise VerlprofError(out, "exists and is not a folder; choose another -o")
-        if any(out.iterdir()) and not (out / "manifest.json").exists():
-            raise VerlprofError(out, "exists, is not empty and is not a verlprof bundle; choose another -o")
-
-
-def _publish(staging: Path, out: Path) -> None:
-    """Swap the verified staging folder onto OUT (old bundle moved aside first, then removed)."""
-    old = None
-    if out.exists():
-        old = atomic.temp_sibling(out)
-        os.replace(out, old)
-    os.replace(staging, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def run_collect(opts: CollectOptions, progress: Any, executor: Executor | None = None) -> CollectResult:
-    """Run gather -> export -> scrub -> window/summarize -> check and publish OUT.
-
-    `progress` is a rich Progress (or anything with add_task/update/advance). Raises VerlprofError
-    for problems that stop the whole run; per-artifact problems become outcomes in the table.
-    """
-    t0 = time.perf_counter()
-    opts.out = Path(opts.out).expanduser().absolute()
-    opts.work_dir = Path(opts.work_dir).expanduser().absolute()
-    if opts.work_dir == opts.out or opts.out in opts.work_dir.parents:
-        raise VerlprofError(opts.work_dir, "the work dir holds unscrubbed data and must lie outside OUT")
-    _prepare_out(opts.out)
-    opts.work_dir.mkdir(parents=True, exist_ok=True)
-    atomic.clean_stale_temps(opts.work_dir)
-    salt = bundle_salt(opts.work_dir)
-    executor = executor or make_executor(opts.jobs, opts.ray)
-
-    gathered = _gather(opts, salt, progress)
-    if not gathered.artifacts:
-        where = ", ".join(gathered.roots) or "the default locations"
-        raise VerlprofError(None, f"no profiler artifacts found in {where}")
-
-    outcomes: list[StageOutcome] = []
-    exports = _export(nsys_inputs(gathered.artifacts), opts, executor, progress)
-    outcomes += _export_outcomes(exports)
-    _identify_reports(gathered, exports, outcomes)
-
-    staging = atomic.temp_sibling(opts.out)
-    staging.mkdir(parents=True)
-    try:
-        extra: dict[str, Any] = {"executor": executor.name}
-        extra.update(_after_export(gathered, exports, opts, executor, progress, staging, outcomes, salt))
-        rows = extra.pop("_rows", None)
-        manifest = build_manifest(gathered, outcomes, salt, extra)
-        atomic.write_json(staging / "manifest.json", manifest)
-        if opts.html and rows:
-            from verlprof.pipeline.report_html import render_run_report
-
-            atomic.write_text(staging / "report.html",
-                              render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest))
-        _verify(staging, progress)
-        _publish(staging, opts.out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    if opts.pack:
-        from verlprof.pipeline.pack import pack_bundle
-
-        pack_bundle(opts.out)
-    result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
-                           time.perf_counter() - t0)
-    result.rows = rows
-    result.doctor = after_run_findings(gathered)
-    return result
-
-
-def after_run_findings(gathered: gather_stage.GatherResult) -> list[Any]:
-    """verlprof doctor's after-run checks over what gather found (.qdstrm left, empty reports,
-    profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
-    from verlprof.pipeline.doctor import after_run_checks
-
-    arts = [{"kind": a.kind.value, "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
-            for a in gathered.artifacts]
-    cfg = gathered.config.raw if gathered.config is not None else None
-    try:
-        return after_run_checks(arts, cfg)
-    except Exception:  # noqa: BLE001 - advice must never fail a collect
-        return []
+# ------------------------------------------------------------------------------------------------
+# scrub (identities pass, then scrubbed copies in the WORK dir)
+# ------------------------------------------------------------------------------------------------
 
 
 def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts: CollectOptions,
@@ -306,7 +231,7 @@ def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts:
     options = _scrub_options(inputs, executor, progress, salt)
     scrubbed = _scrub(inputs, options, opts, executor, progress, outcomes)
     scrub_stage.write_report(staging / "scrub_report.json", [r for _, r in scrubbed], options)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"_known": options.pseudonyms}
     ok = [(art, res) for art, res in scrubbed if res.status == "done"]
     if ok:
         extra.update(_summarize(ok, opts, executor, progress, staging, outcomes))
@@ -402,6 +327,11 @@ def _jsonable(result: Any) -> dict[str, Any]:
     import dataclasses as _dc
 
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in _dc.asdict(result).items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# window + summarize, window traces
+# ------------------------------------------------------------------------------------------------
 
 
 def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, executor: Executor, progress: Any,
@@ -525,6 +455,11 @@ def _trace_facts(info: dict[str, Any]) -> dict[str, Any]:
     return {**info, "counts": counts}
 
 
+# ------------------------------------------------------------------------------------------------
+# check and publish
+# ------------------------------------------------------------------------------------------------
+
+
 def _verify(staging: Path, progress: Any, known: Any = None) -> None:
     """Refuse to publish a bundle in which the checker still finds a secret (the staging folder is
     then removed, so nothing unsafe is ever left at OUT)."""
@@ -538,3 +473,79 @@ def _verify(staging: Path, progress: Any, known: Any = None) -> None:
                           f" {f.location} ({f.kind})" for f in findings[:5])
         raise VerlprofError(None, f"refusing to publish: the checker found {len(findings)} possible secret(s) "
                                   f"in the bundle: {where}")
+
+
+def after_run_findings(gathered: gather_stage.GatherResult) -> list[Any]:
+    """verlprof doctor's after-run checks over what gather found (.qdstrm left, empty reports,
+    profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
+    from verlprof.pipeline.doctor import after_run_checks
+
+    arts = [{"kind": a.kind.value, "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
+            for a in gathered.artifacts]
+    cfg = gathered.config.raw if gathered.config is not None else None
+    try:
+        return after_run_checks(arts, cfg)
+    except Exception:  # noqa: BLE001 - advice must never fail a collect
+        return []
+
+
+def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutcome], salt: str,
+                   extra: dict[str, Any]) -> dict[str, Any]:
+    """manifest.json: relative names, salted host hashes, stage outcomes; no absolute path."""
+    by_rel: dict[str, list[dict[str, Any]]] = {}
+    for o in outcomes:
+        by_rel.setdefault(o.artifact, []).append({"stage": o.stage, "status": o.status, "detail": o.detail, **o.info})
+    artifacts = []
+    for a in gathered.artifacts:
+        rec = a.to_manifest(salt)
+        rec["stages"] = by_rel.get(a.rel, [])
+        artifacts.append(rec)
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "verlprof_version": _verlprof_version(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "sources": gathered.roots,
+        "config": gathered.config.to_manifest() if gathered.config else None,
+        "artifacts": artifacts,
+        "skipped": [{"rel": r, "reason": why} for r, why in gathered.skipped],
+        **extra,
+    }
+
+
+def _verlprof_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("verlprof")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def bundle_salt(work_dir: Path) -> str:
+    """A random salt kept in the WORK dir (never in a bundle), so host hashes cannot be reversed."""
+    p = work_dir / "salt"
+    try:
+        return p.read_text().strip()
+    except OSError:
+        atomic.write_text(p, _secrets.token_hex(16))
+        return p.read_text().strip()
+
+
+def _prepare_out(out: Path) -> None:
+    """Refuse to replace a folder that is not a verlprof bundle (never clobber user data)."""
+    if out.exists():
+        if not out.is_dir():
+            raise VerlprofError(out, "exists and is not a folder; choose another -o")
+        if any(out.iterdir()) and not (out / "manifest.json").exists():
+            raise VerlprofError(out, "exists, is not empty and is not a verlprof bundle; choose another -o")
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Swap the verified staging folder onto OUT (old bundle moved aside first, then removed)."""
+    old = None
+    if out.exists():
+        old = atomic.temp_sibling(out)
+        os.replace(out, old)
+    os.replace(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
