@@ -480,6 +480,13 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
     todo: list[RunInput] = []
 
     def finish(i: int, st: RunStatus) -> None:
+        if st.status == "skipped":
+            # One line that names the input, whatever the underlying reader said (pyarrow messages
+            # may quote corrupt bytes, newlines included, and omit the file).
+            detail = " ".join(st.detail.split())
+            if st.input not in detail:
+                detail = f"{st.input}: {detail}"
+            st = RunStatus(st.run, st.input, st.status, detail)
         statuses[i] = st
         if on_done:
             on_done(st)

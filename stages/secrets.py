@@ -239,7 +239,8 @@ class NameRule:
 
 _PLACEHOLDER = re.compile(
     r"""^(?:\[REDACTED\]|<[^<>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\*+|x+|X+|\.+|-+|_+|0+|
-         (?:your|my|the)[-_ ]?\w*|changeme|placeholder|example|redacted|dummy|none|null)$""",
+         (?:your|my|the)[-_ ]?[a-z_ -]*(?:token|key|secret|password|passwd|pass|pwd|here|value|id)[a-z_ -]*|
+         changeme|placeholder|example|redacted|dummy|none|null)$""",
     re.X | re.I,
 )
 

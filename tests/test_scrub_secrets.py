@@ -239,3 +239,15 @@ def test_random_secret_json_keys_are_found(key: str, prefix: str, value: str) ->
     clean = TraceScrubber(sc, POLICY).event(obj)
     assert value not in repr(clean)
     assert clean["name"] == "op"
+
+
+@pytest.mark.parametrize("value", ["MY00000123", "MyS3cr3tPass", "the0ne-Secret9"])
+def test_values_starting_like_placeholders_are_still_secrets(value: str) -> None:
+    """Regression (found by hypothesis): the `your_/my_/the_` placeholder rule once swallowed any
+    value starting with "my", so a known secret such as MyS3cr3tPass was left in place."""
+    col = IdentityCollector(POLICY)
+    col.feed(f"MY_APP_TOKEN={value}")
+    sc = Scrubber(POLICY, Pseudonyms.build([col.ids], "s", POLICY))
+    assert sc.findings(f"x {value} y")
+    assert value not in sc.scrub(f"x {value} y", "l")
+    assert sc.keyed_findings("api_key", value) == ("secret_by_name",)
