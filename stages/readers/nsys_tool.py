@@ -294,7 +294,7 @@ _CORRUPT_MARKERS: tuple[str, ...] = (
     "magic number mismatch", "cannot read from stream", "version tag is not found",
     "version tag does not contain", "version tag has not been read", "wrong format",
     "file is corrupted", "corrupt", "truncated", "unexpected end", "readstreamexception",
-    "failed to read", "invalid report", "not a valid",
+    "failed to read", "invalid report", "not a valid", "version number is invalid",
 )
 
 
@@ -315,11 +315,21 @@ def explain_nsys_failure(tool: NsysTool, report: Path, output: str, returncode: 
             f"recorded (`nsys export --type sqlite {report.name}`) and put the .sqlite beside the report")
     if "file not found" in low or "no such file" in low:
         return BadInputError(report, "file not found")
-    if any(m in low for m in _CORRUPT_MARKERS):
+    if any(m in low for m in _CORRUPT_MARKERS) or not _has_report_magic(report):
         return BadInputError(report, f"not a readable Nsight Systems report, truncated or corrupt "
                                      f"(nsys {tool.short_version}: {_nsys_message(text)})")
     return VerlprofError(report, f"`nsys export` failed with exit status {returncode}: "
                                  f"{_nsys_message(text) or 'no message'}")
+
+
+def _has_report_magic(report: Path) -> bool:
+    """Whether the file starts like an Nsight Systems report (used only to explain a failed export:
+    nsys's own wording for random bytes varies, "Version number is invalid" among others)."""
+    try:
+        with open(report, "rb") as f:
+            return f.read(6) == b"NVIDIA"
+    except OSError:
+        return False
 
 
 def report_writer_version(report: Path, tail_bytes: int = 1 << 16) -> tuple[str, tuple[int, int]] | None:
