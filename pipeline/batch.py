@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from verlprof.pipeline.progress import NoProgress
 from verlprof.pipeline import atomic, compare
 from verlprof.pipeline.errors import BadInputError, VerlprofError
 from verlprof.pipeline.executors import Executor, InlineExecutor, TaskResult, run_all
@@ -281,19 +282,6 @@ def _frame_table(df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
-class _NoProgress:
-    """Stands in for collect's rich Progress inside a worker (the driver shows per-run status)."""
-
-    def add_task(self, *args: Any, **kwargs: Any) -> int:
-        return 0
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    def advance(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 def _collect_raw(path: Path, options: BatchOptions) -> Path:
     """Collect a raw run folder into a bundle in the work dir (`pipeline.collect.run_collect`).
 
@@ -307,7 +295,7 @@ def _collect_raw(path: Path, options: BatchOptions) -> Path:
     allowed = {f.name for f in dataclasses.fields(collect_mod.CollectOptions)}
     extra = {k: v for k, v in (options.collect_options or {}).items() if k in allowed}
     extra.update(sources=[path], out=out, work_dir=work, jobs=1, ray=None, html=False, pack=False)
-    result = collect_mod.run_collect(collect_mod.CollectOptions(**extra), _NoProgress(), InlineExecutor())
+    result = collect_mod.run_collect(collect_mod.CollectOptions(**extra), NoProgress(), InlineExecutor())
     bundle = Path(result.out)
     if not is_bundle(bundle):
         raise VerlprofError(path, "collect produced no bundle")

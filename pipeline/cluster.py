@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from verlprof.pipeline.progress import NoProgress
 from verlprof.pipeline import atomic
 from verlprof.pipeline.errors import BadInputError, ToolMissingError, VerlprofError
 from verlprof.pipeline.hashing import salted_hash
@@ -185,17 +186,6 @@ def run_on_node(node_fn: NodeFn, sources: Sequence[str], options: Any) -> dict[s
     return {**base, "status": "ok", "bundle": bytes(data), "seconds": time.perf_counter() - t0}
 
 
-class _NoProgress:
-    def add_task(self, *a: Any, **k: Any) -> int:
-        return 0
-
-    def update(self, *a: Any, **k: Any) -> None:
-        return None
-
-    def advance(self, *a: Any, **k: Any) -> None:
-        return None
-
-
 def _node_key() -> str:
     """A local folder name for this Ray node (its id; never written to a bundle)."""
     ray = sys.modules.get("ray")
@@ -233,7 +223,7 @@ def collect_node_bundle(sources: list[str], options: Any) -> bytes:
         kw = {k: v for k, v in (dict(options) if isinstance(options, Mapping) else {}).items() if k in allowed}
         kw.update(sources=[Path(s) for s in sources], out=out, work_dir=work, ray=None, html=False, pack=False)
         opts = collect.CollectOptions(**kw)
-        collect.run_collect(opts, _NoProgress(), make_executor(opts.jobs))
+        collect.run_collect(opts, NoProgress(), make_executor(opts.jobs))
         return tar_folder(out)
 
 

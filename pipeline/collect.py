@@ -64,13 +64,17 @@ class CollectResult:
         return sum(1 for o in self.outcomes if o.stage == stage and o.status == status)
 
 
-def run_collect(opts: CollectOptions, progress: Any, executor: Executor | None = None) -> CollectResult:
+def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor | None = None) -> CollectResult:
     """Run gather -> export -> scrub -> window/summarize -> check and publish OUT.
 
-    `progress` is a rich Progress (or anything with add_task/update/advance). Raises VerlprofError
+    `progress` is a rich Progress (or anything with add_task/update/advance; None shows nothing). Raises VerlprofError
     for problems that stop the whole run; per-artifact problems become outcomes in the table.
     """
     t0 = time.perf_counter()
+    if progress is None:
+        from verlprof.pipeline.progress import NoProgress
+
+        progress = NoProgress()
     opts.out = Path(opts.out).expanduser().absolute()
     opts.work_dir = Path(opts.work_dir).expanduser().absolute()
     if opts.work_dir == opts.out or opts.out in opts.work_dir.parents:

@@ -24,3 +24,17 @@ def stage_progress(console: Console | None = None) -> Iterator[Progress]:
         console=console, transient=False, disable=not console.is_terminal,
     ) as progress:
         yield progress
+
+
+class NoProgress:
+    """The Progress interface doing nothing: for collect inside a worker or task, where the caller
+    shows per-run status instead."""
+
+    def add_task(self, *args: object, **kwargs: object) -> int:
+        return 0
+
+    def update(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    def advance(self, *args: object, **kwargs: object) -> None:
+        return None

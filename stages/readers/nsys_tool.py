@@ -22,6 +22,7 @@ from typing import Sequence
 
 from verlprof.pipeline.atomic import temp_sibling
 from verlprof.pipeline.errors import BadInputError, ToolMissingError, VerlprofError
+from verlprof.stages.readers.files import require_nonempty_file
 from verlprof.stages.readers.sqlite_export import ExportInfo, validate_export
 
 ENV_NSYS = "VERLPROF_NSYS"
@@ -275,16 +276,7 @@ def _temp_named(dst: Path, suffix: str) -> Path:
 
 def _check_report_readable(path: Path) -> None:
     """Fail before starting nsys on what it cannot possibly read (clearer than nsys's wording)."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise BadInputError(path, "file not found") from None
-    except OSError as exc:
-        raise BadInputError(path, f"cannot read it ({exc.strerror or exc})") from None
-    if not path.is_file():
-        raise BadInputError(path, "not a regular file")
-    if size == 0:
-        raise BadInputError(path, "empty file (0 bytes); the profiled run probably died before nsys wrote it")
+    require_nonempty_file(path, "the profiled run probably died before nsys wrote it")
     if not os.access(path, os.R_OK):
         raise BadInputError(path, "not readable (permissions)")
 

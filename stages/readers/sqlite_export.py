@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verlprof.pipeline.errors import BadInputError
+from verlprof.stages.readers.files import require_nonempty_file
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_LEN = 100
@@ -58,16 +59,7 @@ def check_header(path: Path) -> int:
     The header's page size and page count (valid when the two change counters agree) give the exact
     size the file must have.
     """
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise BadInputError(path, "file not found") from None
-    except OSError as exc:
-        raise BadInputError(path, f"cannot read it ({exc.strerror or exc})") from None
-    if not path.is_file():
-        raise BadInputError(path, "not a regular file")
-    if size == 0:
-        raise BadInputError(path, "empty file (0 bytes), not an SQLite export")
+    size = require_nonempty_file(path, "not an SQLite export")
     try:
         with open(path, "rb") as f:
             head = f.read(_HEADER_LEN)
