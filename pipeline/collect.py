@@ -320,9 +320,9 @@ def _scrub(inputs: list[_ScrubInput], options: Any, opts: CollectOptions, execut
             if r.value.status == "done":
                 done.record(f"{item.artifact.key}-{Path(item.task.dst).name}", fingerprint,
                             {"scrubbed": str(item.task.dst)}, {"result": _jsonable(r.value)})
-    for item, res in zip(inputs, results):
-        reused = res is not None and inputs.index(item) not in todo
-        status = "cached" if reused and res.status == "done" else res.status
+    fresh_index = set(todo)
+    for i, (item, res) in enumerate(zip(inputs, results)):
+        status = "cached" if i not in fresh_index and res.status == "done" else res.status
         outcomes.append(StageOutcome("scrub", item.artifact.rel, status, res.detail or ""))
     return [(item.artifact, res) for item, res in zip(inputs, results)]
 
