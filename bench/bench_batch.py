@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from verlprof.pipeline import batch
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend
-from verlprof.stages.phases import canonical_stage
+from verlprof.stages.core.phases import canonical_stage
 from verlprof.stages.schema import arrow_schema
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,10 +31,10 @@ DATA = ROOT / "bench" / "data"
 _VERLPROF = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
-from verlprof.stages.summarize import projection_rows, scan_nsys, _totals_rows, steps_rows
+from verlprof.stages.summarize.nsys import projection_rows, scan_nsys, _totals_rows, steps_rows
 from verlprof.stages.readers.nsys_sqlite import NsysExport
-from verlprof.stages.summary_types import SummarizeOptions
-from verlprof.stages.window import identity_from_path, nsys_source_steps, run_window, window_spans
+from verlprof.stages.summarize.types import SummarizeOptions
+from verlprof.stages.window.steps import identity_from_path, nsys_source_steps, run_window, window_spans
 path = sys.argv[1]
 ident = identity_from_path(path)
 resolved, choice = run_window([nsys_source_steps(path, ident)], 2)

@@ -28,9 +28,9 @@ DATA = ROOT / "bench" / "data"
 
 
 def _child(kind: str, src: Path, out: Path) -> None:
-    from verlprof.stages.scrub import ScrubTask, build_options, find_identities, scrub_artifact
-    from verlprof.stages.secrets import load_policy
-    from verlprof.stages.verify import check_paths
+    from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
+    from verlprof.stages.scrub.secrets import load_policy
+    from verlprof.stages.scrub.check import check_paths
 
     pol = load_policy(use_local_environment=False)
     t0 = time.perf_counter()

@@ -35,8 +35,9 @@ print(json.dumps({"seconds": time.perf_counter() - t, "events": d.n_events, "kep
 VERLPROF_SUMMARIZE = """
 import json, sys, time
 from pathlib import Path
-from verlprof.stages.summarize_torch import summarize_torch_trace
-from verlprof.stages.summary_types import SourceIdentity, SummarizeOptions
+from verlprof.stages.summarize.torch_profile import summarize_torch_trace
+from verlprof.stages.window.types import SourceIdentity
+from verlprof.stages.summarize.types import SummarizeOptions
 t = time.perf_counter()
 rows = summarize_torch_trace(sys.argv[1], SourceIdentity(source=Path(sys.argv[1]).name, source_kind="torch"),
                              SummarizeOptions())

@@ -26,7 +26,7 @@ DATA = REPO / "bench" / "data"
 NSYS_CHILD = """
 import json, sqlite3, sys, time
 from pathlib import Path
-from verlprof.stages.traces import nsys_sqlite_to_chrome, window_nsys_sqlite
+from verlprof.stages.traces.jobs import nsys_sqlite_to_chrome, window_nsys_sqlite
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
 con = sqlite3.connect(f"file:{src}?mode=ro&immutable=1", uri=True)
 epoch = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0]
@@ -45,7 +45,7 @@ print(json.dumps({"window_s": t1 - t0, "chrome_s": t2 - t1, "window_mb": w.size 
 TORCH_CHILD = """
 import json, sys, time
 from pathlib import Path
-from verlprof.stages.traces_torch_window import window_chrome_trace
+from verlprof.stages.traces.torch_window import window_chrome_trace
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
 lo, hi = float(sys.argv[3]), float(sys.argv[4])
 t0 = time.perf_counter()

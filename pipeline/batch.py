@@ -31,14 +31,15 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from verlprof.pipeline.progress import NoProgress
-from verlprof.pipeline import atomic, compare
-from verlprof.pipeline.errors import BadInputError, VerlprofError
-from verlprof.pipeline.executors import Executor, InlineExecutor, TaskResult, run_all
-from verlprof.pipeline.hashing import sha256_file
-from verlprof.pipeline.runner import DoneRecords, default_work_dir
-from verlprof.stages.phases import canonical_stage
-from verlprof.stages.schema import arrow_schema
+from ..stages.core import atomic
+from ..stages.core.done_records import DoneRecords, default_work_dir
+from ..stages.core.errors import BadInputError, VerlprofError
+from ..stages.core.hashing import sha256_file
+from ..stages.core.phases import canonical_stage
+from ..stages.schema import arrow_schema
+from . import compare
+from .executors import Executor, InlineExecutor, TaskResult, run_all
+from .progress import NoProgress
 
 #: Bump when the cached per-run payload changes shape: old done records are then ignored.
 CACHE_VERSION = 1
@@ -287,7 +288,7 @@ def _collect_raw(path: Path, options: BatchOptions) -> Path:
 
     Runs inline inside this task (no nested pool); collect's own done records make a re-run cheap.
     """
-    from verlprof.pipeline import collect as collect_mod
+    from . import collect as collect_mod
 
     key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     work = Path(options.work_dir)
@@ -530,7 +531,7 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
     _write_table(out / "kernel_compare.parquet", result.kernel_changes, compare.KERNEL_COMPARE_SCHEMA)
     result.outputs = {n: out / f"{n}.parquet" for n in ("runs", "phases", "kernels", "compare", "kernel_compare")}
     if html:
-        from verlprof.pipeline.report_html import render_compare_report
+        from .report_html import render_compare_report
 
         page = render_compare_report(result.compare, result.kernel_changes, meta_rows, baseline=result.baseline)
         atomic.write_text(out / "report.html", page)

@@ -42,7 +42,7 @@ def version() -> None:
 
 def main() -> None:
     """Console entry point: one-line errors, non-zero exit, never a traceback for bad input."""
-    from verlprof.pipeline.errors import VerlprofError
+    from ..stages.core.errors import VerlprofError
 
     try:
         app()

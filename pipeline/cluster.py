@@ -34,12 +34,12 @@ from typing import Any, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from verlprof.pipeline.progress import NoProgress
-from verlprof.pipeline import atomic
-from verlprof.pipeline.errors import BadInputError, ToolMissingError, VerlprofError
-from verlprof.pipeline.hashing import salted_hash
-from verlprof.pipeline.ray_executor import _one_line, connect, import_ray
-from verlprof.stages.schema import SCHEMAS, arrow_schema
+from ..stages.core import atomic
+from ..stages.core.errors import BadInputError, ToolMissingError, VerlprofError
+from ..stages.core.hashing import salted_hash
+from ..stages.schema import SCHEMAS, arrow_schema
+from .progress import NoProgress
+from .ray_executor import _one_line, connect, import_ray
 
 #: Environment variable that overrides where a node's nsight reports are (set per node by
 #: `ray start` env / `RayParams.env_vars`; tests give every node its own folder this way).
@@ -131,7 +131,7 @@ def node_nsight_dir() -> Path | None:
             session = None
     if session:
         return Path(session) / "logs" / "nsight"
-    from verlprof.stages.gather import ray_nsight_dir
+    from ..stages.gather import ray_nsight_dir
 
     return ray_nsight_dir()
 
@@ -202,15 +202,15 @@ def collect_node_bundle(sources: list[str], options: Any) -> bytes:
 
     Raises ToolMissingError when the node holds only nsys reports and has no nsys to export them.
     """
-    from verlprof.pipeline import collect
-    from verlprof.pipeline.executors import make_executor
-    from verlprof.pipeline.runner import default_work_dir
+    from ..stages.core.done_records import default_work_dir
+    from . import collect
+    from .executors import make_executor
 
     files = _files_under([Path(s) for s in sources])
     reports = [f for f in files if f.name.endswith(_REPORT_SUFFIXES)]
     data = [f for f in files if f.name.endswith(_DATA_SUFFIXES)]
     if reports and not data:
-        from verlprof.stages.readers import nsys_tool
+        from ..stages.readers import nsys_tool
 
         nsys_tool.find_nsys(_opt(options, "nsys"))   # raises ToolMissingError, one line
     # One work dir per Ray node: nodes sharing a host (or a shared home) must not see each

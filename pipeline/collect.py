@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verlprof.pipeline import atomic
-from verlprof.pipeline.errors import VerlprofError
-from verlprof.pipeline.executors import Executor, make_executor, run_all
-from verlprof.pipeline.model import MANIFEST_VERSION, Artifact, ArtifactKind, StageOutcome
-from verlprof.pipeline.runner import default_work_dir
-from verlprof.stages import gather as gather_stage
+from ..stages import gather as gather_stage
+from ..stages.core import atomic
+from ..stages.core.done_records import default_work_dir
+from ..stages.core.errors import VerlprofError
+from ..stages.core.model import MANIFEST_VERSION, Artifact, ArtifactKind, StageOutcome
+from . import stage_runs
+from .executors import Executor, make_executor, run_all
 
 NSYS_KINDS = (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
 
@@ -72,7 +73,7 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
     """
     t0 = time.perf_counter()
     if progress is None:
-        from verlprof.pipeline.progress import NoProgress
+        from .progress import NoProgress
 
         progress = NoProgress()
     opts.out = Path(opts.out).expanduser().absolute()
@@ -105,7 +106,7 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         manifest = build_manifest(gathered, outcomes, salt, extra)
         atomic.write_json(staging / "manifest.json", manifest)
         if opts.html and rows:
-            from verlprof.pipeline.report_html import render_run_report
+            from .report_html import render_run_report
 
             atomic.write_text(staging / "report.html",
                               render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest))
@@ -115,7 +116,7 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     if opts.pack:
-        from verlprof.pipeline.pack import pack_bundle
+        from .pack import pack_bundle
 
         pack_bundle(opts.out)
     result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
@@ -155,7 +156,7 @@ def nsys_inputs(artifacts: list[Artifact]) -> list[Artifact]:
 
 
 def _export(inputs: list[Artifact], opts: CollectOptions, executor: Executor, progress: Any) -> list[Any]:
-    from verlprof.stages import export as export_stage
+    from ..stages import export as export_stage
 
     if not inputs:
         return []
@@ -163,7 +164,7 @@ def _export(inputs: list[Artifact], opts: CollectOptions, executor: Executor, pr
     needs_nsys = any(a.kind != ArtifactKind.NSYS_SQLITE for a in inputs)
     tool = None
     if needs_nsys:
-        from verlprof.stages.readers import nsys_tool
+        from ..stages.readers import nsys_tool
 
         try:
             tool = nsys_tool.find_nsys(opts.nsys)
@@ -199,7 +200,7 @@ def _identify_reports(gathered: gather_stage.GatherResult, exports: list[Any],
                       outcomes: list[StageOutcome]) -> None:
     """Fill role/rank of `worker_process_<pid>` reports from inside their raw export (process and
     thread names, RANK/WORLD_SIZE of the profiled process, the ranges it opened)."""
-    from verlprof.stages.readers.report_identity import identify_report
+    from ..stages.readers.report_identity import identify_report
 
     index = {a.rel: i for i, a in enumerate(gathered.artifacts)}
     for r in exports:
@@ -229,7 +230,7 @@ def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts:
                   executor: Executor, progress: Any, staging: Path, outcomes: list[StageOutcome],
                   salt: str) -> dict[str, Any]:
     """Scrub, window, summarize and cut window traces into `staging`; return manifest entries."""
-    from verlprof.stages import scrub as scrub_stage
+    from ..stages import scrub as scrub_stage
 
     inputs = _scrub_inputs(gathered.artifacts, exports, opts.work_dir)
     options = _scrub_options(inputs, executor, progress, salt)
@@ -258,7 +259,7 @@ def _scrub_inputs(artifacts: list[Artifact], exports: list[Any], work_dir: Path)
     Scrubbed copies go to the WORK dir (`scrubbed/<content hash>`); only windows of them and
     summaries made from them enter the bundle.
     """
-    from verlprof.stages.scrub import ScrubTask
+    from ..stages.scrub import ScrubTask
 
     by_rel = {a.rel: a for a in artifacts}
     out: list[_ScrubInput] = []
@@ -278,8 +279,7 @@ def _scrub_inputs(artifacts: list[Artifact], exports: list[Any], work_dir: Path)
 
 def _scrub_options(inputs: list[_ScrubInput], executor: Executor, progress: Any, salt: str) -> Any:
     """Pass 1: what each artifact reveals about hosts, users and secrets -> one pseudonym map."""
-    from verlprof.stages.scrub import build_options, identities_task
-    from verlprof.stages.secrets import load_policy
+    from ..stages.scrub import build_options, identities_task, load_policy
 
     policy = load_policy()
     if not inputs:
@@ -293,8 +293,8 @@ def _scrub_options(inputs: list[_ScrubInput], executor: Executor, progress: Any,
 def _scrub(inputs: list[_ScrubInput], options: Any, opts: CollectOptions, executor: Executor,
            progress: Any, outcomes: list[StageOutcome]) -> list[tuple[Artifact, Any]]:
     """Pass 2: scrub every input; reuse scrubbed copies made with the same pseudonym map."""
-    from verlprof.pipeline.runner import DoneRecords
-    from verlprof.stages.scrub import ScrubResult, scrub_task
+    from ..stages.core.done_records import DoneRecords
+    from ..stages.scrub import ScrubResult, scrub_task
 
     done = DoneRecords(opts.work_dir, "scrub")
     fingerprint = {"options": repr(options)}
@@ -341,16 +341,16 @@ def _jsonable(result: Any) -> dict[str, Any]:
 def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, executor: Executor, progress: Any,
                staging: Path, outcomes: list[StageOutcome]) -> dict[str, Any]:
     """Window + summarize the scrubbed copies; write summaries, window traces and the HTML page."""
-    from verlprof.stages import summarize as summarize_stage
-    from verlprof.stages.summary_types import SummarizeOptions
-    from verlprof.stages.window import identity_from_artifact
+    from ..stages import summarize as summarize_stage
+    from ..stages.summarize import SummarizeOptions
+    from ..stages.window import identity_from_artifact
 
     sopts = SummarizeOptions(step=opts.step, top=opts.top)
     items = [(Path(res.dst), identity_from_artifact(art)) for art, res in scrubbed
              if art.kind in (ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM,
                              ArtifactKind.TORCH_TRACE)]
     task = progress.add_task("summarize", total=None, last="")
-    result = summarize_stage.summarize_sources(items, sopts, executor)
+    result = stage_runs.summarize_sources(items, sopts, executor)
     rows = result.rows
     memory = [(art, res) for art, res in scrubbed if art.kind == ArtifactKind.MEMORY_SNAPSHOT]
     rows = _add_memory(rows, memory, result.choice.step, sopts)
@@ -399,8 +399,8 @@ def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None,
         return rows
     from dataclasses import replace as _replace
 
-    from verlprof.stages.summarize_torch import summarize_memory_snapshot
-    from verlprof.stages.window import identity_from_artifact
+    from ..stages.summarize import summarize_memory_snapshot
+    from ..stages.window import identity_from_artifact
 
     phases = list(rows.get("phases", []))
     for art, res in memory:
@@ -426,8 +426,8 @@ def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None,
 def _window_traces(result: Any, scrubbed: list[tuple[Artifact, Any]], staging: Path, executor: Executor,
                    progress: Any, outcomes: list[StageOutcome]) -> list[dict[str, Any]]:
     """The chosen step of every source as small scrubbed SQLite + Chrome JSON under traces/."""
-    from verlprof.stages.traces import TraceJob, make_window_traces
-    from verlprof.stages.window import window_spans
+    from ..stages.traces import TraceJob, make_window_traces
+    from ..stages.window import window_spans
 
     dst_of = {art.rel: Path(res.dst) for art, res in scrubbed}
     jobs = []
@@ -467,7 +467,7 @@ def _trace_facts(info: dict[str, Any]) -> dict[str, Any]:
 def _verify(staging: Path, progress: Any, known: Any = None) -> None:
     """Refuse to publish a bundle in which the checker still finds a secret (the staging folder is
     then removed, so nothing unsafe is ever left at OUT)."""
-    from verlprof.stages.verify import check_paths
+    from ..stages.scrub import check_paths
 
     task = progress.add_task("check", total=1, last="")
     findings = check_paths([staging], known=known)
@@ -482,7 +482,7 @@ def _verify(staging: Path, progress: Any, known: Any = None) -> None:
 def after_run_findings(gathered: gather_stage.GatherResult) -> list[Any]:
     """verlprof doctor's after-run checks over what gather found (.qdstrm left, empty reports,
     profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
-    from verlprof.pipeline.doctor import after_run_checks
+    from ..stages.doctor import after_run_checks
 
     arts = [{"kind": a.kind.value, "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
             for a in gathered.artifacts]

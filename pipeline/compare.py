@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 import pyarrow as pa
 
-from verlprof.stages.phases import STAGES, canonical_stage
+from ..stages.core.phases import STAGES, canonical_stage
 
 #: Metrics compared per (stage, role); all nanoseconds, all "lower is better".
 METRICS: tuple[str, ...] = ("wall_ns", "gpu_busy_ns", "kernel_ns", "comm_ns", "idle_ns")

@@ -72,7 +72,7 @@ class ProcessPoolExecutorBackend:
 def make_executor(jobs: int | None = None, ray_address: str | None = None) -> Executor:
     """Pick the executor from CLI flags. `ray_address` (e.g. "auto") selects Ray tasks."""
     if ray_address is not None:
-        from verlprof.pipeline.ray_executor import RayExecutor  # optional dependency
+        from .ray_executor import RayExecutor
 
         return RayExecutor(ray_address)
     if jobs == 1:

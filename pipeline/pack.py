@@ -24,8 +24,8 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Iterator
 
-from verlprof.pipeline.atomic import atomic_path
-from verlprof.pipeline.errors import BadInputError, VerlprofError
+from ..stages.core.atomic import atomic_path
+from ..stages.core.errors import BadInputError, VerlprofError
 
 SUMS_NAME = "SHA256SUMS"
 MANIFEST_NAME = "manifest.json"

@@ -19,8 +19,8 @@ import logging
 import os
 from typing import Any, Callable, Iterator
 
-from verlprof.pipeline.errors import ToolMissingError, VerlprofError
-from verlprof.pipeline.executors import TaskResult, _call
+from ..stages.core.errors import ToolMissingError, VerlprofError
+from .executors import TaskResult, _call
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:

@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from verlprof.pipeline import compare
-from verlprof.stages.phases import STAGES
+from ..stages.core.phases import STAGES
+from . import compare
 
 # One fixed colour per canonical stage (same colour on every page), and a palette for runs.
 STAGE_COLORS: dict[str, str] = dict(zip(STAGES, (

@@ -40,7 +40,7 @@ _KEYS = [
 SCHEMAS: dict[str, list[Column]] = {
     "phases": _KEYS + [
         _c("phase", pa.string(), "", "verl's own range name (NVTX / user_annotation)"),
-        _c("stage", pa.string(), "", "canonical stage (see stages/phases.py), `other` when unknown"),
+        _c("stage", pa.string(), "", "canonical stage (see stages/core/phases.py), `other` when unknown"),
         _c("parent", pa.string(), "", "enclosing range name, null at the top"),
         _c("depth", pa.int32(), "", "nesting depth of the range (0 = outermost)"),
         _c("start_ns", pa.int64(), "ns", "range start, absolute UTC nanoseconds since the epoch"),

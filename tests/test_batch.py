@@ -19,12 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
-
 from verlprof.pipeline import batch, compare
 from verlprof.pipeline.cli import app
-from verlprof.pipeline.errors import VerlprofError
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend
-from verlprof.stages.phases import canonical_stage
+from verlprof.stages.core.errors import VerlprofError
+from verlprof.stages.core.phases import canonical_stage
 from verlprof.stages.schema import arrow_schema
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"

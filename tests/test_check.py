@@ -15,10 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
-
 from verlprof.pipeline.cli import app
-from verlprof.stages.secrets import load_policy
-from verlprof.stages.verify import check_paths
+from verlprof.stages.scrub.check import check_paths
+from verlprof.stages.scrub.secrets import load_policy
 
 POLICY = load_policy(use_local_environment=False)
 SECRET = "hf_CheckPlanted0123456789abcdefghijk"

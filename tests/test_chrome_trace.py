@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError
+from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.readers import chrome_trace
 from verlprof.stages.readers.chrome_trace import read_chrome_trace
 

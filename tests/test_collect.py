@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
-
 from verlprof.pipeline.cli import app
-from verlprof.pipeline.hashing import sha256_file
+from verlprof.stages.core.hashing import sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "tiny_run"

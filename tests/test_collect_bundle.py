@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
-
 from verlprof.pipeline.cli import app
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,9 +15,8 @@ import pytest
 import typer
 import yaml
 from typer.testing import CliRunner
-
-from verlprof.pipeline import doctor as D
 from verlprof.pipeline.commands import doctor_cmd
+from verlprof.stages import doctor as D
 
 BASE_YAML = """
 actor_rollout_ref:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend
-from verlprof.pipeline.hashing import sha256_file
-from verlprof.pipeline.model import Artifact, ArtifactKind
-from verlprof.stages.export import ExportOptions, ExportResult, clean_dead_temps, export_all, export_one
+from verlprof.pipeline.stage_runs import export_all
+from verlprof.stages.core.errors import BadInputError
+from verlprof.stages.core.hashing import sha256_file
+from verlprof.stages.core.model import Artifact, ArtifactKind
+from verlprof.stages.export.nsys_export import ExportOptions, ExportResult, clean_dead_temps, export_one
 from verlprof.stages.readers.nsys_tool import find_nsys
 from verlprof.stages.readers.sqlite_export import validate_export
 
@@ -296,7 +296,7 @@ def test_clean_dead_temps_keeps_live_ones(tmp_path: Path) -> None:
 
 
 def test_work_dir_inside_out_is_refused(tmp_path: Path) -> None:
-    from verlprof.pipeline.errors import VerlprofError
+    from verlprof.stages.core.errors import VerlprofError
 
     art = _art(WHOLE, ArtifactKind.NSYS_SQLITE, WHOLE.parent)
     with pytest.raises(VerlprofError, match="work dir is inside the output folder"):

@@ -14,13 +14,17 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError, VerlprofError
 from verlprof.pipeline.executors import InlineExecutor, run_all
-from verlprof.pipeline.hashing import salted_hash
-from verlprof.pipeline.model import Artifact, ArtifactKind
-from verlprof.stages.gather import (
-    GatherResult, default_sources, gather, hash_artifact, newest_session, sqlite_export_of,
+from verlprof.stages.core.errors import BadInputError, VerlprofError
+from verlprof.stages.core.hashing import salted_hash
+from verlprof.stages.core.model import Artifact, ArtifactKind
+from verlprof.stages.gather.discover import (
+    GatherResult,
+    default_sources,
+    gather,
+    hash_artifact,
+    newest_session,
+    sqlite_export_of,
 )
 from verlprof.stages.readers.hydra_config import RunConfig
 

@@ -7,11 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.readers.hydra_config import (
-    RunConfig, find_config_near, is_hydra_config, load_run_config,
-)
+from verlprof.stages.core.errors import BadInputError
+from verlprof.stages.readers.hydra_config import RunConfig, find_config_near, is_hydra_config, load_run_config
 
 # A trimmed composed verl 0.9.1 PPO config the way Hydra writes `.hydra/config.yaml`: interpolations
 # stay unresolved strings. Profiling: nsys on steps [2, 3, 5], actor + critic enabled (rollout follows

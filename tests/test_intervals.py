@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from verlprof.stages import intervals
+from verlprof.stages.summarize import intervals
 
 _iv = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 25)), max_size=25)
 

@@ -11,10 +11,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.summarize_torch import MemoryItem, memory_source_steps, summarize_memory_item, summarize_memory_snapshot
-from verlprof.stages.summary_types import SourceIdentity, SummarizeOptions
+from verlprof.stages.core.errors import BadInputError
+from verlprof.stages.summarize.torch_profile import (
+    MemoryItem,
+    memory_source_steps,
+    summarize_memory_item,
+    summarize_memory_snapshot,
+)
+from verlprof.stages.summarize.types import SummarizeOptions
+from verlprof.stages.window.types import SourceIdentity
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-torch-2.11"
 SNAPSHOT = FIXTURES / "step2" / "torch_memory_rank0_pid804.pickle"
@@ -122,7 +127,7 @@ def test_attach_to_phase_rows(snap: dict) -> None:
 
 
 def test_real_trace_rows_of_another_run_are_left_alone() -> None:
-    from verlprof.stages.summarize_torch import summarize_torch_trace
+    from verlprof.stages.summarize.torch_profile import summarize_torch_trace
 
     trace = next(FIXTURES.glob("*_step2_*.json.gz"))
     rows = summarize_torch_trace(trace, SourceIdentity(source=trace.name, source_kind="torch", step_hint=2),

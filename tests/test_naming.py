@@ -13,10 +13,14 @@ from typing import Any, Optional
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.model import ArtifactKind
+from verlprof.stages.core.model import ArtifactKind
 from verlprof.stages.readers.naming import (
-    PATTERNS, NameInfo, classify_name, normalize_role, pattern_by_id, role_of_scope,
+    PATTERNS,
+    NameInfo,
+    classify_name,
+    normalize_role,
+    pattern_by_id,
+    role_of_scope,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"

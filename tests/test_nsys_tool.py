@@ -8,9 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from verlprof.pipeline.hashing import sha256_file
-from verlprof.pipeline.errors import BadInputError, ToolMissingError, VerlprofError
+from verlprof.stages.core.errors import BadInputError, ToolMissingError, VerlprofError
+from verlprof.stages.core.hashing import sha256_file
 from verlprof.stages.readers import nsys_tool
 from verlprof.stages.readers.nsys_tool import export_sqlite, find_nsys, import_qdstrm, parse_version
 

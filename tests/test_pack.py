@@ -18,14 +18,19 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from verlprof.pipeline.errors import BadInputError, VerlprofError
 from verlprof.pipeline.pack import (
-    SUMS_NAME, bundle_files, default_archive_path, is_bundle_archive, iter_members, pack_bundle,
-    unpack_bundle, verify_archive,
+    SUMS_NAME,
+    bundle_files,
+    default_archive_path,
+    is_bundle_archive,
+    iter_members,
+    pack_bundle,
+    unpack_bundle,
+    verify_archive,
 )
+from verlprof.stages.core.errors import BadInputError, VerlprofError
 from verlprof.stages.schema import arrow_schema
-from verlprof.stages.traces import TraceJob, make_window_traces
+from verlprof.stages.traces.jobs import TraceJob, make_window_traces
 
 FIX = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 NSYS = FIX / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.2.sqlite"
@@ -184,8 +189,8 @@ def test_cli_pack(bundle: Path, tmp_path: Path) -> None:
 
 def test_check_finds_a_secret_inside_the_archive(tmp_path: Path) -> None:
     """Negative control for the share test: `check` on an archive does look at its members."""
-    from verlprof.stages.secrets import load_policy
-    from verlprof.stages.verify import check_paths
+    from verlprof.stages.scrub.check import check_paths
+    from verlprof.stages.scrub.secrets import load_policy
 
     policy = load_policy(use_local_environment=False)
     bundle = tmp_path / "OUT"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def test_only_the_verlprof_namespace_is_installed(tmp_path: Path) -> None:
-    probe = ("import importlib.util as u, verlprof.pipeline.cli, verlprof.stages.gather;"
+    probe = ("import importlib.util as u, verlprof.pipeline.cli, verlprof.stages.gather.discover;"
              "print(u.find_spec('pipeline') is None, u.find_spec('stages') is None)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

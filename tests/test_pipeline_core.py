@@ -6,11 +6,10 @@ import pickle
 from pathlib import Path
 
 import pytest
-
-from verlprof.pipeline import atomic
-from verlprof.pipeline.errors import BadInputError, VerlprofError
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend, run_all
-from verlprof.pipeline.runner import DoneRecords
+from verlprof.stages.core import atomic
+from verlprof.stages.core.done_records import DoneRecords
+from verlprof.stages.core.errors import BadInputError, VerlprofError
 from verlprof.stages.readers.memory_snapshot import load_snapshot, loads_restricted
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"

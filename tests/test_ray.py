@@ -24,11 +24,10 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from verlprof.pipeline import batch, cluster
-from verlprof.pipeline.errors import BadInputError, ToolMissingError
 from verlprof.pipeline.executors import InlineExecutor, run_all
-from verlprof.stages.phases import canonical_stage
+from verlprof.stages.core.errors import BadInputError, ToolMissingError
+from verlprof.stages.core.phases import canonical_stage
 from verlprof.stages.schema import arrow_schema
 
 ray = pytest.importorskip("ray")

@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from verlprof.pipeline import cluster
-from verlprof.pipeline.errors import BadInputError, ToolMissingError
+from verlprof.stages.core.errors import BadInputError, ToolMissingError
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 STEP1 = FIXTURES / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.1.sqlite"

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
-
 from verlprof.pipeline.cli import app
 from verlprof.pipeline.report_html import STAGE_COLORS
 

@@ -8,11 +8,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from verlprof.pipeline import batch, compare
 from verlprof.pipeline.executors import InlineExecutor
 from verlprof.pipeline.report_html import render_compare_report, render_run_report
-from verlprof.stages.phases import canonical_stage
+from verlprof.stages.core.phases import canonical_stage
 
 
 def _helpers():

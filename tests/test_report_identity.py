@@ -18,12 +18,20 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError
+from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.readers.naming import ROLE_ALIASES
 from verlprof.stages.readers.report_identity import (
-    E_CLASS, E_COLOCATED, E_STAGES, E_STEP, ENV_PROCESS, ENV_SESSION, EVIDENCE_LABELS,
-    ReportIdentity, _pick_env, class_role, identify_report,
+    E_CLASS,
+    E_COLOCATED,
+    E_STAGES,
+    E_STEP,
+    ENV_PROCESS,
+    ENV_SESSION,
+    EVIDENCE_LABELS,
+    ReportIdentity,
+    _pick_env,
+    class_role,
+    identify_report,
 )
 
 REPO = Path(__file__).resolve().parents[1]

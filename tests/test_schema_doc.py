@@ -2,7 +2,6 @@
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
 from verlprof.stages import schema
 
 REPO = Path(__file__).resolve().parents[1]
@@ -15,7 +14,6 @@ def test_schema_doc_is_current() -> None:
 
 def test_written_summaries_follow_the_declared_schema(tmp_path: Path) -> None:
     from typer.testing import CliRunner
-
     from verlprof.pipeline.cli import app
 
     res = CliRunner().invoke(app, ["collect", str(REPO / "samples" / "tiny_run"), "-o", str(tmp_path / "b"),

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
-
 from verlprof.pipeline.cli import app
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"

@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.scrub import ScrubTask, build_options, find_identities, scrub_artifact
-from verlprof.stages.secrets import REDACTED, load_policy
-from verlprof.stages.verify import check_paths
+from verlprof.stages.core.errors import BadInputError
+from verlprof.stages.scrub.check import check_paths
+from verlprof.stages.scrub.secrets import REDACTED, load_policy
+from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
 
 pytestmark = pytest.mark.nsys
 

@@ -1,4 +1,4 @@
-"""Detection rules of scrub/check (stages/secrets.py): by value, by pattern, by name, personal data.
+"""Detection rules of scrub/check (stages/scrub/secrets.py): by value, by pattern, by name, personal data.
 
 Positive cases use FAKE secrets shaped like real ones; negative cases are the false-positive shapes
 scrub must leave alone (git SHAs, UUID-like kernel suffixes, `hf_xxxx` placeholders, C++ template
@@ -13,10 +13,16 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.secrets import (REDACTED, IdentityCollector, Pseudonyms, Scrubber, load_policy,
-                                     name_words, parse_env_block)
+from verlprof.stages.core.errors import BadInputError
+from verlprof.stages.scrub.secrets import (
+    REDACTED,
+    IdentityCollector,
+    Pseudonyms,
+    Scrubber,
+    load_policy,
+    name_words,
+    parse_env_block,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
@@ -230,7 +236,7 @@ def test_random_known_values_are_found_anywhere(pre: str, post: str, secret: str
 @given(key=st.sampled_from(["api_key", "hfToken", "DB_PASSWORD", "client_secret", "auth", "sessionCookie"]),
        prefix=st.text(alphabet=string.ascii_lowercase, max_size=5), value=_secret)
 def test_random_secret_json_keys_are_found(key: str, prefix: str, value: str) -> None:
-    from verlprof.stages.scrub_trace import TraceScrubber
+    from verlprof.stages.scrub.trace import TraceScrubber
 
     sc = scrubber()
     k = (prefix + "_" + key) if prefix else key

@@ -14,12 +14,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.scrub import ScrubTask, build_options, find_identities, scrub_artifact
-from verlprof.stages.scrub_sqlite import SQLITE_ALLOWLIST, keep_spec
-from verlprof.stages.secrets import REDACTED, load_policy
-from verlprof.stages.verify import check_paths
+from verlprof.stages.core.errors import BadInputError
+from verlprof.stages.scrub.check import check_paths
+from verlprof.stages.scrub.secrets import REDACTED, load_policy
+from verlprof.stages.scrub.sqlite import SQLITE_ALLOWLIST, keep_spec
+from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"

@@ -12,12 +12,11 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.scrub import ScrubTask, build_options, find_identities, scrub_artifact
-from verlprof.stages.scrub_trace import JsonEventStream
-from verlprof.stages.secrets import REDACTED, load_policy
-from verlprof.stages.verify import check_paths
+from verlprof.stages.core.errors import BadInputError
+from verlprof.stages.scrub.check import check_paths
+from verlprof.stages.scrub.secrets import REDACTED, load_policy
+from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
+from verlprof.stages.scrub.trace import JsonEventStream
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 TORCH = FIXTURES / "h200-torch-2.11"
@@ -195,8 +194,8 @@ def test_bad_traces_fail_with_one_line(tmp_path: Path, case: str) -> None:
 _MEM_SCRIPT = r"""
 import gzip, resource, sys, orjson
 from pathlib import Path
-from verlprof.stages.scrub import ScrubTask, build_options, scrub_artifact
-from verlprof.stages.secrets import load_policy
+from verlprof.stages.scrub.tasks import ScrubTask, build_options, scrub_artifact
+from verlprof.stages.scrub.secrets import load_policy
 src, big, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 d = orjson.loads(gzip.decompress(src.read_bytes()))
 ev = d.pop("traceEvents")

@@ -14,13 +14,17 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
+from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.schema import SCHEMAS, arrow_schema
-from verlprof.stages.summarize import (
-    kernel_summary, project_ranges, render_phase_table, summarize_nsys, summarize_sources, write_summaries,
+from verlprof.stages.summarize.nsys import (
+    kernel_summary,
+    project_ranges,
+    render_phase_table,
+    summarize_nsys,
+    write_summaries,
 )
-from verlprof.stages.summary_types import SummarizeOptions
-from verlprof.stages.window import identity_from_path
+from verlprof.stages.summarize.types import SummarizeOptions
+from verlprof.stages.window.steps import identity_from_path
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 NSYS = FIXTURES / "h200-nsys-2025.3"
@@ -252,8 +256,7 @@ def test_render_phase_table_lists_phases(whole_rows):
 def test_call_map_packed_and_wide_layouts_agree():
     """The packed (key|range in one int64) and the two-array fallback give the same lookups."""
     import numpy as np
-
-    from verlprof.stages.nsys_projection import CallMap
+    from verlprof.stages.summarize.projection import CallMap
 
     rng = np.random.default_rng(7)
     keys = rng.choice(1 << 34, size=5000, replace=False).astype(np.int64)
@@ -294,8 +297,8 @@ def test_several_processes_in_one_export(tmp_path, whole_rows):
 
 
 def test_identity_from_artifact():
-    from verlprof.pipeline.model import Artifact, ArtifactKind
-    from verlprof.stages.window import identity_from_artifact
+    from verlprof.stages.core.model import Artifact, ArtifactKind
+    from verlprof.stages.window.steps import identity_from_artifact
 
     a = Artifact(ArtifactKind.NSYS_SQLITE, WHOLE, "run/actor_w.3.sqlite", 1, role="actor", rank=1, pid=9,
                  capture_range=3, steps=(4, 6))
@@ -306,7 +309,6 @@ def test_identity_from_artifact():
 
 def test_threaded_fetch_gives_the_same_arrays():
     import numpy as np
-
     from verlprof.stages.readers.nsys_sqlite import RUNTIME, NsysExport
 
     with NsysExport.open(WHOLE) as db:

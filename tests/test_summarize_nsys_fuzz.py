@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError, VerlprofError
-from verlprof.stages.summarize import project_ranges, summarize_nsys
-from verlprof.stages.window import identity_from_path, nsys_source_steps
+from verlprof.stages.core.errors import BadInputError, VerlprofError
+from verlprof.stages.summarize.nsys import project_ranges, summarize_nsys
+from verlprof.stages.window.steps import identity_from_path, nsys_source_steps
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"

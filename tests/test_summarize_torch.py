@@ -16,16 +16,21 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError
 from verlprof.pipeline.executors import ProcessPoolExecutorBackend
+from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.schema import arrow_schema
-from verlprof.stages.summarize import write_summaries
-from verlprof.stages.summarize_torch import (
-    UNATTRIBUTED, TorchItem, short_kernel_name, summarize_torch_item, summarize_torch_trace, torch_step_spans,
+from verlprof.stages.summarize.nsys import write_summaries
+from verlprof.stages.summarize.torch_profile import (
+    UNATTRIBUTED,
+    TorchItem,
+    short_kernel_name,
+    summarize_torch_item,
+    summarize_torch_trace,
+    torch_step_spans,
     torch_steps,
 )
-from verlprof.stages.summary_types import SourceIdentity, SummarizeOptions, merge_rows
+from verlprof.stages.summarize.types import SummarizeOptions, merge_rows
+from verlprof.stages.window.types import SourceIdentity
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-torch-2.11"
 TRACES = sorted(FIXTURES.glob("*.json.gz"))

@@ -14,9 +14,8 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from verlprof.pipeline.errors import BadInputError, VerlprofError
-from verlprof.stages.traces import nsys_sqlite_to_chrome, window_chrome_trace, window_nsys_sqlite
+from verlprof.stages.core.errors import BadInputError, VerlprofError
+from verlprof.stages.traces.jobs import nsys_sqlite_to_chrome, window_chrome_trace, window_nsys_sqlite
 
 FIX = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 SMALL_NSYS = FIX / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.2.sqlite"

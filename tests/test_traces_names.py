@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 import pytest
-
-from verlprof.stages.traces import trace_file_name, trace_sqlite_name, trace_stem
+from verlprof.stages.traces.jobs import trace_file_name, trace_sqlite_name, trace_stem
 
 
 @pytest.mark.parametrize("rel, stem", [

@@ -15,10 +15,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
 from verlprof.stages.readers.sqlite_export import validate_export
-from verlprof.stages.traces import (
-    TraceJob, make_window_traces, nsys_sqlite_to_chrome, trace_file_name, trace_sqlite_name,
+from verlprof.stages.traces.jobs import (
+    TraceJob,
+    make_window_traces,
+    nsys_sqlite_to_chrome,
+    trace_file_name,
+    trace_sqlite_name,
     window_nsys_sqlite,
 )
 

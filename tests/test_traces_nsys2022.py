@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from verlprof.stages.readers.sqlite_export import validate_export
-from verlprof.stages.traces import nsys_sqlite_to_chrome, window_nsys_sqlite
+from verlprof.stages.traces.jobs import nsys_sqlite_to_chrome, window_nsys_sqlite
 
 pytestmark = [pytest.mark.nsys,
               pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")]

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from verlprof.pipeline.pack import pack_bundle, verify_archive
-from verlprof.stages.scrub import ScrubTask, build_options, find_identities, scrub_artifact
-from verlprof.stages.secrets import load_policy
-from verlprof.stages.summarize import summarize_sources
-from verlprof.stages.traces import TraceJob, make_window_traces, trace_file_name
-from verlprof.stages.verify import check_paths
-from verlprof.stages.window import identity_from_path
+from verlprof.pipeline.stage_runs import summarize_sources
+from verlprof.stages.scrub.check import check_paths
+from verlprof.stages.scrub.secrets import load_policy
+from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
+from verlprof.stages.traces.jobs import TraceJob, make_window_traces, trace_file_name
+from verlprof.stages.window.steps import identity_from_path
 
 FIX = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 WHOLE = FIX / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"

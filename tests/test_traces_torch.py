@@ -15,9 +15,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from verlprof.stages.traces import (
-    TraceJob, TraceWindowCounts, make_window_traces, trace_file_name, window_chrome_trace,
+from verlprof.stages.traces.jobs import (
+    TraceJob,
+    TraceWindowCounts,
+    make_window_traces,
+    trace_file_name,
+    window_chrome_trace,
     window_chrome_trace_utc,
 )
 

@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from verlprof.pipeline.errors import VerlprofError
-from verlprof.stages.summarize import summarize_sources
-from verlprof.stages.summary_types import SourceIdentity
-from verlprof.stages.window import (
-    choose_window, identity_from_path, nsys_source_steps, run_window, window_spans,
+from verlprof.pipeline.stage_runs import summarize_sources
+from verlprof.stages.core.errors import VerlprofError
+from verlprof.stages.window.steps import (
+    choose_window,
+    identity_from_path,
+    nsys_source_steps,
+    run_window,
+    window_spans,
 )
+from verlprof.stages.window.types import SourceIdentity
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 NSYS = FIXTURES / "h200-nsys-2025.3"
@@ -216,7 +219,6 @@ def test_identity_from_path():
 
 def test_window_command(tmp_path):
     from typer.testing import CliRunner
-
     from verlprof.pipeline.cli import app
 
     runner = CliRunner()

@@ -9,11 +9,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from verlprof.pipeline.collect import CollectOptions, CollectResult, run_collect
-from verlprof.pipeline.errors import VerlprofError
-from verlprof.pipeline.progress import stage_progress
-from verlprof.pipeline.runner import default_work_dir
-
+from ...stages.core.done_records import default_work_dir
+from ...stages.core.errors import VerlprofError
+from ..collect import CollectOptions, CollectResult, run_collect
+from ..progress import stage_progress
 
 _MAX_SOURCE_TABLES = 6  # phase tables printed; the rest are in summaries/phases.parquet
 
@@ -39,7 +38,7 @@ def collect(
                                               help="Ray cluster address (implies --ray)."),
 ) -> None:
     """Gather, export, scrub, window and summarize one verl run into OUT."""
-    from verlprof.stages.gather import default_sources
+    from ...stages.gather import default_sources
 
     srcs = list(sources or [])
     if ray or ray_address:
@@ -60,7 +59,7 @@ def collect(
 def _collect_on_cluster(address: str, sources: list[Path], out: Path, work: Path | None, jobs: int | None,
                         nsys: str | None, step: str, top: int) -> None:
     """One task per alive Ray node collects that node's files there; only bundles travel back."""
-    from verlprof.pipeline import cluster
+    from .. import cluster
 
     options = {"work_dir": str(work) if work else None, "jobs": jobs, "nsys": nsys,
                "step": "auto" if step == "auto" else _int_step(step), "top": top}
@@ -123,7 +122,7 @@ def print_collect_table(result: CollectResult, console: Console) -> None:
         for w in window.get("warnings", [])[:5]:
             console.print(f"  [yellow]warning[/yellow]: {w}")
     if result.rows and result.rows.get("phases"):
-        from verlprof.stages.summarize import render_phase_table
+        from ...stages.summarize import render_phase_table
 
         phases = list(result.rows["phases"])
         sources = list(dict.fromkeys(r.get("source") for r in phases))
@@ -132,7 +131,7 @@ def print_collect_table(result: CollectResult, console: Console) -> None:
         if len(sources) > len(shown):
             console.print(f"... and {len(sources) - len(shown)} more sources in summaries/phases.parquet")
     if result.doctor:
-        from verlprof.pipeline.commands.doctor_cmd import print_findings
+        from .doctor_cmd import print_findings
 
         print_findings(result.doctor, console, title="doctor: after-run checks")
     console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`)")

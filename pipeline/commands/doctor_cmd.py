@@ -5,7 +5,7 @@
     verlprof doctor --config base.yaml -- +trainer.save_freq=-1 global_profiler.steps=[1,2]
     verlprof doctor -- python3 -m verl.trainer.main_ppo trainer.total_training_steps=1 ...
 
-The checks live in ``verlprof.pipeline.doctor``; this module only reads the inputs, prints the
+The checks live in ``verlprof.stages.doctor``; this module only reads the inputs, prints the
 findings (a rich table, or ``--json``) and sets the exit status (1 when an error-level finding
 exists, 2 for bad input). ``print_findings`` is reusable by other commands (``collect``).
 """
@@ -22,7 +22,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from verlprof.pipeline import doctor as D
+from ...stages import doctor as D
 
 _SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

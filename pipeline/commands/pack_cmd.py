@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
             None, "--output", "-o", help="Archive to write (default: OUT.tar.gz beside OUT)."),
     ) -> None:
         """Pack a share bundle into OUT.tar.gz (deterministic, no user names, SHA256SUMS inside)."""
-        from verlprof.pipeline.pack import bundle_files, pack_bundle
+        from ..pack import bundle_files, pack_bundle
 
         archive = pack_bundle(out, output)
         files = len(bundle_files(out, exclude=archive))

@@ -13,7 +13,7 @@ import typer
 
 
 def _policy(policy: Optional[Path], values_file: Optional[Path], local_env: Optional[bool]):
-    from verlprof.stages.secrets import load_policy, read_values_file
+    from ...stages.scrub import load_policy, read_values_file
 
     extra = read_values_file(values_file) if values_file else None
     return load_policy(policy, extra_values=extra,
@@ -32,8 +32,8 @@ def scrub_command(
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run `check` on the outputs and refuse them when anything remains."),
 ) -> None:
     """Write scrubbed copies of profiler artifacts: nothing secret or personal leaves."""
-    from verlprof.stages.scrub import scrub_inputs
-    from verlprof.stages.verify import format_findings
+    from ...stages.scrub import format_findings
+    from ..stage_runs import scrub_inputs
 
     pol = _policy(policy, values_file, local_env)
     run = scrub_inputs(inputs, out, pol, jobs=jobs, work_dir=work, salt=salt, verify=verify)
@@ -60,8 +60,7 @@ def check_command(
     local_env: Optional[bool] = typer.Option(None, "--local-env/--no-local-env", help="Also look for this machine's host/user names and secret-named environment values."),
 ) -> None:
     """Verify files hold nothing secret or personal; exit 1 (listing locations, never values) if they do."""
-    from verlprof.stages.secrets import Pseudonyms, local_identities
-    from verlprof.stages.verify import Checker, format_findings
+    from ...stages.scrub import Checker, Pseudonyms, format_findings, local_identities
 
     pol = _policy(policy, values_file, local_env)
     known = [local_identities(pol)] if pol.use_local_environment else []

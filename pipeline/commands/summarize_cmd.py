@@ -13,20 +13,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from verlprof.pipeline.errors import VerlprofError
+from ...stages.core.errors import VerlprofError
 
 console = Console()
 
 
 def _fmt_ms(ns: Any) -> str:
-    from verlprof.pipeline.report_html import fmt_ms
+    from ..report_html import fmt_ms
 
     return fmt_ms(ns)
 
 
 def comparison_table(result: Any, metric: str = "wall_ns", max_runs: int = 8) -> Table:
     """The terminal table: per (stage, role) the baseline value and each run's value and delta."""
-    from verlprof.pipeline.report_html import _isnull, fmt_rel
+    from ..report_html import _isnull, fmt_rel
 
     df = result.compare
     df = df[df["metric"] == metric]
@@ -86,10 +86,10 @@ def register(app: typer.Typer) -> None:
         fresh: bool = typer.Option(False, "--fresh", help="ignore cached per-run results"),
     ) -> None:
         """Compare many runs: stacked tables, per-stage deltas against a baseline, optional HTML."""
-        from verlprof.pipeline import batch, compare
-        from verlprof.pipeline.executors import make_executor
-        from verlprof.pipeline.progress import err_console
-        from verlprof.pipeline.runner import default_work_dir
+        from ...stages.core.done_records import default_work_dir
+        from .. import batch, compare
+        from ..executors import make_executor
+        from ..progress import err_console
 
         if metric not in compare.METRICS:
             raise VerlprofError(None, f"--metric must be one of {', '.join(compare.METRICS)}, not {metric!r}")

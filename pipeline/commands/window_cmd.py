@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from verlprof.pipeline.errors import VerlprofError
+from ...stages.core.errors import VerlprofError
 
 _SQLITE_SUFFIXES = (".sqlite", ".json", ".json.gz")
 
@@ -68,14 +68,18 @@ def window(
     from rich.console import Console
     from rich.table import Table
 
-    from verlprof.pipeline.executors import make_executor
-    from verlprof.pipeline.hashing import sha256_file
-    from verlprof.stages.summarize import (
-        render_phase_table, steps_rows, summarize_sources, summary_metadata, write_summaries,
+    from ...stages.core.hashing import sha256_file
+    from ...stages.summarize import (
+        SummarizeOptions,
+        render_phase_table,
+        source_steps_item,
+        steps_rows,
+        summary_metadata,
+        write_summaries,
     )
-    from verlprof.stages.summary_types import SummarizeOptions
-    from verlprof.stages.summarize import _steps_item
-    from verlprof.stages.window import identity_from_path, run_window
+    from ...stages.window import identity_from_path, run_window
+    from ..executors import make_executor
+    from ..stage_runs import summarize_sources
 
     console = Console()
     files = _inputs(inputs)
@@ -87,7 +91,7 @@ def window(
         for source, err in res.errors:
             console.print(f"[yellow]skipped {source}: {err}[/yellow]")
     else:
-        resolved, choice = run_window([_steps_item((str(p), ident)) for p, ident in idents], options.step)
+        resolved, choice = run_window([source_steps_item((str(p), ident)) for p, ident in idents], options.step)
         rows = {"steps": steps_rows(resolved, choice)}
     t = Table(title="profiled steps", title_justify="left")
     for col in ("source", "pid", "step", "wall ms", "boundary", "chosen", "flags"):

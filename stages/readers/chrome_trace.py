@@ -44,7 +44,7 @@ try:  # msgspec: typed decoding that skips unneeded fields in C (see module docs
 except ImportError:  # pragma: no cover - exercised only where msgspec is not installed
     msgspec = None  # type: ignore[assignment]
 
-from verlprof.pipeline.errors import BadInputError
+from ..core.errors import BadInputError
 
 # Decompressed bytes handed to the parser per step: big enough to amortise per-batch costs, small
 # enough that a batch's transient structs stay in the tens of MB.

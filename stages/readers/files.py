@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verlprof.pipeline.errors import BadInputError
+from ..core.errors import BadInputError
 
 
 def require_nonempty_file(path: Path, empty_reason: str) -> int:

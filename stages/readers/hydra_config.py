@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.readers.naming import normalize_role
+from ..core.errors import BadInputError
+from .naming import normalize_role
 
 #: Hydra's metadata files that sit beside config.yaml in a run's `.hydra/` folder.
 HYDRA_SIBLINGS = ("overrides.yaml", "hydra.yaml")

@@ -12,7 +12,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from verlprof.pipeline.errors import BadInputError
+from ..core.errors import BadInputError
 
 # (module, name) pairs a snapshot may legitimately reference. Nothing callable with side effects.
 _ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset({

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from verlprof.pipeline.model import ArtifactKind
+from ..core.model import ArtifactKind
 
 # ----------------------------------------------------------------------------------------------
 # Roles

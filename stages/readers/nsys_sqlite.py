@@ -19,15 +19,15 @@ import threading
 import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.readers.sqlite_export import open_export
+from ..core.errors import BadInputError
+from .sqlite_export import open_export
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from verlprof.pipeline.atomic import temp_sibling
-from verlprof.pipeline.errors import BadInputError, ToolMissingError, VerlprofError
-from verlprof.stages.readers.files import require_nonempty_file
-from verlprof.stages.readers.sqlite_export import ExportInfo, validate_export
+from ..core.atomic import temp_sibling
+from ..core.errors import BadInputError, ToolMissingError, VerlprofError
+from .files import require_nonempty_file
+from .sqlite_export import ExportInfo, validate_export
 
 ENV_NSYS = "VERLPROF_NSYS"
 DEFAULT_TIMEOUT_S = 1800.0

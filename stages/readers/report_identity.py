@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.readers.sqlite_export import open_export
+from ..core.errors import BadInputError
+from .sqlite_export import open_export
 
 #: Ray actor class -> verl role. Classes of verl 0.9 (`verl/workers`, `verl/trainer`,
 #: `verl/experimental`, rollout servers) and older fsdp/megatron workers. A class mapped to None is

@@ -17,8 +17,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verlprof.pipeline.errors import BadInputError
-from verlprof.stages.readers.files import require_nonempty_file
+from ..core.errors import BadInputError
+from .files import require_nonempty_file
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_LEN = 100

@@ -1,0 +1,126 @@
+"""Stage runs over many items: where each stage's per-item functions meet an executor.
+
+Why here and not in the stages: a stage knows how to handle one item (`export_one`, `scrub_task`,
+`summarize_any_item`) and how to plan and finish a run (pure functions); *where* the items run
+(inline, a process pool, Ray) is the pipeline's choice, so the loops that take an executor live in
+pipeline/ and the stages never import it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ..stages import export as export_stage
+from ..stages import scrub as scrub_stage
+from ..stages import summarize as summarize_stage
+from ..stages.core import atomic
+from ..stages.core.done_records import DoneRecords, default_work_dir
+from ..stages.core.errors import BadInputError, VerlprofError
+from ..stages.core.hashing import sha256_file
+from ..stages.core.model import Artifact
+from ..stages.window import SourceIdentity, SourceSteps, run_window
+from .executors import Executor, InlineExecutor, TaskResult, make_executor, run_all
+
+
+def export_all(artifacts: Iterable[Artifact], options: export_stage.ExportOptions, executor: Executor | None = None,
+               on_done: Callable[[export_stage.ExportResult], None] | None = None) -> list[export_stage.ExportResult]:
+    """Export every nsys artifact (other kinds are ignored) on `executor`; results in input order."""
+    items, options = export_stage.prepare_export(artifacts, options)
+    if not items:
+        return []
+    executor = executor or make_executor(options.jobs)
+
+    def convert(res: TaskResult) -> export_stage.ExportResult:
+        if res.error is None and isinstance(res.value, export_stage.ExportResult):
+            return res.value
+        return export_stage.failed_export(items[res.index], str(res.error), options)
+
+    def done(res: TaskResult) -> None:
+        if on_done is not None:
+            on_done(convert(res))
+
+    return [convert(r) for r in run_all(executor, export_stage.export_one, items, options, on_done=done)]
+
+
+def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 1,
+                 work_dir: Path | None = None, salt: str | None = None, verify: bool = True,
+                 include_local: bool | None = None, on_done: Any = None) -> scrub_stage.ScrubRun:
+    """Scrub files/folders into `out` (a folder, or a file for one input file). Never edits inputs.
+
+    Identities are found in every input first (one pass, in parallel), so one pseudonym map serves
+    the whole output; finished items are reused from the work dir's done records; the result is
+    re-checked and anything the check flags is removed.
+    """
+    S = scrub_stage
+    items, skipped, single = S.plan_inputs([Path(p) for p in inputs], Path(out))
+    out = Path(out)
+    if not single:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic.clean_stale_temps(out)
+    hashes = {str(src): sha256_file(src) for src, _rel, k in items if k in S.SCRUBBABLE}
+    salt = salt or S.bundle_salt(hashes.values())
+    ex = make_executor(jobs)
+    pre = [S.ScrubTask(str(src), "", kind, rel) for src, rel, kind in items]
+    id_results = run_all(ex, S.identities_task, [t for t in pre if t.kind in S.SCRUBBABLE], policy)
+    for r in id_results:
+        if r.error:
+            raise BadInputError(None, r.error)
+    options = S.build_options([r.value for r in id_results], policy, salt, include_local)
+    namer = S.Scrubber(policy, options.pseudonyms)
+    tasks: list[S.ScrubTask] = []
+    for t in pre:
+        dst = out if single else out / namer.scrub(S.output_name(t.rel, t.kind), "file name")
+        tasks.append(S.ScrubTask(t.src, str(dst), t.kind, namer.scrub(t.rel, "file name")))
+    done = DoneRecords(Path(work_dir) if work_dir else default_work_dir(), "scrub")
+    results: dict[int, S.ScrubResult] = {}
+    todo: list[tuple[int, S.ScrubTask]] = []
+    for i, t in enumerate(tasks):
+        rec = done.lookup(f"{hashes[t.src][:16]}-{t.kind}", {"fp": options.fingerprint(), "dst": t.dst}) \
+            if t.kind in S.SCRUBBABLE else None
+        if rec is not None:
+            results[i] = S.ScrubResult.from_record(rec, t.dst)
+        else:
+            todo.append((i, t))
+    for tr in run_all(ex, S.scrub_task, [t for _i, t in todo], options, on_done=on_done):
+        i, t = todo[tr.index]
+        res = tr.value if tr.value is not None else S.ScrubResult(t.rel, t.kind, t.dst, "failed", tr.error or "")
+        results[i] = res
+        if res.status == "done":
+            done.record(f"{hashes[t.src][:16]}-{t.kind}", {"fp": options.fingerprint(), "dst": t.dst},
+                        {"dst": t.dst}, res.to_report())
+    ordered = [results[i] for i in range(len(tasks))]
+    return S.finish_scrub(ordered, skipped, out, single, namer, options, policy, verify)
+
+
+def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
+                      options: summarize_stage.SummarizeOptions | None = None,
+                      executor: Executor | None = None) -> summarize_stage.SummarizeResult:
+    """Window + summarize several sources (nsys exports; torch traces when their identity says
+    `source_kind="torch"`): steps found in all of them, one step chosen for the run, each source
+    summarized in parallel on `executor` (inline by default)."""
+    options = options or summarize_stage.SummarizeOptions()
+    ex = executor or InlineExecutor()
+    errors: list[tuple[str, str]] = []
+    found = run_all(ex, summarize_stage.source_steps_item, [(str(p), ident) for p, ident in items])
+    srcs: list[SourceSteps] = []
+    kept: list[tuple[str, SourceIdentity]] = []
+    for (p, ident), res in zip(items, found):
+        if res.error:
+            errors.append((ident.source, res.error))
+        else:
+            srcs.append(res.value)
+            kept.append((str(p), ident))
+    if not srcs and errors:
+        raise VerlprofError(None, f"no readable input: {errors[0][0]}: {errors[0][1]}")
+    resolved, choice = run_window(srcs, options.step)
+    jobs = [summarize_stage.summarize_job(p, ident, src, choice.step) for (p, ident), src in zip(kept, resolved)]
+    jobs = [j for j in jobs if j.spans]
+    parts = []
+    for job, res in zip(jobs, run_all(ex, summarize_stage.summarize_any_item, jobs, options)):
+        if res.error:
+            errors.append((job.ident.source, res.error))
+        else:
+            parts.append(res.value)
+    rows = summarize_stage.merge_rows(parts)
+    rows["steps"] = summarize_stage.steps_rows(resolved, choice)
+    return summarize_stage.SummarizeResult(resolved, choice, rows, errors)

@@ -1,0 +1,98 @@
+"""The run/bundle model: typed records every stage passes along.
+
+Why: stages are plain functions over these records (like nsys_recipe's mappers), so the same work
+runs inline, in a process pool or as a Ray task. Records are frozen dataclasses: picklable, easy to
+compare, and serialisable into `manifest.json` without leaking absolute paths or host names.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .hashing import salted_hash
+
+MANIFEST_VERSION = 1
+
+
+class ArtifactKind(str, enum.Enum):
+    """What a file is, decided from its name and a peek at its header."""
+
+    NSYS_REPORT = "nsys_report"          # .nsys-rep (needs `nsys export`)
+    NSYS_QDSTRM = "nsys_qdstrm"          # unfinished report: import with QdstrmImporter
+    NSYS_SQLITE = "nsys_sqlite"          # an export (given alone or lying beside its report)
+    TORCH_TRACE = "torch_trace"          # torch.profiler chrome trace (.json / .json.gz)
+    MEMORY_SNAPSHOT = "memory_snapshot"  # torch.cuda.memory._dump_snapshot pickle
+    HYDRA_CONFIG = "hydra_config"        # the run's composed .hydra/config.yaml
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One input file and everything knowable about where it came from.
+
+    `path` is the absolute local path and is never written to a shared output; `rel` is the name
+    relative to the source root it was found under, which is what manifests and reports show.
+    """
+
+    kind: ArtifactKind
+    path: Path
+    rel: str
+    size: int
+    sha256: str = ""
+    mtime: float = 0.0
+    role: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    pid: int | None = None
+    host: str | None = None
+    capture_range: int | None = None
+    step: int | None = None
+    steps: tuple[int, int] | None = None     # steps<a>-<b>/ memory snapshot folders
+    scope: str | None = None                 # torch trace scope (train, infer, rollout ...)
+    naming: str | None = None                # which file-name pattern matched
+    source_index: int = 0                    # which SOURCE argument it came from
+    notes: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """A stable id of this artifact inside one bundle (content hash, else its relative name)."""
+        return self.sha256[:16] if self.sha256 else self.rel
+
+    def replace(self, **changes: Any) -> "Artifact":
+        return dataclasses.replace(self, **changes)
+
+    def to_manifest(self, salt: str) -> dict[str, Any]:
+        """A JSON-safe record: relative names only, host as a salted hash, no absolute path."""
+        d: dict[str, Any] = {
+            "kind": self.kind.value,
+            "rel": self.rel,
+            "source_index": self.source_index,
+            "size": self.size,
+            "sha256": self.sha256,
+            "role": self.role,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "pid": self.pid,
+            "host": salted_hash(self.host, salt) if self.host else None,
+            "capture_range": self.capture_range,
+            "step": self.step,
+            "steps": list(self.steps) if self.steps else None,
+            "scope": self.scope,
+            "naming": self.naming,
+            "notes": list(self.notes),
+        }
+        return d
+
+
+@dataclass
+class StageOutcome:
+    """What one stage did to one artifact: for the end-of-run table and the manifest."""
+
+    stage: str
+    artifact: str                 # Artifact.rel
+    status: str                   # done | cached | skipped | failed
+    detail: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)  # name -> path (local, not for manifest)
+    info: dict[str, Any] = field(default_factory=dict)     # JSON-safe facts for the manifest

@@ -1,0 +1,15 @@
+"""export: `.nsys-rep` / `.qdstrm` to SQLite with the real `nsys export`, cached by content hash."""
+from .nsys_export import (
+    NSYS_KINDS,
+    ExportOptions,
+    ExportResult,
+    check_work_outside_out,
+    export_one,
+    failed_export,
+    prepare_export,
+)
+
+__all__ = [
+    "NSYS_KINDS", "ExportOptions", "ExportResult", "check_work_outside_out", "export_one",
+    "failed_export", "prepare_export",
+]

@@ -1,0 +1,528 @@
+"""Gather: find a verl run's profiler output and say what each file is.
+
+Why: the rest of the pipeline works on `Artifact` records, never on a directory listing. This stage
+walks the SOURCE folders/files (or, with none given, where verl writes: the newest Ray session's
+`logs/nsight` and `./outputs/profile`), classifies each file by name (`readers/naming.py`) plus a
+cheap header peek, reads the run's Hydra config when one is found, and records identity, size and
+content hash. It only reads: inputs are never opened for writing, moved or deleted.
+
+Hashing big reports is the slow part, so it is a separate plain function (`hash_artifact`) that a
+caller may run in an executor; `gather(..., with_hashes=False)` returns unhashed records for that.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import secrets
+import socket
+import stat
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from ..core.errors import BadInputError, VerlprofError
+from ..core.hashing import salted_hash, sha256_file
+from ..core.model import Artifact, ArtifactKind
+from ..readers.hydra_config import (
+    HYDRA_SIBLINGS,
+    RunConfig,
+    find_config_near,
+    is_hydra_config,
+    load_run_config,
+)
+from ..readers.naming import NameInfo, classify_name
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+_SNIFF_BYTES = 256 << 10
+#: Folders never worth walking (VCS, caches); verlprof's own temp files are skipped by name.
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", "node_modules"})
+
+#: Progress callback: (files hashed so far, files to hash, rel of the one just done).
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class GatherResult:
+    """What gather found. `roots` are display names of the sources (never absolute paths)."""
+
+    artifacts: list[Artifact]
+    config: RunConfig | None
+    skipped: list[tuple[str, str]] = field(default_factory=list)   # (rel, reason)
+    roots: list[str] = field(default_factory=list)
+
+    def by_kind(self, kind: ArtifactKind) -> list[Artifact]:
+        return [a for a in self.artifacts if a.kind == kind]
+
+
+# ----------------------------------------------------------------------------------------------
+# Where verl writes
+# ----------------------------------------------------------------------------------------------
+
+
+def _ray_dir_groups(extra: Sequence[Path] = ()) -> list[list[Path]]:
+    """Ray temp folders in Ray's own order of preference, each base with and without `/ray`.
+
+    Ray puts its sessions in `<RAY_TMPDIR or TMPDIR or /tmp>/ray`; `ray start --temp-dir=D` uses D
+    itself, which cannot be discovered from outside, so callers pass it in `extra` (tried first).
+    """
+    bases: list[Path] = [Path(p).expanduser() for p in extra]
+    for var in ("RAY_TMPDIR", "TMPDIR"):
+        v = os.environ.get(var)
+        if v:
+            bases.append(Path(v))
+    bases.append(Path("/tmp"))
+    groups: list[list[Path]] = []
+    seen: set[Path] = set()
+    for b in bases:
+        g = [c for c in (b, b / "ray") if c not in seen]
+        seen.update(g)
+        if g:
+            groups.append(g)
+    return groups
+
+
+def ray_temp_dirs(extra: Sequence[Path] = ()) -> list[Path]:
+    """Every Ray temp folder candidate, most preferred first (see `_ray_dir_groups`)."""
+    return [d for g in _ray_dir_groups(extra) for d in g]
+
+
+def newest_session(ray_dir: Path) -> Path | None:
+    """The session folder `session_latest` points at, else the newest `session_*` folder."""
+    latest = ray_dir / "session_latest"
+    try:
+        if latest.exists():
+            resolved = latest.resolve()
+            if resolved.is_dir():
+                return resolved
+        sessions = [(p.stat().st_mtime, p.name, p) for p in ray_dir.glob("session_*")
+                    if p.name != "session_latest" and p.is_dir()]
+    except OSError:
+        return None
+    return max(sessions)[2] if sessions else None
+
+
+def ray_nsight_dir(ray_dirs: Sequence[Path] = ()) -> Path | None:
+    """`<session>/logs/nsight` of the newest session in the most preferred Ray temp folder.
+
+    Preference follows Ray (given folders, then RAY_TMPDIR, TMPDIR, /tmp): a set RAY_TMPDIR means
+    verl's Ray wrote there, even if /tmp/ray holds newer sessions of some other run.
+    """
+    for group in _ray_dir_groups(ray_dirs):
+        found: list[tuple[float, Path]] = []
+        for rd in group:
+            s = newest_session(rd)
+            if s is not None and (s / "logs" / "nsight").is_dir():
+                try:
+                    found.append((s.stat().st_mtime, s / "logs" / "nsight"))
+                except OSError:
+                    continue
+        if found:
+            return max(found)[1]
+    return None
+
+
+def default_sources(ray_dirs: Sequence[Path] = (), cwd: Path | None = None) -> list[Path]:
+    """Where verl writes when no SOURCE is given: the nsight folder of the newest Ray session and
+    `./outputs/profile` (verl's default `global_profiler.save_path`). Only existing folders."""
+    out: list[Path] = []
+    nsight = ray_nsight_dir(ray_dirs)
+    if nsight is not None:
+        out.append(nsight)
+    prof = (cwd or Path.cwd()) / "outputs" / "profile"
+    if prof.is_dir():
+        out.append(prof)
+    return out
+
+
+def _local_ray_host(src: Path, ray_dirs: Sequence[Path]) -> str | None:
+    """This machine's host name when `src` lies in a session of one of its Ray temp folders."""
+    try:
+        real = src.resolve()
+    except OSError:
+        return None
+    for rd in ray_temp_dirs(ray_dirs):
+        try:
+            rel = real.relative_to(rd.resolve())
+        except (ValueError, OSError):
+            continue
+        if rel.parts and rel.parts[0].startswith("session_"):
+            return socket.gethostname()
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Walking
+# ----------------------------------------------------------------------------------------------
+
+
+def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, int]]
+          ) -> Iterator[tuple[Path, str, os.stat_result]]:
+    """Yield (path, rel, stat) of regular files under `root`, following symlinked folders once.
+
+    Folders are identified by (device, inode), so symlink loops and a folder reached twice are
+    walked once; unreadable folders and broken links become `skipped` entries.
+    """
+    seen: set[tuple[int, int]] = set()
+    stack: list[tuple[Path, str]] = [(root, "")]
+    while stack:
+        d, drel = stack.pop()
+        try:
+            st = d.stat()
+        except OSError as exc:
+            skipped.append((drel or ".", f"unreadable folder: {exc.strerror or exc}"))
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in seen or key in exclude:
+            if key in exclude:
+                skipped.append((drel or ".", "excluded (verlprof output or work folder)"))
+            continue
+        seen.add(key)
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            skipped.append((drel or ".", f"unreadable folder: {exc.strerror or exc}"))
+            continue
+        subdirs: list[tuple[Path, str]] = []
+        for e in entries:
+            rel = f"{drel}/{e.name}" if drel else e.name
+            try:
+                est = e.stat(follow_symlinks=True)
+            except OSError:
+                skipped.append((rel, "broken symlink" if e.is_symlink() else "cannot stat"))
+                continue
+            if stat.S_ISDIR(est.st_mode):
+                if e.name in _SKIP_DIRS:
+                    continue
+                subdirs.append((Path(e.path), rel))
+            elif stat.S_ISREG(est.st_mode):
+                if e.name.startswith(".") and ".tmp-" in e.name:
+                    continue        # a temp file of a verlprof writer, never an input
+                yield Path(e.path), rel, est
+            else:
+                skipped.append((rel, "not a regular file"))
+        stack.extend(reversed(subdirs))
+
+
+# ----------------------------------------------------------------------------------------------
+# Cheap content checks
+# ----------------------------------------------------------------------------------------------
+
+
+def _head(path: Path, n: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
+def _sniff_json(path: Path) -> str | None:
+    """None if the start of a (gzipped) JSON file looks like a chrome trace, else why not."""
+    try:
+        if path.name.endswith(".gz"):
+            if _head(path, 2) != GZIP_MAGIC:
+                return "not gzip data"
+            with gzip.open(path, "rb") as f:
+                head = f.read(_SNIFF_BYTES)
+        else:
+            head = _head(path, _SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        return f"unreadable gzip ({type(exc).__name__})"
+    if b'"traceEvents"' in head or b'"schemaVersion"' in head:
+        return None
+    return "JSON without traceEvents (not a chrome trace)"
+
+
+def _check_header(path: Path, info: NameInfo) -> str | None:
+    """None if the first bytes fit the kind, else a one-phrase reason (nothing is parsed)."""
+    try:
+        if info.kind == ArtifactKind.NSYS_SQLITE:
+            return None if _head(path, 16) == SQLITE_MAGIC else "not an SQLite database (bad header)"
+        if info.kind == ArtifactKind.TORCH_TRACE:
+            if info.needs_sniff:
+                return _sniff_json(path)
+            if path.name.endswith(".gz"):
+                return None if _head(path, 2) == GZIP_MAGIC else "not gzip data (bad header)"
+            first = _head(path, 4096).lstrip()[:1]
+            return None if first in (b"{", b"[") else "not JSON (bad header)"
+        if info.kind == ArtifactKind.MEMORY_SNAPSHOT:
+            return None if _head(path, 1) == b"\x80" else "not a pickle (bad header)"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Classification
+# ----------------------------------------------------------------------------------------------
+
+
+def _classify(path: Path, rel: str, root_name: str) -> NameInfo | None:
+    """Name-based identity; the source root's own name counts as a parent folder (`step2/`)."""
+    if path.name == "config.yaml" and is_hydra_config(path):
+        return NameInfo(ArtifactKind.HYDRA_CONFIG, "hydra_config")
+    if path.name in HYDRA_SIBLINGS and path.parent.name == ".hydra":
+        return None
+    return classify_name(f"{root_name}/{rel}" if root_name else rel)
+
+
+def _skip_reason(path: Path) -> str:
+    if path.parent.name == ".hydra":
+        return "Hydra metadata (only config.yaml is read)"
+    name = path.name
+    if name.endswith((".sqlite-journal", ".sqlite-wal", ".sqlite-shm")):
+        return "SQLite side file"
+    suffix = "".join(path.suffixes[-2:]) or "(no extension)"
+    return f"not a profiler artifact ({suffix})"
+
+
+def mask_host(rel: str, info: NameInfo, salt: str) -> str:
+    """`rel` with the host name in its base name replaced by `host-<salted hash>`.
+
+    Why: relocated nsys reports and old vLLM traces carry the host name in the file name, and
+    manifests may show host names only as salted hashes (the same hash `Artifact.to_manifest`
+    writes for `host` when given the same salt).
+    """
+    if not info.host or info.host_span is None:
+        return rel
+    head, sep, base = rel.rpartition("/")
+    a, b = info.host_span
+    if base[a:b] != info.host:
+        return rel
+    return f"{head}{sep}{base[:a]}host-{salted_hash(info.host, salt)}{base[b:]}"
+
+
+def _artifact(path: Path, rel: str, st: os.stat_result, info: NameInfo, index: int,
+              host: str | None) -> Artifact:
+    notes = list(info.notes)
+    if info.replica is not None:
+        notes.append(f"replica={info.replica}")
+    if st.st_size == 0:
+        notes.append("empty")
+    return Artifact(
+        kind=info.kind, path=path, rel=rel, size=st.st_size, mtime=st.st_mtime, role=info.role,
+        rank=info.rank, world_size=info.world_size, pid=info.pid, host=info.host or host,
+        capture_range=info.capture_range, step=info.step, steps=info.steps, scope=info.scope,
+        naming=info.naming, source_index=index, notes=tuple(notes))
+
+
+def hash_artifact(a: Artifact, options: Any = None) -> Artifact:
+    """The artifact with its sha256 filled in (picklable, so an executor may run it)."""
+    if a.sha256:
+        return a
+    try:
+        return a.replace(sha256=sha256_file(a.path))
+    except OSError as exc:
+        raise BadInputError(a.path, f"cannot read to hash: {exc.strerror or exc}") from None
+
+
+def sqlite_export_of(report: Artifact) -> Path | None:
+    """The SQLite export lying beside a report (recorded by gather), for the export stage."""
+    for n in report.notes:
+        if n.startswith("sqlite_export="):
+            return report.path.with_name(report.path.name[: -len(".nsys-rep")] + ".sqlite")
+    return None
+
+
+def _base(a: Artifact, suffix: str) -> str | None:
+    """The artifact's path without `suffix` (files pair up only in the same folder)."""
+    s = str(a.path)
+    return s[: -len(suffix)] if s.endswith(suffix) else None
+
+
+def _pair_exports(arts: list[Artifact], skipped: list[tuple[str, str]]) -> list[Artifact]:
+    """Link `X.sqlite` to `X.nsys-rep` beside it; drop `X.qdstrm` that `X.nsys-rep` supersedes."""
+    reports = {_base(a, ".nsys-rep"): a for a in arts if a.kind == ArtifactKind.NSYS_REPORT}
+    sqlites = {_base(a, ".sqlite"): a for a in arts if a.kind == ArtifactKind.NSYS_SQLITE}
+    reports.pop(None, None)
+    sqlites.pop(None, None)
+    out: list[Artifact] = []
+    for a in arts:
+        if a.kind == ArtifactKind.NSYS_QDSTRM:
+            rep = reports.get(_base(a, ".qdstrm"))
+            if rep is not None and "empty" not in rep.notes:
+                skipped.append((a.rel, f"superseded by the finished report {rep.rel}"))
+                continue
+        elif a.kind == ArtifactKind.NSYS_REPORT:
+            sq = sqlites.get(_base(a, ".nsys-rep"))
+            if sq is not None and "empty" not in sq.notes:
+                a = a.replace(notes=a.notes + (f"sqlite_export={sq.rel}",))
+        elif a.kind == ArtifactKind.NSYS_SQLITE:
+            rep = reports.get(_base(a, ".sqlite"))
+            if rep is not None and "empty" not in a.notes:
+                a = a.replace(notes=a.notes + (f"export_of={rep.rel}",))
+        out.append(a)
+    return out
+
+
+def _steps_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Artifact]:
+    """Capture range k of a continuous-mode nsys worker report holds the k-th profiled window."""
+    if cfg is None:
+        return arts
+    out: list[Artifact] = []
+    for a in arts:
+        if (a.kind in (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
+                and a.capture_range is not None and a.step is None and a.steps is None):
+            win = cfg.capture_range_steps(a.capture_range)
+            if win is not None:
+                first, last = win
+                a = a.replace(step=first if first == last else None,
+                              steps=None if first == last else win,
+                              notes=a.notes + ("step_from_config",))
+        out.append(a)
+    return out
+
+
+def _display_root(src: Path) -> str:
+    """A safe display name: relative to the cwd when inside it, else Ray session or base name."""
+    try:
+        return str(src.resolve().relative_to(Path.cwd().resolve())) or "."
+    except (ValueError, OSError):
+        pass
+    parts = src.parts
+    for i, p in enumerate(parts):
+        if p.startswith("session_"):
+            return "/".join(parts[i:])
+    return src.name or "."
+
+
+def _unique_rels(arts: list[Artifact]) -> list[Artifact]:
+    """Prefix `src<N>/` (N = source index + 1) onto rels that occur under several sources."""
+    by_rel: dict[str, set[int]] = {}
+    for a in arts:
+        by_rel.setdefault(a.rel, set()).add(a.source_index)
+    clash = {r for r, idx in by_rel.items() if len(idx) > 1}
+    if not clash:
+        return arts
+    return [a.replace(rel=f"src{a.source_index + 1}/{a.rel}") if a.rel in clash else a for a in arts]
+
+
+# ----------------------------------------------------------------------------------------------
+# The stage
+# ----------------------------------------------------------------------------------------------
+
+
+def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress | None = None,
+           exclude: Sequence[Path] = (), ray_dirs: Sequence[Path] = (),
+           find_config: bool = True, host_salt: str | None = None) -> GatherResult:
+    """Find and identify every profiler artifact under `sources` (folders or single files).
+
+    - `exclude`: folders never to walk (verlprof's OUT and WORK dirs when they lie inside a SOURCE).
+    - `ray_dirs`: extra Ray temp folders (`ray start --temp-dir`) whose sessions are local.
+    - `find_config`: also look for the run's Hydra config next to (not only inside) the sources.
+    - `host_salt`: the bundle's salt; host names inside file names become `host-<salted hash>` in
+      `rel` (a random salt when None, so they are hidden either way).
+
+    A missing SOURCE, or a single-file SOURCE that is not a recognisable artifact, raises
+    VerlprofError/BadInputError (one line, names the file). Inside folders, unrecognised or
+    malformed files are listed in `skipped` with the reason instead.
+    """
+    salt = host_salt if host_salt is not None else secrets.token_hex(8)
+    skipped: list[tuple[str, str]] = []
+    arts: list[Artifact] = []
+    configs: list[Artifact] = []
+    roots: list[str] = []
+    seen_files: dict[tuple[int, int], str] = {}
+    excl: set[tuple[int, int]] = set()
+    for e in exclude:
+        try:
+            st = Path(e).stat()
+            excl.add((st.st_dev, st.st_ino))
+        except OSError:
+            pass
+
+    for index, raw_src in enumerate(sources):
+        src = Path(raw_src).expanduser()
+        try:
+            st = src.stat()
+        except FileNotFoundError:
+            raise VerlprofError(src, "no such file or folder") from None
+        except OSError as exc:
+            raise VerlprofError(src, f"cannot read: {exc.strerror or exc}") from None
+        roots.append(_display_root(src))
+        host = _local_ray_host(src, ray_dirs)
+        if stat.S_ISDIR(st.st_mode):
+            root_name = src.resolve().name
+            files: Iterator[tuple[Path, str, os.stat_result]] = _walk(src, skipped, excl)
+            single = False
+        else:
+            root_name = src.resolve().parent.name
+            files = iter([(src, src.name, st)])
+            single = True
+        for path, rel, fst in files:
+            info = _classify(path, rel, root_name)
+            if info is not None:
+                rel = mask_host(rel, info, salt)
+            fkey = (fst.st_dev, fst.st_ino)
+            if fkey in seen_files:
+                skipped.append((rel, f"same file as {seen_files[fkey]}"))
+                continue
+            seen_files[fkey] = rel
+            if info is None:
+                reason = _skip_reason(path)
+                if single:
+                    raise BadInputError(path, f"not a recognised profiler artifact: {reason}")
+                skipped.append((rel, reason))
+                continue
+            if fst.st_size > 0:
+                bad = _check_header(path, info)
+                if bad is not None:
+                    if single:
+                        raise BadInputError(path, f"{info.kind.value}: {bad}")
+                    skipped.append((rel, bad))
+                    continue
+            a = _artifact(path, rel, fst, info, index, host)
+            if info.kind == ArtifactKind.HYDRA_CONFIG:
+                configs.append(a)
+            arts.append(a)
+
+    if find_config and not configs:
+        for index, raw_src in enumerate(sources):
+            near = find_config_near(Path(raw_src).expanduser())
+            if near is None:
+                continue
+            nst = near.stat()
+            if (nst.st_dev, nst.st_ino) in seen_files:
+                continue
+            # relative to the source, minus the climb out of it: no names from above the source
+            up = Path(os.path.relpath(near, Path(raw_src).expanduser().resolve())).parts
+            rel = "/".join(p for p in up if p != "..")
+            a = _artifact(near, rel, nst, NameInfo(ArtifactKind.HYDRA_CONFIG, "hydra_config"),
+                          index, None)
+            a = a.replace(notes=a.notes + ("found_near_source",))
+            arts.append(a)
+            configs.append(a)
+            break
+
+    # Read the newest config; a broken one is reported and left out, never fatal.
+    config: RunConfig | None = None
+    bad_cfg: set[str] = set()
+    for a in sorted(configs, key=lambda c: c.mtime, reverse=True):
+        try:
+            cfg = load_run_config(a.path, rel=a.rel)
+        except BadInputError as exc:
+            skipped.append((a.rel, f"bad Hydra config: {exc.what}"))
+            bad_cfg.add(a.rel)
+            continue
+        if config is None:
+            config = cfg
+    arts = [a for a in arts if not (a.kind == ArtifactKind.HYDRA_CONFIG and a.rel in bad_cfg)]
+
+    arts = _unique_rels(arts)
+    arts = _pair_exports(arts, skipped)
+    arts = _steps_from_config(arts, config)
+    arts.sort(key=lambda a: (a.source_index, a.rel))
+    if config is not None:
+        hyd = next((a for a in arts if a.path == config.path), None)
+        if hyd is not None:
+            config.rel = hyd.rel
+
+    if with_hashes:
+        total = len(arts)
+        hashed: list[Artifact] = []
+        for i, a in enumerate(arts, 1):
+            hashed.append(hash_artifact(a))
+            if progress is not None:
+                progress(i, total, a.rel)
+        arts = hashed
+    return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots)

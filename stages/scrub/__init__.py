@@ -1,0 +1,26 @@
+"""scrub: remove secrets and personal data from SQLite exports, chrome traces and memory snapshots,
+and `check` (re-scan) anything before it is shared."""
+from .check import Checker, check_paths, format_findings
+from .secrets import Policy, Pseudonyms, Scrubber, load_policy, local_identities, read_values_file
+from .tasks import (
+    SCRUBBABLE,
+    ScrubOptions,
+    ScrubResult,
+    ScrubRun,
+    ScrubTask,
+    build_options,
+    bundle_salt,
+    finish_scrub,
+    identities_task,
+    output_name,
+    plan_inputs,
+    scrub_task,
+    write_report,
+)
+
+__all__ = [
+    "Checker", "check_paths", "format_findings", "Policy", "Pseudonyms", "Scrubber", "load_policy",
+    "local_identities", "read_values_file", "SCRUBBABLE", "ScrubOptions", "ScrubResult", "ScrubRun",
+    "ScrubTask", "build_options", "bundle_salt", "finish_scrub", "identities_task", "output_name",
+    "plan_inputs", "scrub_task", "write_report",
+]

@@ -1,0 +1,491 @@
+"""`verlprof check`: prove that nothing secret or personal is left in a set of files.
+
+Why a separate verifier: scrub builds safe outputs by construction, but "safe" must be shown, not
+assumed. The checker opens every file the way a reader would and reports each finding by location
+and kind, never by value:
+
+- SQLite through Python, every text and blob cell (SQL `LIKE`/`length()` stop at the first NUL
+  byte and would miss the rest of an environment block), then the raw bytes of the file (deleted
+  rows survive in free pages until VACUUM);
+- Parquet column values, column names and key-value metadata;
+- JSON as a stream (chrome traces of any size), keys included;
+- gzip / zstd / tar / zip members, recursively;
+- pickles only through the restricted unpickler (a hostile pickle is a finding, never executed);
+- anything else as text lines, or as raw bytes when binary.
+
+Detection is `Scrubber.findings`, the same code path scrub uses to replace, so the two agree.
+"""
+from __future__ import annotations
+
+import gzip
+import pickle
+import shutil
+import sqlite3
+import subprocess
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator
+
+from ..core.errors import BadInputError
+from ..readers.memory_snapshot import loads_restricted
+from .secrets import (
+    _PATTERN_HINTS,
+    _PATTERN_IHINTS,
+    Identities,
+    LocationNames,
+    Policy,
+    Pseudonyms,
+    Scrubber,
+    _hint_windows,
+    load_policy,
+)
+from .sqlite import SQLITE_MAGIC, iter_text_cells
+from .sqlite import _uri as sqlite_uri
+from .trace import JsonEventStream
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+PARQUET_MAGIC = b"PAR1"
+KIND_RAW_REPORT = "raw_nsys_report"
+KIND_UNSAFE_PICKLE = "unsafe_pickle"
+KIND_UNREADABLE = "unreadable"
+_MAX_DEPTH = 6
+_CHUNK = 4 << 20
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something secret or personal: where (file + location inside it) and what kind. No value."""
+
+    path: str
+    location: str
+    kind: str
+    count: int = 1
+
+    def __str__(self) -> str:
+        more = f" ({self.count} occurrences)" if self.count > 1 else ""
+        return f"{self.path}: {self.location}: {self.kind}{more}"
+
+
+class _Sink:
+    """Aggregates findings per (path, location template, kind); keeps the first concrete place."""
+
+    def __init__(self) -> None:
+        self._d: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
+
+    def add(self, path: str, template: str, kind: str, where: str = "") -> None:
+        k = (path, template, kind)
+        slot = self._d.get(k)
+        if slot is None:
+            self._d[k] = [where, 1]
+        else:
+            slot[1] += 1
+
+    def findings(self) -> list[Finding]:
+        out = []
+        for (path, tpl, kind), (where, n) in self._d.items():
+            loc = f"{tpl} (first at {where})" if where else tpl
+            out.append(Finding(path, loc, kind, n))
+        return out
+
+    def kinds_for(self, path: str) -> set[str]:
+        return {k for (p, _t, k) in self._d if p == path}
+
+
+class Checker:
+    """Scans files; `known` adds bundle-specific secrets (values, host and user names)."""
+
+    def __init__(self, policy: Policy | None = None, known: Pseudonyms | Identities | None = None) -> None:
+        self.policy = policy or load_policy()
+        if isinstance(known, Identities):
+            known = Pseudonyms.build([known], salt="", policy=self.policy)
+        elif known is None and self.policy.extra_values:
+            known = Pseudonyms.build([], salt="", policy=self.policy)
+        self.known = known or Pseudonyms()
+        self.sc = Scrubber(self.policy, self.known)
+        self.sink = _Sink()
+        self.files = 0
+        self._names = LocationNames(50_000)
+
+    # -- entry points ---------------------------------------------------------------------------
+    def check_paths(self, paths: Iterable[str | Path]) -> list[Finding]:
+        for p in paths:
+            root = Path(p)
+            if not root.exists():
+                raise BadInputError(root, "no such file or directory")
+            if root.is_dir():
+                for f in sorted(x for x in root.rglob("*") if x.is_file() or x.is_symlink()):
+                    self._file(f, str(f), str(f.relative_to(root)), 0)
+            else:
+                self._file(root, str(root), root.name, 0)
+        return self.sink.findings()
+
+    # -- dispatch -------------------------------------------------------------------------------
+    def _file(self, path: Path, display: str, rel: str, depth: int) -> None:
+        self.files += 1
+        for kind in self.sc.findings(rel):
+            self.sink.add(display, "file name", kind)
+        if path.is_symlink():
+            self.sink.add(display, "symbolic link (not followed)", KIND_UNREADABLE)
+            return
+        name = path.name.lower()
+        if name.endswith((".nsys-rep", ".qdrep", ".qdstrm")):
+            self.sink.add(display, "raw Nsight Systems report (cannot be scrubbed; never share)", KIND_RAW_REPORT)
+            return
+        try:
+            with open(path, "rb") as f:
+                head = f.read(512)
+        except OSError as exc:
+            self.sink.add(display, f"cannot read ({exc.strerror})", KIND_UNREADABLE)
+            return
+        if not head:
+            return
+        if depth > _MAX_DEPTH:
+            self.sink.add(display, "archive nested too deeply", KIND_UNREADABLE)
+            return
+        if head.startswith(SQLITE_MAGIC):
+            self._sqlite(path, display)
+        elif head.startswith(PARQUET_MAGIC):
+            self._parquet(path, display)
+        elif head.startswith(b"\x1f\x8b"):
+            self._gzip(path, display, depth)
+        elif head.startswith(ZSTD_MAGIC):
+            self._zstd(path, display, depth)
+        elif head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+            self._zip(path, display, depth)
+        elif len(head) > 262 and head[257:262] == b"ustar":
+            self._tar(path, display, depth)
+        elif head[:1] == b"\x80" and 2 <= head[1] <= 5:
+            self._pickle(path, display)
+        elif head.lstrip()[:1] in (b"{", b"["):
+            self._json(path, display)
+        elif b"\x00" in head:
+            self._raw(path, display)
+        else:
+            self._text(path, display)
+
+    # -- per format -----------------------------------------------------------------------------
+    def _hit(self, display: str, template: str, where: str, kinds: Iterable[str]) -> None:
+        for kind in kinds:
+            self.sink.add(display, template, kind, where)
+
+    def _sqlite(self, path: Path, display: str) -> None:
+        try:
+            conn = sqlite3.connect(sqlite_uri(path), uri=True)
+            conn.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+            try:
+                for name, sql in conn.execute("SELECT name, coalesce(sql, '') FROM sqlite_master"):
+                    self._hit(display, "sqlite_master", str(name), self.sc.findings(f"{name} {sql}"))
+                for table, col, rid, value in iter_text_cells(conn):
+                    text = value.decode("latin-1") if isinstance(value, bytes) else value
+                    kinds = self.sc.keyed_findings(col, text)
+                    if kinds:
+                        self._hit(display, f"{table}.{col}", f"rowid {rid}", kinds)
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            self.sink.add(display, f"SQLite unreadable ({' '.join(str(exc).split())})", KIND_UNREADABLE)
+        # Deleted rows and free pages: raw bytes. Reported only for kinds the cells did not show.
+        self._raw(path, display, template="raw bytes (free pages or unparsed data)", skip=self.sink.kinds_for(display))
+
+    def _parquet(self, path: Path, display: str) -> None:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:  # pragma: no cover - pyarrow is a dependency
+            self._raw(path, display)
+            return
+        try:
+            pf = pq.ParquetFile(path)
+            meta = pf.metadata.metadata or {}
+            for k, v in meta.items():
+                ks = k.decode("utf-8", "replace")
+                self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"), self.sc.findings(ks))
+                self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"), self.sc.keyed_findings(ks, v.decode("utf-8", "replace")))
+            for name in pf.schema_arrow.names:
+                self._hit(display, "column names", "", self.sc.findings(name))
+            row0 = 0
+            for batch in pf.iter_batches(batch_size=65_536):
+                for name, col in zip(batch.schema.names, batch.columns):
+                    if _numeric_arrow(col.type):
+                        continue
+                    shown = self.sc.scrub(name, "-")
+                    for i, v in enumerate(col.to_pylist()):
+                        for kind in self._walk_findings(v, name):
+                            self.sink.add(display, f"column {shown}", kind, f"row {row0 + i}")
+                row0 += batch.num_rows
+        except Exception as exc:  # noqa: BLE001 - any parse failure: cannot verify, say so
+            self.sink.add(display, f"Parquet unreadable ({type(exc).__name__})", KIND_UNREADABLE)
+            self._raw(path, display)
+
+    def _walk_findings(self, obj: Any, key: str | None, depth: int = 0) -> Iterator[str]:
+        if isinstance(obj, str):
+            yield from (self.sc.keyed_findings(key, obj) if key else self.sc.findings(obj))
+        elif isinstance(obj, bytes):
+            yield from self.sc.findings(obj.decode("latin-1"))
+        elif isinstance(obj, dict) and depth < 100:
+            for k, v in obj.items():
+                if isinstance(k, str):
+                    yield from self.sc.findings(k)
+                yield from self._walk_findings(v, k if isinstance(k, str) else key, depth + 1)
+        elif isinstance(obj, (list, tuple, set, frozenset)) and depth < 100:
+            for v in obj:
+                yield from self._walk_findings(v, key, depth + 1)
+
+    def _json_value(self, display: str, obj: Any, key: str | None, loc: str, where: str, depth: int = 0) -> None:
+        t = type(obj)
+        if t is str:
+            if obj:
+                kinds = self.sc.keyed_findings(key, obj) if key is not None else self.sc.findings(obj)
+                if kinds:
+                    self._hit(display, loc, where, kinds)
+        elif t is dict and depth < 200:
+            for k, v in obj.items():
+                tv = type(v)
+                if tv is not str and tv is not dict and tv is not list and not isinstance(k, str):
+                    continue
+                kinds = self.sc.findings(k) if isinstance(k, str) else ()
+                if kinds:
+                    self._hit(display, f"{loc}.<key>", where, kinds)
+                if tv is str and not v:
+                    continue
+                if tv is str or tv is dict or tv is list:
+                    shown = self.sc.scrub(k, "-") if kinds else k
+                    self._json_value(display, v, k, self._child(loc, shown), where, depth + 1)
+        elif t is list and depth < 200:
+            sub = loc if loc.endswith("[]") else loc + "[]"
+            for v in obj:
+                tv = type(v)
+                if tv is str or tv is dict or tv is list:
+                    self._json_value(display, v, key, sub, where, depth + 1)
+
+    def _child(self, parent: str, key: str) -> str:
+        return self._names.child(parent, key)
+
+    def _json(self, path: Path, display: str, raw: IO[bytes] | None = None) -> None:
+        fh = raw if raw is not None else open(path, "rb")
+        try:
+            key = ""
+            n = 0
+            for tag, val in JsonEventStream(fh, path):
+                if tag == "key":
+                    kinds = self.sc.findings(val)
+                    self._hit(display, "$.<key>", "", kinds)
+                    key = self.sc.scrub(val, "-") if kinds else val
+                elif tag == "value":
+                    self._json_value(display, val, key, f"$.{key}", "")
+                elif tag == "event":
+                    self._json_value(display, val, None, f"$.{key}[]" if key else "$[]", f"#{n}")
+                    n += 1
+        except (BadInputError, RecursionError):
+            self.sink.add(display, "not valid JSON: scanned as text", KIND_UNREADABLE)
+            if raw is None:
+                self._text(path, display)
+        finally:
+            fh.close()
+
+    def _pickle(self, path: Path, display: str, data: bytes | None = None) -> None:
+        try:
+            blob = data if data is not None else path.read_bytes()
+            obj = loads_restricted(blob)
+        except pickle.UnpicklingError as exc:
+            self.sink.add(display, f"pickle refused by the restricted unpickler ({exc}); not loaded", KIND_UNSAFE_PICKLE)
+            return
+        except Exception as exc:  # noqa: BLE001 - truncated/corrupt: cannot verify
+            self.sink.add(display, f"pickle unreadable ({type(exc).__name__})", KIND_UNREADABLE)
+            self._raw(path, display)
+            return
+        seen: set[int] = set()
+        self._pickle_walk(display, obj, None, "pickle", seen, 0)
+
+    def _pickle_walk(self, display: str, obj: Any, key: str | None, loc: str, seen: set[int], depth: int) -> None:
+        if isinstance(obj, str):
+            self._hit(display, loc, "", self.sc.keyed_findings(key, obj) if key else self.sc.findings(obj))
+            return
+        if isinstance(obj, bytes):
+            self._hit(display, loc, "", self.sc.findings(obj.decode("latin-1")))
+            return
+        if not isinstance(obj, (dict, list, tuple, set, frozenset)):
+            return
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if depth > 200:
+            self.sink.add(display, loc, KIND_UNREADABLE, "nested too deeply")
+            return
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                ks = k if isinstance(k, str) else None
+                if ks:
+                    kinds = self.sc.findings(ks)
+                    self._hit(display, f"{loc}.<key>", "", kinds)
+                    shown = self.sc.scrub(ks, "-") if kinds else ks
+                else:
+                    shown = "<key>"
+                self._pickle_walk(display, v, ks or key, f"{loc}.{shown}", seen, depth + 1)
+        else:
+            sub = loc if loc.endswith("[]") else loc + "[]"
+            for v in obj:
+                self._pickle_walk(display, v, key, sub, seen, depth + 1)
+
+    def _text(self, path: Path, display: str) -> None:
+        try:
+            with open(path, "rb") as f:
+                for i, line in enumerate(f, 1):
+                    text = line.decode("utf-8", "replace")
+                    if len(text) > 65_536:
+                        self._scan_big_text(display, text, f"line {i}")
+                        continue
+                    self._hit(display, "text", f"line {i}", self.sc.findings(text))
+        except OSError as exc:
+            self.sink.add(display, f"cannot read ({exc.strerror})", KIND_UNREADABLE)
+
+    def _scan_big_text(self, display: str, text: str, where: str, template: str = "text", skip: set[str] = frozenset()) -> None:
+        for a, b in self._raw_windows(text):
+            for kind in self.sc.findings_uncached(text[a:b]):
+                if kind not in skip:
+                    self.sink.add(display, template, kind, where)
+
+    def _raw_windows(self, text: str) -> list[tuple[int, int]]:
+        low = text.lower()
+        spans: list[tuple[int, int]] = []
+        for rule, hints in _PATTERN_HINTS.items():
+            if rule in self.policy.patterns:
+                spans += _hint_windows(text, hints, 200, 600)
+        for rule, hints in _PATTERN_IHINTS.items():
+            if rule in self.policy.patterns:
+                spans += _hint_windows(low, hints, 200, 600)
+        if self.policy.custom_patterns:
+            spans.append((0, len(text)))
+        spans += _hint_windows(text, self.known.secret_values, 8, 8 + max((len(v) for v in self.known.secret_values), default=0))
+        spans += _hint_windows(text, ("/home/", "/Users/", "\\Users\\"), 16, 96)
+        spans += _hint_windows(low, ("gpu-", "mig-"), 4, 64)
+        names = [n for n, _p in self.known.hosts + self.known.users if len(n) >= self.policy.min_free_text_length]
+        spans += _hint_windows(text, names, 64, 64)
+        spans.sort()
+        merged: list[tuple[int, int]] = []
+        for a, b in spans:
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+            else:
+                merged.append((a, b))
+        return merged
+
+    def _raw(self, path: Path, display: str, template: str = "raw bytes", skip: set[str] = frozenset()) -> None:
+        try:
+            with open(path, "rb") as f:
+                off = 0
+                tail = b""
+                while True:
+                    data = f.read(_CHUNK)
+                    if not data:
+                        break
+                    block = tail + data
+                    self._scan_big_text(display, block.decode("latin-1"), f"offset {off - len(tail)}", template, skip)
+                    tail = block[-4096:]
+                    off += len(data)
+        except OSError as exc:
+            self.sink.add(display, f"cannot read ({exc.strerror})", KIND_UNREADABLE)
+
+    # -- containers -----------------------------------------------------------------------------
+    def _spool_and_check(self, stream: IO[bytes], display: str, rel: str, depth: int) -> None:
+        with tempfile.TemporaryDirectory(prefix="verlprof-check-") as td:
+            tmp = Path(td) / (Path(rel).name or "member")
+            with open(tmp, "wb") as out:
+                shutil.copyfileobj(stream, out, _CHUNK)
+            self._file(tmp, display, rel, depth + 1)
+
+    def _gzip(self, path: Path, display: str, depth: int) -> None:
+        inner = path.name[:-3] if path.name.lower().endswith(".gz") else path.name + ".ungz"
+        try:
+            with gzip.open(path, "rb") as g:
+                head = g.read(512)
+            with gzip.open(path, "rb") as g:
+                if head.lstrip()[:1] in (b"{", b"["):
+                    self._json(path, display + "!" + inner, raw=g)  # type: ignore[arg-type]
+                    return
+                self._spool_and_check(g, display + "!" + inner, inner, depth)  # type: ignore[arg-type]
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            self.sink.add(display, f"gzip unreadable ({type(exc).__name__})", KIND_UNREADABLE)
+            self._raw(path, display)
+
+    def _zstd(self, path: Path, display: str, depth: int) -> None:
+        inner = path.name[:-4] if path.name.lower().endswith(".zst") else path.name + ".unzst"
+        try:
+            import zstandard  # type: ignore[import-not-found]
+
+            with open(path, "rb") as f, zstandard.ZstdDecompressor().stream_reader(f) as r:
+                self._spool_and_check(r, display + "!" + inner, inner, depth)
+            return
+        except ImportError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            self.sink.add(display, f"zstd unreadable ({type(exc).__name__})", KIND_UNREADABLE)
+            self._raw(path, display)
+            return
+        exe = shutil.which("zstd")
+        if exe is None:
+            self.sink.add(display, "zstd member cannot be opened (install `zstandard` or the zstd tool)", KIND_UNREADABLE)
+            self._raw(path, display)
+            return
+        with subprocess.Popen([exe, "-dc", "--", str(path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+            assert proc.stdout is not None
+            self._spool_and_check(proc.stdout, display + "!" + inner, inner, depth)
+        if proc.returncode != 0:
+            self.sink.add(display, "zstd stream corrupt or truncated", KIND_UNREADABLE)
+
+    def _tar(self, path: Path, display: str, depth: int) -> None:
+        try:
+            with tarfile.open(path, "r:*") as tf:
+                for m in tf:
+                    for kind in self.sc.findings(m.name):
+                        self.sink.add(display, "tar member name", kind)
+                    if m.isfile():
+                        f = tf.extractfile(m)
+                        if f is not None:
+                            self._spool_and_check(f, f"{display}!{m.name}", m.name, depth)
+                    elif m.issym() or m.islnk():
+                        for kind in self.sc.findings(m.linkname):
+                            self.sink.add(display, "tar link target", kind)
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            self.sink.add(display, f"tar unreadable ({type(exc).__name__})", KIND_UNREADABLE)
+            self._raw(path, display)
+
+    def _zip(self, path: Path, display: str, depth: int) -> None:
+        try:
+            with zipfile.ZipFile(path) as zf:
+                for info in zf.infolist():
+                    for kind in self.sc.findings(info.filename):
+                        self.sink.add(display, "zip member name", kind)
+                    if not info.is_dir():
+                        with zf.open(info) as f:
+                            self._spool_and_check(f, f"{display}!{info.filename}", info.filename, depth)
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error, RuntimeError) as exc:
+            self.sink.add(display, f"zip unreadable ({type(exc).__name__})", KIND_UNREADABLE)
+            self._raw(path, display)
+
+
+def _numeric_arrow(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+                or pa.types.is_temporal(t) or pa.types.is_decimal(t) or pa.types.is_null(t))
+
+
+def check_paths(paths: Iterable[str | Path], policy: Policy | None = None,
+                known: Pseudonyms | Identities | None = None) -> list[Finding]:
+    """Every finding under `paths` (files or folders), by location and kind, never by value."""
+    return Checker(policy, known).check_paths(paths)
+
+
+def format_findings(findings: list[Finding], limit: int = 200) -> list[str]:
+    lines = [str(f) for f in findings[:limit]]
+    if len(findings) > limit:
+        lines.append(f"... and {len(findings) - limit} more findings")
+    return lines
+
+
+__all__ = ["Finding", "Checker", "check_paths", "format_findings"]

@@ -1,0 +1,415 @@
+"""Scrub an nsys SQLite export: build a fresh database holding only what verlprof needs.
+
+Why an allowlist and a fresh file: nsys exports hold the whole environment of the profiled process
+and of nsys itself, command lines, captured stdout, the names of every process and thread on the
+host, host and user names and GPU UUIDs, spread over dozens of tables and `StringIds`. Deleting
+rows from a copy would leave them in free pages; editing in place would touch the input. Instead a
+new database receives only the tables and columns in `SQLITE_ALLOWLIST` (probed per export: nsys
+2022 and 2025 schemas differ), `StringIds` reduced to the ids the kept rows reference, and every
+remaining text cell passes through the `Scrubber`. Rows are copied by SQLite itself
+(`INSERT ... SELECT` across an attached read-only input); Python only sees text cells, through a
+registered SQL function. The summarize stage relies on `SQLITE_ALLOWLIST` for what survives.
+"""
+from __future__ import annotations
+
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..core.errors import BadInputError
+from .secrets import KIND_GPU, Identities, IdentityCollector, Policy, Scrubber
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class KeepTable:
+    """One table that survives scrub, and how its columns are treated.
+
+    Columns not listed anywhere are copied unchanged when numeric; any text or blob cell in any
+    column passes through the scrubber regardless (a hostile export could put text anywhere).
+    """
+
+    name: str
+    string_ids: tuple[str, ...] = ()     # columns referencing StringIds.id (kept ids)
+    gpu_uuids: tuple[str, ...] = ()      # replaced by salted hashes
+    drop: tuple[str, ...] = ()           # not copied at all
+    nulled: tuple[str, ...] = ()         # kept for schema compatibility, always NULL
+    rows: str = "all"                    # all | threads | processes | named | referenced (StringIds)
+    names: tuple[str, ...] = ()          # rows == "named": values of the `name` column kept
+
+
+_KERNEL_NAMES = ("demangledName", "shortName", "mangledName")
+
+# The declared allowlist. Order matters only for readability; every table is optional.
+SQLITE_ALLOWLIST: tuple[KeepTable, ...] = (
+    KeepTable("CUPTI_ACTIVITY_KIND_KERNEL", string_ids=_KERNEL_NAMES),
+    KeepTable("CUPTI_ACTIVITY_KIND_RUNTIME", string_ids=("nameId",)),
+    KeepTable("CUPTI_ACTIVITY_KIND_DRIVER", string_ids=("nameId",)),
+    KeepTable("CUPTI_ACTIVITY_KIND_MEMCPY"),
+    KeepTable("CUPTI_ACTIVITY_KIND_MEMSET"),
+    KeepTable("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
+    KeepTable("CUPTI_ACTIVITY_KIND_CUDA_EVENT"),
+    KeepTable("CUPTI_ACTIVITY_KIND_GRAPH_TRACE"),
+    KeepTable("CUDA_GPU_MEMORY_USAGE_EVENTS"),
+    KeepTable("CUBLAS_EVENTS", string_ids=("nameId",)),
+    KeepTable("CUDNN_EVENTS", string_ids=("nameId",)),
+    # NVTX: text/textId are phase names (scrubbed, so a secret inside a message is redacted while
+    # `step`, `gen`, `update_actor` stay); domain names are rows of eventType 75 in this table.
+    KeepTable("NVTX_EVENTS", string_ids=("textId", "jsonTextId"), nulled=("binaryData",)),
+    KeepTable("OSRT_API", string_ids=("nameId",)),
+    KeepTable("TARGET_INFO_SESSION_START_TIME", drop=("localTime",)),
+    KeepTable("TARGET_INFO_GPU", gpu_uuids=("uuid",), drop=("ctxswDevPath", "ctrlDevPath")),
+    KeepTable("TARGET_INFO_CUDA_DEVICE"),
+    KeepTable("TARGET_INFO_CUDA_STREAM"),
+    KeepTable("TARGET_INFO_CUDA_CONTEXT_INFO"),
+    KeepTable("TARGET_INFO_SYSTEM_ENV", rows="named", names=(
+        "CpuCores", "CpuArchitecture", "CpuDescription", "NvDriverVersion", "CudaDriverVersion",
+        "OsDescription", "SoftwareReleaseVersion", "HardwarePlatform", "SoftwarePlatform")),
+    KeepTable("ThreadNames", string_ids=("nameId",), rows="threads"),
+    KeepTable("PROCESSES", rows="processes"),
+    KeepTable("META_DATA_EXPORT", rows="named", names=(
+        "EXPORT_PRODUCT_NAME", "EXPORT_PRODUCT_VERSION", "EXPORT_PRODUCT_DATE", "EXPORT_SCHEMA_VERSION",
+        "EXPORT_SCHEMA_VERSION_MAJOR", "EXPORT_SCHEMA_VERSION_MINOR", "EXPORT_SCHEMA_VERSION_MICRO",
+        "EXPORT_PLATFORM", "EXPORT_ARCH")),
+    KeepTable("EXPORT_META_DATA", rows="named", names=(
+        "EXPORT_PRODUCT_NAME", "EXPORT_PRODUCT_VERSION", "EXPORT_PRODUCT_DATE", "EXPORT_SCHEMA_VERSION",
+        "EXPORT_SCHEMA_VERSION_MAJOR", "EXPORT_SCHEMA_VERSION_MINOR", "EXPORT_SCHEMA_VERSION_MICRO",
+        "EXPORT_PLATFORM", "EXPORT_ARCH")),
+)
+# Enumerations (ids -> names of CUDA/NSYS constants): harmless, kept whole.
+KEEP_PREFIXES: tuple[str, ...] = ("ENUM_",)
+STRING_TABLE = "StringIds"
+
+# Where thread and process ids come from: rows of ThreadNames/PROCESSES survive only for threads
+# and processes that the kept activity references (not every kworker on the host).
+_TID_SOURCES: tuple[tuple[str, str], ...] = (
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"), ("CUPTI_ACTIVITY_KIND_DRIVER", "globalTid"),
+    ("NVTX_EVENTS", "globalTid"), ("NVTX_EVENTS", "endGlobalTid"), ("OSRT_API", "globalTid"),
+    ("CUBLAS_EVENTS", "globalTid"), ("CUDNN_EVENTS", "globalTid"),
+)
+_PID_SOURCES: tuple[tuple[str, str], ...] = (
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid"),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", "globalPid"), ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "globalPid"),
+    ("CUDA_GPU_MEMORY_USAGE_EVENTS", "globalPid"), ("CUPTI_ACTIVITY_KIND_CUDA_EVENT", "globalPid"),
+)
+
+_NUMERIC_TYPES = ("INT", "REAL", "FLOA", "DOUB", "NUMERIC", "BOOL")
+
+
+def keep_spec(table: str) -> KeepTable | None:
+    """The allowlist entry of `table`, or None when the table is dropped."""
+    for spec in SQLITE_ALLOWLIST:
+        if spec.name == table:
+            return spec
+    if table == STRING_TABLE:
+        return KeepTable(table, rows="referenced")
+    if table.startswith(KEEP_PREFIXES):
+        return KeepTable(table)
+    return None
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _uri(path: Path, immutable: bool = True) -> str:
+    q = urllib.parse.quote(str(path.resolve()), safe="/")
+    return f"file:{q}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def check_sqlite_header(path: Path) -> None:
+    """Raise BadInputError unless `path` starts like an SQLite database."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError as exc:
+        raise BadInputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if not head:
+        raise BadInputError(path, "empty file, not an SQLite export")
+    if not head.startswith(SQLITE_MAGIC):
+        raise BadInputError(path, "not an SQLite database (bad header)")
+
+
+def open_ro(path: Path) -> sqlite3.Connection:
+    """Open an input read-only and immutable; a corrupt file fails here with one line."""
+    check_sqlite_header(path)
+    try:
+        conn = sqlite3.connect(_uri(path), uri=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
+    conn.text_factory = _text_factory
+    return conn
+
+
+def _text_factory(b: bytes) -> str:
+    # NUL bytes and invalid UTF-8 survive: a lossy decode would hide secrets from the scrubber.
+    return b.decode("utf-8", "surrogateescape")
+
+
+def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[tuple[str, str, int, int]]:
+    """(name, declared type, notnull, pk) of every column, probed (schemas differ by nsys version)."""
+    return [(r[1], r[2] or "", r[3], r[5]) for r in conn.execute(f"PRAGMA {schema}.table_info({_q(table)})")]
+
+
+def list_tables(conn: sqlite3.Connection, schema: str = "main") -> list[str]:
+    return [r[0] for r in conn.execute(
+        f"SELECT name FROM {schema}.sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+
+
+def _is_numeric(decl: str) -> bool:
+    d = decl.upper()
+    return any(t in d for t in _NUMERIC_TYPES)
+
+
+# --------------------------------------------------------------------------------------------
+# The scrub itself
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class SqliteScrubStats:
+    tables_kept: dict[str, int]
+    tables_dropped: list[str]
+    rows_filtered: dict[str, tuple[int, int]]   # table -> (kept, total)
+    strings_kept: int
+    strings_total: int
+    columns_dropped: dict[str, list[str]]
+
+
+def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubStats:
+    """Write the scrubbed copy of export `src` to `dst_tmp` (a fresh file; the caller renames it)."""
+    probe = open_ro(src)
+    try:
+        src_tables = list_tables(probe)
+    except sqlite3.DatabaseError as exc:
+        raise BadInputError(src, f"corrupt SQLite database ({exc})") from None
+    finally:
+        probe.close()
+    known = {spec.name for spec in SQLITE_ALLOWLIST} | {STRING_TABLE}
+    if not any(t in known for t in src_tables):
+        raise BadInputError(src, "not an Nsight Systems SQLite export (none of its tables: "
+                                 "StringIds, CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS ...)")
+    if dst_tmp.exists():
+        dst_tmp.unlink()
+    out = sqlite3.connect(f"file:{urllib.parse.quote(str(dst_tmp.resolve()), safe='/')}", uri=True)
+    out.text_factory = _text_factory
+    try:
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", "secure_delete=ON", "temp_store=MEMORY",
+                       "cache_size=-65536"):
+            out.execute(f"PRAGMA {pragma}")
+        out.execute("ATTACH DATABASE ? AS src", (_uri(src),))
+        _register(out, scrubber)
+        return _copy(out, src, src_tables, scrubber)
+    except sqlite3.DatabaseError as exc:
+        raise BadInputError(src, f"corrupt SQLite database ({exc})") from None
+    finally:
+        out.close()
+
+
+def _register(conn: sqlite3.Connection, scrubber: Scrubber) -> None:
+    def vp_scrub(value: Any, column: str, location: str) -> Any:
+        if isinstance(value, str):
+            return scrubber.scrub_keyed(column, value, location)
+        if isinstance(value, bytes):
+            text = value.decode("latin-1")
+            clean = scrubber.scrub_keyed(column, text, location)
+            return value if clean is text else clean.encode("latin-1", "replace")
+        return value
+
+    def vp_gpu(value: Any, location: str) -> Any:
+        if isinstance(value, str) and value:
+            return scrubber.gpu(value, location)
+        if isinstance(value, bytes) and value:
+            scrubber.counts[(KIND_GPU, location)] += 1
+            return None
+        return value
+
+    conn.create_function("vp_scrub", 3, vp_scrub, deterministic=True)
+    conn.create_function("vp_gpu", 2, vp_gpu, deterministic=True)
+
+
+def _create_sql(table: str, cols: list[tuple[str, str, int, int]]) -> str:
+    pks = sorted((c for c in cols if c[3] > 0), key=lambda c: c[3])
+    parts = []
+    for name, decl, notnull, pk in cols:
+        piece = f"{_q(name)} {decl}".rstrip()
+        if notnull:
+            piece += " NOT NULL"
+        if len(pks) == 1 and pk:
+            piece += " PRIMARY KEY"
+        parts.append(piece)
+    if len(pks) > 1:
+        parts.append("PRIMARY KEY(" + ", ".join(_q(c[0]) for c in pks) + ")")
+    return f"CREATE TABLE {_q(table)} (" + ", ".join(parts) + ")"
+
+
+def _select_expr(table: str, col: str, decl: str, spec: KeepTable) -> str:
+    loc = "'" + f"{table}.{col}".replace("'", "''") + "'"
+    qc = _q(col)
+    if col in spec.nulled:
+        return "NULL"
+    if col in spec.gpu_uuids:
+        return f"vp_gpu({qc}, {loc})"
+    # Text can hide in any column of a hostile file; only text/blob cells reach Python.
+    qn = "'" + col.replace("'", "''") + "'"
+    return f"CASE WHEN typeof({qc}) IN ('text','blob') THEN vp_scrub({qc}, {qn}, {loc}) ELSE {qc} END"
+
+
+def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: Scrubber) -> SqliteScrubStats:
+    kept: dict[str, int] = {}
+    dropped: list[str] = []
+    filtered: dict[str, tuple[int, int]] = {}
+    cols_dropped: dict[str, list[str]] = {}
+    plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]] = []
+    for t in src_tables:
+        spec = keep_spec(t)
+        if t == STRING_TABLE:
+            continue
+        if spec is None:
+            dropped.append(t)
+            continue
+        cols = table_columns(out, t, "src")
+        keep_cols = [c for c in cols if c[0] not in spec.drop]
+        if len(keep_cols) != len(cols):
+            cols_dropped[t] = [c[0] for c in cols if c[0] in spec.drop]
+        plan.append((t, spec, keep_cols))
+    present = {t for t, _s, _c in plan}
+
+    # Referenced threads and processes, from the activity tables that are kept.
+    out.execute("CREATE TEMP TABLE vp_tids(id INTEGER PRIMARY KEY)")
+    out.execute("CREATE TEMP TABLE vp_pids(id INTEGER PRIMARY KEY)")
+    colsets = {t: {c[0] for c in cols} for t, _s, cols in plan}
+    for t, c in _TID_SOURCES:
+        if t in present and c in colsets[t]:
+            out.execute(f"INSERT OR IGNORE INTO temp.vp_tids SELECT DISTINCT {_q(c)} FROM src.{_q(t)} "
+                        f"WHERE typeof({_q(c)})='integer'")
+    out.execute("INSERT OR IGNORE INTO temp.vp_pids SELECT (id >> 24) << 24 FROM temp.vp_tids")
+    for t, c in _PID_SOURCES:
+        if t in present and c in colsets[t]:
+            out.execute(f"INSERT OR IGNORE INTO temp.vp_pids SELECT DISTINCT {_q(c)} FROM src.{_q(t)} "
+                        f"WHERE typeof({_q(c)})='integer'")
+
+    for t, spec, cols in plan:
+        out.execute(_create_sql(t, cols))
+        names = [c[0] for c in cols]
+        exprs = [_select_expr(t, n, d, spec) for n, d, _nn, _pk in cols]
+        where = ""
+        if spec.rows == "threads" and "globalTid" in names:
+            where = " WHERE globalTid IN (SELECT id FROM temp.vp_tids)"
+        elif spec.rows == "processes" and "globalPid" in names:
+            where = " WHERE globalPid IN (SELECT id FROM temp.vp_pids)"
+        elif spec.rows == "named" and "name" in names:
+            where = " WHERE name IN (" + ",".join("'" + n.replace("'", "''") + "'" for n in spec.names) + ")"
+        elif spec.rows != "all":
+            where = " WHERE 0"  # the filter column is missing: keep nothing rather than everything
+        cur = out.execute(f"INSERT INTO main.{_q(t)} ({', '.join(map(_q, names))}) "
+                          f"SELECT {', '.join(exprs)} FROM src.{_q(t)}{where}")
+        kept[t] = cur.rowcount
+        if where:
+            total = out.execute(f"SELECT count(*) FROM src.{_q(t)}").fetchone()[0]
+            filtered[t] = (cur.rowcount, total)
+
+    # StringIds: only the ids the kept rows reference.
+    strings_kept = strings_total = 0
+    if STRING_TABLE in src_tables:
+        out.execute("CREATE TEMP TABLE vp_sids(id INTEGER PRIMARY KEY)")
+        for t, spec, cols in plan:
+            names = {c[0] for c in cols}
+            for c in spec.string_ids:
+                if c in names:
+                    out.execute(f"INSERT OR IGNORE INTO temp.vp_sids SELECT DISTINCT {_q(c)} FROM main.{_q(t)} "
+                                f"WHERE typeof({_q(c)})='integer'")
+        scols = [c for c in table_columns(out, STRING_TABLE, "src")]
+        spec = KeepTable(STRING_TABLE)
+        out.execute(_create_sql(STRING_TABLE, scols))
+        names = [c[0] for c in scols]
+        if "id" in names:
+            exprs = [_select_expr(STRING_TABLE, n, d, spec) for n, d, _nn, _pk in scols]
+            cur = out.execute(f"INSERT INTO main.{_q(STRING_TABLE)} ({', '.join(map(_q, names))}) "
+                              f"SELECT {', '.join(exprs)} FROM src.{_q(STRING_TABLE)} "
+                              f"WHERE id IN (SELECT id FROM temp.vp_sids)")
+            strings_kept = cur.rowcount
+        strings_total = out.execute(f"SELECT count(*) FROM src.{_q(STRING_TABLE)}").fetchone()[0]
+        kept[STRING_TABLE] = strings_kept
+    out.commit()
+    out.execute("DETACH DATABASE src")
+    return SqliteScrubStats(kept, dropped, filtered, strings_kept, strings_total, cols_dropped)
+
+
+# --------------------------------------------------------------------------------------------
+# Identities (the cheap first pass) and cell iteration (shared with check)
+# --------------------------------------------------------------------------------------------
+
+def iter_text_cells(conn: sqlite3.Connection, only_declared_text: bool = False,
+                    schema: str = "main") -> Iterator[tuple[str, str, Any, Any]]:
+    """(table, column, rowid-or-row-number, value) of every text/blob cell, read by Python.
+
+    Never SQL LIKE or length(): both stop at the first NUL byte and would miss what follows.
+    With `only_declared_text`, numeric-declared columns are skipped (the identity pass).
+    """
+    for t in list_tables(conn, schema):
+        cols = table_columns(conn, t, schema)
+        use = [c for c in cols if not (only_declared_text and _is_numeric(c[1]))]
+        if not use:
+            continue
+        sel = ", ".join(f"CASE WHEN typeof({_q(c[0])}) IN ('text','blob') THEN {_q(c[0])} END" for c in use)
+        cond = " OR ".join(f"typeof({_q(c[0])}) IN ('text','blob')" for c in use)
+        try:
+            cur = conn.execute(f"SELECT rowid, {sel} FROM {schema}.{_q(t)} WHERE {cond}")
+        except sqlite3.OperationalError:  # WITHOUT ROWID table
+            cur = conn.execute(f"SELECT NULL, {sel} FROM {schema}.{_q(t)} WHERE {cond}")
+        for n, row in enumerate(cur):
+            rid = row[0] if row[0] is not None else n
+            for c, v in zip(use, row[1:]):
+                if v is not None:
+                    yield t, c[0], rid, v
+
+
+def find_sqlite_identities(path: Path, policy: Policy) -> Identities:
+    """Host/user names, GPU UUIDs and secret values anywhere in an export (all tables, not only kept)."""
+    col = IdentityCollector(policy)
+    conn = open_ro(path)
+    argv: dict[str, dict[int, str]] = {}
+    try:
+        for t, c, _rid, v in iter_text_cells(conn, only_declared_text=True):
+            text = v.decode("latin-1") if isinstance(v, bytes) else v
+            col.feed(text, c)
+        # name/value tables: the name says what the value is.
+        for t in ("TARGET_INFO_SYSTEM_ENV", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA"):
+            try:
+                rows = conn.execute(f"SELECT name, value FROM {_q(t)}").fetchall()
+            except sqlite3.OperationalError:
+                continue
+            for name, value in rows:
+                if not isinstance(name, str) or not isinstance(value, str):
+                    continue
+                key = name.split(":")[-1] if ":" in name else name
+                if key.upper() in ("HOSTNAME", "DEVICE_DISPLAY_NAME", "EXPORT_HOST"):
+                    col.add_host(value)
+                elif key.upper() in ("USER_NAME", "EXPORT_USER"):
+                    col.add_user(value)
+                elif key.startswith("ARGUMENT_") and key[9:].isdigit():
+                    argv.setdefault(name.split(":")[0], {})[int(key[9:])] = value
+                elif key == "ENVIRONMENT_VARIABLE":
+                    for n, val in _env_var_row(value):
+                        col.add_pair(n, val)
+                else:
+                    col.add_pair(key, value)
+        for args in argv.values():
+            col.feed_argv([args[i] for i in sorted(args)])
+    except sqlite3.DatabaseError as exc:
+        raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
+    finally:
+        conn.close()
+    return col.ids
+
+
+def _env_var_row(value: str) -> list[tuple[str, str]]:
+    name, sep, val = value.partition("=")
+    if not sep:
+        return []
+    val = val[1:-1] if len(val) >= 2 and val[0] == val[-1] == '"' else val
+    return [(name, val)]

@@ -1,0 +1,343 @@
+"""The scrub stage: per-artifact, picklable work that turns raw inputs into shareable copies.
+
+Why this shape: `collect` (and `verlprof scrub`) run many artifacts in parallel, yet pseudonyms must
+agree across them (ranks on one node must keep one `host-N`). So scrub is two passes:
+
+  1. `find_identities(path, kind)` per artifact (cheap): host/user names, GPU UUIDs and secret
+     values the artifact itself reveals;
+  2. the caller merges them (plus the local environment) into one `Pseudonyms` with
+     `build_options`, and `scrub_artifact(task, options)` runs per artifact with that shared map.
+
+Both are plain module-level functions of picklable records, so the pipeline's executors can run
+them inline, in a process pool, or as Ray tasks. Outputs are written atomically; a crash leaves no
+half-written file under its final name, and raw `.nsys-rep` reports are refused outright.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..core import atomic
+from ..core.errors import BadInputError, VerlprofError
+from .secrets import Identities, Policy, Pseudonyms, Scrubber, load_policy, local_identities
+from .snapshot import find_snapshot_identities, scrub_snapshot
+from .sqlite import SQLITE_MAGIC, find_sqlite_identities, scrub_sqlite
+from .trace import GZIP_MAGIC, find_trace_identities, scrub_trace, sniff_json
+
+KIND_SQLITE = "nsys_sqlite"
+KIND_TRACE = "torch_trace"
+KIND_SNAPSHOT = "memory_snapshot"
+KIND_REPORT = "nsys_report"
+KIND_QDSTRM = "nsys_qdstrm"
+SCRUBBABLE = (KIND_SQLITE, KIND_TRACE, KIND_SNAPSHOT)
+REPORT_NAME = "scrub_report.json"
+REPORT_VERSION = 1
+
+_RAW_REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")
+
+
+@dataclass(frozen=True)
+class ScrubTask:
+    """One artifact to scrub: `src` (read only) -> `dst`; `rel` names it in reports."""
+
+    src: str
+    dst: str
+    kind: str
+    rel: str
+
+
+@dataclass(frozen=True)
+class ScrubOptions:
+    """What every worker of one bundle shares: the policy and the bundle's pseudonym map."""
+
+    policy: Policy
+    pseudonyms: Pseudonyms
+
+    def fingerprint(self) -> str:
+        """A short hash for done records: changed policy or pseudonyms redo the work."""
+        return hashlib.sha256(repr((self.policy, self.pseudonyms)).encode()).hexdigest()[:16]
+
+
+@dataclass
+class ScrubResult:
+    """What scrub did to one artifact. JSON-safe except `dst` (a local path, not for manifests)."""
+
+    rel: str
+    kind: str
+    dst: str
+    status: str                                   # done | refused | failed
+    detail: str = ""
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)   # location -> kind -> n
+    info: dict[str, Any] = field(default_factory=dict)
+    bytes_in: int = 0
+    bytes_out: int = 0
+    seconds: float = 0.0
+    peak_rss_mb: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return sum(n for kinds in self.counts.values() for n in kinds.values())
+
+    def to_report(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("dst")
+        return d
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], dst: str) -> "ScrubResult":
+        """The result of an item scrubbed by an earlier run (its done record), marked `cached`."""
+        info = dict(record.get("info", {}))
+        info.pop("dst", None)
+        res = cls(**{**info, "dst": dst})
+        res.status = "cached" if res.status == "done" else res.status
+        return res
+
+
+# --------------------------------------------------------------------------------------------
+# What is this file?
+# --------------------------------------------------------------------------------------------
+
+def sniff_kind(path: str | Path) -> str:
+    """nsys_sqlite | torch_trace | memory_snapshot | nsys_report | nsys_qdstrm | unknown."""
+    p = Path(path)
+    name = p.name.lower()
+    if name.endswith(_RAW_REPORT_SUFFIXES):
+        return KIND_QDSTRM if name.endswith(".qdstrm") else KIND_REPORT
+    try:
+        with open(p, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return "unknown"
+    if head.startswith(SQLITE_MAGIC):
+        return KIND_SQLITE
+    if head[:1] == b"\x80" and name.endswith((".pickle", ".pkl", ".pt.trace.pickle")):
+        return KIND_SNAPSHOT
+    if head[:1] == b"\x80":
+        return KIND_SNAPSHOT
+    if head.startswith(GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"["):
+        return KIND_TRACE if sniff_json(p) else "unknown"
+    if name.endswith(".sqlite"):
+        return KIND_SQLITE   # a bad header is reported by the scrubber with a clear message
+    if name.endswith((".pickle", ".pkl")):
+        return KIND_SNAPSHOT
+    if name.endswith((".json", ".json.gz")):
+        return KIND_TRACE
+    return "unknown"
+
+
+def output_name(rel: str, kind: str) -> str:
+    """Output file name for an input: traces always end in .json.gz (compressed on the way)."""
+    if kind == KIND_TRACE and not rel.endswith(".gz"):
+        return rel + ".gz"
+    return rel
+
+
+# --------------------------------------------------------------------------------------------
+# Pass 1: identities
+# --------------------------------------------------------------------------------------------
+
+def find_identities(path: str | Path, kind: str, policy: Policy | None = None) -> Identities:
+    """Names, UUIDs and secret values an artifact reveals about itself (no output written)."""
+    pol = policy or load_policy()
+    p = Path(path)
+    if kind == KIND_SQLITE:
+        return find_sqlite_identities(p, pol)
+    if kind == KIND_TRACE:
+        return find_trace_identities(p, pol)
+    if kind == KIND_SNAPSHOT:
+        return find_snapshot_identities(p, pol)
+    if kind in (KIND_REPORT, KIND_QDSTRM):
+        return Identities()  # refused later; nothing is read from it
+    raise BadInputError(p, f"cannot scrub a file of kind {kind!r}")
+
+
+def identities_task(task: ScrubTask, policy: Policy) -> Identities:
+    """Executor-friendly form of `find_identities` (fn(item, options))."""
+    return find_identities(task.src, task.kind, policy)
+
+
+def build_options(identities: Iterable[Identities], policy: Policy, salt: str,
+                  include_local: bool | None = None) -> ScrubOptions:
+    """Merge per-artifact identities (+ the local machine's) into the bundle's shared options."""
+    ids = list(identities)
+    if policy.use_local_environment if include_local is None else include_local:
+        ids.append(local_identities(policy))
+    return ScrubOptions(policy, Pseudonyms.build(ids, salt, policy))
+
+
+def bundle_salt(hashes: Iterable[str]) -> str:
+    """A salt that is stable for the same inputs (re-runs resume) and unguessable without them."""
+    h = hashlib.sha256(b"verlprof-scrub-salt")
+    for x in sorted(hashes):
+        h.update(x.encode())
+    return h.hexdigest()[:32]
+
+
+# --------------------------------------------------------------------------------------------
+# Pass 2: scrub one artifact
+# --------------------------------------------------------------------------------------------
+
+def _peak_rss_mb() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / (1024 * 1024) if sys.platform == "darwin" else r / 1024
+
+
+def scrub_artifact(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
+    """Write the scrubbed copy of `task.src` to `task.dst` atomically; never touches the input.
+
+    Raises BadInputError (one line, names the file) for unreadable or refused inputs.
+    """
+    src, dst = Path(task.src), Path(task.dst)
+    if task.kind in (KIND_REPORT, KIND_QDSTRM) or src.name.lower().endswith(_RAW_REPORT_SUFFIXES):
+        raise BadInputError(src, "raw Nsight Systems reports cannot be scrubbed and never go into a "
+                                 "share bundle; export them (nsys export --type sqlite) and scrub the export")
+    if task.kind not in SCRUBBABLE:
+        raise BadInputError(src, f"cannot scrub a file of kind {task.kind!r}")
+    if not src.is_file():
+        raise BadInputError(src, "no such file")
+    if src.resolve() == dst.resolve():
+        raise BadInputError(src, "output would overwrite the input; inputs are never modified")
+    t0 = time.perf_counter()
+    sc = Scrubber(options.policy, options.pseudonyms)
+    info: dict[str, Any] = {}
+    with atomic.atomic_path(dst) as tmp:
+        if task.kind == KIND_SQLITE:
+            st = scrub_sqlite(src, tmp, sc)
+            info = {"tables_kept": st.tables_kept, "tables_dropped": st.tables_dropped,
+                    "rows_filtered": {k: list(v) for k, v in st.rows_filtered.items()},
+                    "strings_kept": st.strings_kept, "strings_total": st.strings_total,
+                    "columns_dropped": sorted(f"{t}.{c}" for t, cs in st.columns_dropped.items() for c in cs)}
+        elif task.kind == KIND_TRACE:
+            tmp_gz = tmp.with_name(tmp.name + (".gz" if dst.name.endswith(".gz") else ""))
+            try:
+                info = scrub_trace(src, tmp_gz, sc, options.policy)
+                if tmp_gz != tmp:
+                    os.replace(tmp_gz, tmp)
+            finally:
+                if tmp_gz != tmp and tmp_gz.exists():
+                    tmp_gz.unlink()
+        else:
+            info = scrub_snapshot(src, tmp, sc)
+    return ScrubResult(
+        rel=task.rel, kind=task.kind, dst=str(dst), status="done",
+        detail=f"{sum(n for k in sc.report_counts().values() for n in k.values())} replacements",
+        counts=sc.report_counts(), info=info, bytes_in=src.stat().st_size, bytes_out=dst.stat().st_size,
+        seconds=round(time.perf_counter() - t0, 3), peak_rss_mb=round(_peak_rss_mb(), 1))
+
+
+def scrub_task(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
+    """Like `scrub_artifact`, but a bad input becomes a `failed`/`refused` result, not an error."""
+    try:
+        return scrub_artifact(task, options)
+    except VerlprofError as err:
+        status = "refused" if task.kind in (KIND_REPORT, KIND_QDSTRM) else "failed"
+        return ScrubResult(rel=task.rel, kind=task.kind, dst=task.dst, status=status, detail=err.what)
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------------
+
+def build_report(results: Iterable[ScrubResult], options: ScrubOptions | None = None) -> dict[str, Any]:
+    """scrub_report.json: counts per kind and location, never a value."""
+    rs = list(results)
+    totals: dict[str, int] = {}
+    by_location: dict[str, dict[str, int]] = {}
+    for r in rs:
+        for loc, kinds in r.counts.items():
+            for kind, n in kinds.items():
+                totals[kind] = totals.get(kind, 0) + n
+                slot = by_location.setdefault(loc, {})
+                slot[kind] = slot.get(kind, 0) + n
+    rep: dict[str, Any] = {
+        "report": "verlprof scrub", "version": REPORT_VERSION,
+        "artifacts": [r.to_report() for r in rs],
+        "totals": dict(sorted(totals.items())),
+        "by_location": dict(sorted(by_location.items())),
+    }
+    if options is not None:
+        ps = options.pseudonyms
+        rep["policy"] = options.policy.source
+        rep["identities"] = {"hosts": len({p for _h, p in ps.hosts}), "users": len(ps.users),
+                             "secret_values": len(ps.secret_values), "gpu_uuids": len(ps.gpu_uuids)}
+    return rep
+
+
+def write_report(path: str | Path, results: Iterable[ScrubResult], options: ScrubOptions | None = None) -> Path:
+    p = Path(path)
+    atomic.write_json(p, build_report(results, options))
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# `verlprof scrub IN... -o OUT`: plan, identities, scrub, report, verify
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class ScrubRun:
+    """Outcome of `scrub_inputs`: per-artifact results, skipped files, report path, findings."""
+
+    results: list[ScrubResult]
+    skipped: list[str]
+    report: Path | None
+    findings: list[Any]
+    options: ScrubOptions | None
+
+    @property
+    def exit_code(self) -> int:
+        if self.findings:
+            return 1
+        if any(r.status in ("failed", "refused") for r in self.results):
+            return 2
+        return 0
+
+
+def plan_inputs(inputs: list[Path], out: Path) -> tuple[list[tuple[Path, str, str]], list[str], bool]:
+    """[(src, rel, kind)], skipped rel names, single-file mode."""
+    if not inputs:
+        raise BadInputError(None, "no input given")
+    single = (len(inputs) == 1 and inputs[0].is_file() and not out.is_dir() and out.suffix != "")
+    items: list[tuple[Path, str, str]] = []
+    skipped: list[str] = []
+    for src in inputs:
+        if not src.exists():
+            raise BadInputError(src, "no such file or directory")
+        if src.is_dir():
+            prefix = src.resolve().name + "/" if len(inputs) > 1 else ""
+            for f in sorted(p for p in src.rglob("*") if p.is_file()):
+                rel = prefix + f.relative_to(src).as_posix()
+                kind = sniff_kind(f)
+                if kind == "unknown":
+                    skipped.append(rel)
+                else:
+                    items.append((f, rel, kind))
+        else:
+            items.append((src, src.name, sniff_kind(src)))
+    return items, skipped, single
+
+
+def finish_scrub(ordered: list[ScrubResult], skipped: list[str], out: Path, single: bool, namer: Scrubber,
+                 options: ScrubOptions, policy: Policy, verify: bool) -> ScrubRun:
+    """Write scrub_report.json, then re-check every written file; anything the check flags is
+    removed, so nothing unsafe stays under its final name."""
+    from .check import check_paths
+
+    report = out.with_name(out.name + ".scrub_report.json") if single else out / REPORT_NAME
+    rep = build_report(ordered, options)
+    rep["skipped"] = [namer.scrub(s, "file name") for s in skipped]
+    atomic.write_json(report, rep)
+    findings: list[Any] = []
+    if verify:
+        written = [Path(r.dst) for r in ordered if r.status in ("done", "cached") and Path(r.dst).exists()]
+        findings = check_paths(written + [report], policy, known=options.pseudonyms) if written else []
+        if findings:
+            for f in {Path(x.path.split("!")[0]) for x in findings}:
+                if f.exists():
+                    f.unlink()
+    return ScrubRun(ordered, skipped, report, findings, options)

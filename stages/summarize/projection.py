@@ -1,0 +1,309 @@
+"""NVIDIA's NVTX-to-GPU projection as one streaming sweep over an nsys export.
+
+The rule (nsys `nvtxgpuproj`, `nsys recipe nvtx_gpu_proj_sum`): a GPU operation (kernel, memcpy,
+memset) belongs to an NVTX range when the CUDA API call that launched it (runtime or driver table,
+joined by correlationId within the same process) lies inside the range, on the range's thread.
+Only ranges that start and end on the same thread count. A range's projection spans from its
+first to its last GPU operation; NumGPUOps counts distinct launching calls.
+
+How, without a database join: ranges per thread are cut into elementary segments, each with the
+list of ranges covering it, innermost first. A chunk of API calls is mapped to its innermost
+enclosing range with one `searchsorted` and a few vectorised candidate checks; only calls inside
+some range are kept, as sorted (process, correlationId) keys (`CallMap`). GPU operations are then streamed
+and looked up by key. Every number is first attributed to the innermost range and then rolled up
+to the enclosing ranges, so nested ranges are each exact (as NVIDIA computes them independently).
+Memory is O(ranges + API calls inside ranges), never a whole table as Python objects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..readers.nsys_sqlite import DRIVER, KERNEL, MEMCPY, MEMSET, PID_SHIFT, RUNTIME, NsysExport, pid_of_gtid
+from ..readers.nvtx_tree import RangeIndex
+
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+_I64_MAX = np.iinfo(np.int64).max
+_CORR_BITS = 32
+_DUR_BITS = 40
+
+
+@dataclass
+class OpBatch:
+    """GPU operations kept for detailed summaries: those launched from selected ranges."""
+
+    rng: list[np.ndarray] = field(default_factory=list)
+    start: list[np.ndarray] = field(default_factory=list)
+    end: list[np.ndarray] = field(default_factory=list)
+    kind: list[np.ndarray] = field(default_factory=list)
+    name: list[np.ndarray] = field(default_factory=list)     # kernel demangled-name id, else -1
+    nbytes: list[np.ndarray] = field(default_factory=list)
+    copy_kind: list[np.ndarray] = field(default_factory=list)
+    pid: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, **cols: np.ndarray) -> None:
+        for k, v in cols.items():
+            getattr(self, k).append(v)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {}
+        for k in ("rng", "start", "end", "kind", "name", "nbytes", "copy_kind", "pid"):
+            parts = getattr(self, k)
+            out[k] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return out
+
+
+@dataclass
+class KernelTotals:
+    """Whole-report kernel statistics per demangled-name id (NVIDIA's gpukernsum)."""
+
+    name_id: np.ndarray
+    count: np.ndarray
+    total: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    median: np.ndarray
+
+
+@dataclass
+class ProjectionResult:
+    """Per-range numbers (innermost attribution; roll up with RangeIndex) plus kept GPU operations."""
+
+    index: RangeIndex
+    proj_start: np.ndarray      # min GPU start per innermost range (INT64 max when none)
+    proj_end: np.ndarray        # max GPU end (-1 when none)
+    n_ops: np.ndarray           # distinct launching calls
+    kernel_ns: np.ndarray
+    kernel_count: np.ndarray
+    api_ns: np.ndarray
+    ops: dict[str, np.ndarray]  # OpBatch.arrays() for selected ranges (+ unattributed in window)
+    kernel_totals: KernelTotals | None
+    api_calls_in_ranges: int = 0
+
+    def projection(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Inclusive (rolled-up) projected start, end and GPU-op count of every range."""
+        ix = self.index
+        return ix.rollup_min(self.proj_start), ix.rollup_max(self.proj_end), ix.rollup_sum(self.n_ops)
+
+
+def _drain_concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    """Concatenate and free the parts as they are copied (peak ~1x the result, not 2x)."""
+    out = np.empty(sum(p.size for p in parts), dtype=dtype)
+    at = 0
+    parts.reverse()
+    while parts:
+        p = parts.pop()
+        out[at:at + p.size] = p
+        at += p.size
+    return out
+
+
+class CallMap:
+    """Sorted (process, correlationId) -> innermost range of the API calls inside ranges.
+
+    Why packed: a 1 GB export holds ~10 M such calls. Key and range share one int64
+    (`pidx | corr | range`), sorted in place, so the map costs 8 bytes a call and sorting it
+    needs no second copy; lookups `searchsorted` the key shifted past the range bits. Exports
+    with more ranges or processes than the bits allow use two parallel arrays instead.
+    """
+
+    def __init__(self, n_ranges: int, n_procs: int) -> None:
+        self.rng_bits = max(1, int(n_ranges).bit_length())
+        pid_bits = max(1, int(n_procs).bit_length())
+        self.packed_ok = self.rng_bits + _CORR_BITS + pid_bits <= 63
+        self.parts: list[np.ndarray] = []
+        self.rng_parts: list[np.ndarray] = []
+        self.keys = np.zeros(0, np.int64)
+        self.rng = np.zeros(0, np.int64)
+
+    def add(self, key: np.ndarray, rng: np.ndarray) -> None:
+        if self.packed_ok:
+            self.parts.append((key << self.rng_bits) | rng)
+        else:
+            self.parts.append(key)
+            self.rng_parts.append(rng.astype(np.int32))
+
+    def finish(self) -> None:
+        self.keys = _drain_concat(self.parts, np.int64)
+        if self.packed_ok:
+            self.keys.sort()  # in place: the range bits ride along
+            return
+        self.rng = _drain_concat(self.rng_parts, np.int32)
+        if self.keys.size and not np.all(self.keys[1:] >= self.keys[:-1]):
+            order = np.argsort(self.keys, kind="stable")
+            self.keys, self.rng = self.keys[order], self.rng[order]
+
+    def __len__(self) -> int:
+        return int(self.keys.size)
+
+    def find(self, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, found mask) of `key` in the map."""
+        if self.keys.size == 0:
+            return np.zeros(key.size, np.int64), np.zeros(key.size, bool)
+        probe = key << self.rng_bits if self.packed_ok else key
+        pos = np.minimum(np.searchsorted(self.keys, probe), self.keys.size - 1)
+        stored = self.keys[pos] >> self.rng_bits if self.packed_ok else self.keys[pos]
+        return pos, stored == key
+
+    def range_at(self, pos: np.ndarray) -> np.ndarray:
+        if self.packed_ok:
+            return self.keys[pos] & ((1 << self.rng_bits) - 1)
+        return self.rng[pos].astype(np.int64)
+
+
+def _pid_index(known: np.ndarray, pids: np.ndarray) -> np.ndarray:
+    """Map process keys to their position in sorted `known` (-1 when unknown)."""
+    if known.size == 0:
+        return np.full(pids.size, -1, np.int64)
+    pos = np.searchsorted(known, pids)
+    pos_c = np.minimum(pos, known.size - 1)
+    return np.where(known[pos_c] == pids, pos_c, -1)
+
+
+def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = None,
+            window: tuple[int, int] | None = None, kernel_totals: bool = True,
+            kernel_name: str = "demangledName") -> ProjectionResult:
+    """One sweep over API calls and GPU operations of `db`.
+
+    selected: bool per range; GPU operations launched from these ranges are kept in `ops` (for
+    phase details: busy union, comm, top kernels). window: (t0, t1) export-relative; operations
+    starting in it that no range launched are kept too, with rng = -1 ("unattributed").
+    kernel_name: the KERNEL column kernels are named (and totals grouped) by.
+    """
+    r = index.ranges
+    n = len(r)
+    sel = np.zeros(n + 1, bool)  # last slot: "no range" (-1 indexes it)
+    if selected is not None:
+        sel[:n] = selected
+    proc_keys = np.unique(r.gtid[r.same_thread] >> PID_SHIFT) if n else np.zeros(0, np.int64)
+    api_ns = np.zeros(n, np.int64)
+    calls = CallMap(n, proc_keys.size)
+
+    # 1. API calls -> innermost range, on threads that have ranges, within the ranges' time span.
+    #    The thread comes back as a small index instead of the 15-digit globalTid (SQLite's integer
+    #    formatting is much of the cost). start/end stay raw: arithmetic in SQL would read a
+    #    corrupt text value as 0 silently, while numpy's parser refuses it.
+    threads = sorted(index.threads)
+    t_lo = int(min(index.threads[g].bounds[0] for g in threads)) if threads else 0
+    if threads:
+        t_hi = int(max(index.threads[g].bounds[-1] for g in threads))
+        tid_list = ",".join(str(g) for g in threads)
+        thread_of = " ".join(f"WHEN {g} THEN {i}" for i, g in enumerate(threads))
+        exprs = ["start", "end", "correlationId", f"CASE globalTid {thread_of} ELSE -1 END"]
+        for table in (RUNTIME, DRIVER):
+            if not db.has(table, "start", "end", "correlationId", "globalTid"):
+                continue
+            where = f"globalTid IN ({tid_list}) AND start >= ? AND start <= ?"
+            for s, e, corr, g in db.iter_columns(table, exprs, where, (t_lo, t_hi)):
+                for gi in (np.unique(g) if len(threads) > 1 else (0,)):
+                    if gi < 0:
+                        continue
+                    m = g == gi if len(threads) > 1 else slice(None)
+                    gval = threads[int(gi)]
+                    ss, ee, cc = s[m], e[m], corr[m]
+                    inner = index.innermost(gval, ss, ee)
+                    hit = inner >= 0
+                    if not hit.any():
+                        continue
+                    inner, ss, ee, cc = inner[hit], ss[hit], ee[hit], cc[hit]
+                    api_ns += np.bincount(inner, weights=(ee - ss), minlength=n).astype(np.int64)
+                    pidx = _pid_index(proc_keys, np.full(cc.size, gval >> PID_SHIFT, np.int64))
+                    ok = (cc >= 0) & (cc < (1 << _CORR_BITS)) & (pidx >= 0)
+                    calls.add((pidx[ok] << _CORR_BITS) | cc[ok], inner[ok])
+    calls.finish()
+    seen = np.zeros(len(calls), bool)
+
+    proj_start = np.full(n, _I64_MAX, np.int64)
+    proj_end = np.full(n, -1, np.int64)
+    kernel_ns = np.zeros(n, np.int64)
+    kernel_count = np.zeros(n, np.int64)
+    batch = OpBatch()
+    kt_parts: list[np.ndarray] = []
+
+    def lookup(corr: np.ndarray, gpid: np.ndarray) -> np.ndarray:
+        out = np.full(corr.size, -1, np.int64)
+        if len(calls) == 0:
+            return out
+        pidx = _pid_index(proc_keys, gpid >> PID_SHIFT)
+        ok = (pidx >= 0) & (corr >= 0) & (corr < (1 << _CORR_BITS))
+        pos, found = calls.find((pidx[ok] << _CORR_BITS) | corr[ok])
+        idx_ok = np.flatnonzero(ok)
+        out[idx_ok[found]] = calls.range_at(pos[found])
+        seen[pos[found]] = True
+        return out
+
+    def attribute(kind: int, s: np.ndarray, e: np.ndarray, rr: np.ndarray, gpid: np.ndarray,
+                  name: np.ndarray | None = None, nbytes: np.ndarray | None = None,
+                  ck: np.ndarray | None = None) -> None:
+        hit = rr >= 0
+        if hit.any():
+            np.minimum.at(proj_start, rr[hit], s[hit])
+            np.maximum.at(proj_end, rr[hit], e[hit])
+        keep = sel[rr]
+        if window is not None:
+            keep |= (rr < 0) & (s >= window[0]) & (s <= window[1])
+        if keep.any():
+            size = int(keep.sum())
+            neg = np.full(size, -1, np.int64)
+            batch.add(rng=rr[keep], start=s[keep], end=e[keep], kind=np.full(size, kind, np.int64),
+                      name=name[keep] if name is not None else neg,
+                      nbytes=nbytes[keep] if nbytes is not None else neg,
+                      copy_kind=ck[keep] if ck is not None else neg,
+                      pid=pid_of_gtid(gpid[keep]))
+
+    # 2. Kernels.
+    if db.has(KERNEL, "start", "end", "correlationId", "globalPid"):
+        kcols = db.columns(KERNEL)
+        name_col = next((c for c in (kernel_name, "demangledName", "shortName") if c in kcols), "-1")
+        for s, e, corr, gpid, name in db.iter_columns(KERNEL, ["start", "end", "correlationId", "globalPid", name_col]):
+            dur = e - s
+            rr = lookup(corr, gpid)
+            hit = rr >= 0
+            if hit.any():
+                kernel_ns += np.bincount(rr[hit], weights=dur[hit], minlength=n).astype(np.int64)
+                kernel_count += np.bincount(rr[hit], minlength=n)
+            attribute(KIND_KERNEL, s, e, rr, gpid, name=name)
+            if kernel_totals:
+                kt_parts.append(_pack_name_dur(name, dur))
+    # 3. Copies and memsets.
+    if db.has(MEMCPY, "start", "end", "correlationId", "globalPid"):
+        cols = db.columns(MEMCPY)
+        b = "bytes" if "bytes" in cols else "-1"
+        ck = "copyKind" if "copyKind" in cols else "-1"
+        for s, e, corr, gpid, nb, kind in db.iter_columns(MEMCPY, ["start", "end", "correlationId", "globalPid", b, ck]):
+            attribute(KIND_MEMCPY, s, e, lookup(corr, gpid), gpid, nbytes=nb, ck=kind)
+    if db.has(MEMSET, "start", "end", "correlationId", "globalPid"):
+        b = "bytes" if "bytes" in db.columns(MEMSET) else "-1"
+        for s, e, corr, gpid, nb in db.iter_columns(MEMSET, ["start", "end", "correlationId", "globalPid", b]):
+            attribute(KIND_MEMSET, s, e, lookup(corr, gpid), gpid, nbytes=nb)
+
+    n_ops = (np.bincount(calls.range_at(np.flatnonzero(seen)), minlength=n).astype(np.int64)
+             if len(calls) else np.zeros(n, np.int64))
+    totals = _kernel_totals(kt_parts) if kernel_totals else None
+    return ProjectionResult(index, proj_start, proj_end, n_ops, kernel_ns, kernel_count, api_ns,
+                            batch.arrays(), totals, len(calls))
+
+
+def _pack_name_dur(name: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """(name id, duration) packed in one int64 so one sort groups by name and orders durations."""
+    d = np.clip(dur, 0, (1 << _DUR_BITS) - 1)
+    nm = np.clip(name, 0, (1 << (63 - _DUR_BITS)) - 1)
+    return (nm << _DUR_BITS) | d
+
+
+def _kernel_totals(parts: list[np.ndarray]) -> KernelTotals:
+    if not parts:
+        z = np.zeros(0, np.int64)
+        return KernelTotals(z, z, z, z, z, z.astype(np.float64))
+    packed = _drain_concat(parts, np.int64)
+    packed.sort()
+    names = packed >> _DUR_BITS
+    durs = packed & ((1 << _DUR_BITS) - 1)
+    del packed
+    first = np.flatnonzero(np.r_[True, names[1:] != names[:-1]])
+    last = np.r_[first[1:], names.size] - 1
+    count = last - first + 1
+    total = np.add.reduceat(durs, first)
+    med = (durs[first + (count - 1) // 2] + durs[first + count // 2]) / 2.0
+    return KernelTotals(names[first], count, total, durs[first], durs[last], med)

@@ -1,0 +1,44 @@
+"""Records of the summarize stage shared by its nsys and torch halves.
+
+Why a module of its own: the nsys half (`summarize/nsys.py`) and the torch half
+(`summarize/torch_profile.py`) are written apart but must hand the pipeline the same shapes, so one
+`collect` merges their rows without glue. Changes are additive only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import pyarrow as pa
+
+from ..window import DEFAULT_STEP, StepArg
+
+# schema name ("phases" | "kernels" | "steps") -> rows matching stages/schema.py. Rows may be a list
+# of dicts (column name -> value; missing columns become null) or an already-built Arrow table.
+SummaryRows = dict[str, Union[list[dict[str, Any]], pa.Table]]
+
+DEFAULT_TOP = 50
+
+
+@dataclass(frozen=True)
+class SummarizeOptions:
+    """What the user asked for: which step (`--step N` or `auto`) and how many top kernels (`--top`)."""
+
+    step: StepArg = DEFAULT_STEP
+    top: int = DEFAULT_TOP
+
+
+def empty_rows() -> SummaryRows:
+    """A SummaryRows with every schema present and no rows."""
+    return {"phases": [], "kernels": [], "steps": []}
+
+
+def merge_rows(parts: list[SummaryRows]) -> SummaryRows:
+    """Concatenate several sources' rows per schema (tables become row dicts)."""
+    out: SummaryRows = empty_rows()
+    for part in parts:
+        for name, rows in part.items():
+            bucket = out.setdefault(name, [])
+            assert isinstance(bucket, list)
+            bucket.extend(rows.to_pylist() if isinstance(rows, pa.Table) else rows)
+    return out

@@ -1,0 +1,110 @@
+"""Share-ready traces of the chosen step: the `traces/` folder of a bundle (issue 7).
+
+Why: summaries answer "where did the time go"; the next question is "show me". This stage writes,
+for every (already scrubbed) source, only the chosen step's window, small enough to send and in
+formats that open without the profiler that made them:
+
+    nsys export   -> traces/<stem>.sqlite          same tables and columns, window rows only
+                  -> traces/<stem>.trace.json.gz   Chrome JSON for Perfetto / chrome://tracing
+    torch trace   -> traces/<stem>.trace.json.gz   the window's events + all metadata events
+
+The work is split by job, one module each (see docs/traces.md for the rules and clocks):
+`traces_nsys_window` (SQLite window), `traces_nsys_chrome` (SQLite -> Chrome JSON),
+`traces_torch_window` (Chrome trace window), `traces_jsonout` (deterministic gzip JSON writer),
+`traces_nsys_probe` (schema probing shared by the nsys modules). This module is the facade the
+pipeline and the HTML report use: file names, and one picklable per-artifact function.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .nsys_chrome import ChromeCounts, nsys_sqlite_to_chrome
+from .nsys_window import WindowCounts, window_nsys_sqlite
+from .torch_window import TraceWindowCounts, trace_header, window_chrome_trace, window_chrome_trace_utc
+
+__all__ = [
+    "TRACES_DIR", "TraceJob", "ChromeCounts", "TraceWindowCounts", "WindowCounts",
+    "make_window_traces", "nsys_sqlite_to_chrome", "trace_file_name", "trace_sqlite_name",
+    "trace_header", "trace_stem", "window_chrome_trace", "window_chrome_trace_utc", "window_nsys_sqlite",
+]
+
+TRACES_DIR = "traces"
+_SOURCE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".sqlite",
+                    ".nsys-rep", ".qdstrm")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def trace_stem(source_rel: str) -> str:
+    """The bundle-wide name of a source's traces: its relative name, folders joined by `__`.
+
+    `whole/whole_1873.sqlite` -> `whole__whole_1873`; characters outside [A-Za-z0-9._-] become `_`
+    and leading dots are dropped, so the name is safe on every file system and never hidden.
+    """
+    rel = source_rel.replace("\\", "/").strip("/")
+    for suffix in _SOURCE_SUFFIXES:
+        if rel.lower().endswith(suffix):
+            rel = rel[: -len(suffix)]
+            break
+    parts = [_UNSAFE.sub("_", p).lstrip(".") for p in rel.split("/") if p not in ("", ".", "..")]
+    stem = "__".join(p for p in parts if p)
+    return stem or "trace"
+
+
+def trace_file_name(source_rel: str) -> str:
+    """Bundle-relative path of the viewable (Chrome JSON) window trace of a source.
+
+    The HTML report links each phase to this file; it exists for nsys and torch sources alike.
+    """
+    return f"{TRACES_DIR}/{trace_stem(source_rel)}.trace.json.gz"
+
+
+def trace_sqlite_name(source_rel: str) -> str:
+    """Bundle-relative path of the window SQLite of an nsys source."""
+    return f"{TRACES_DIR}/{trace_stem(source_rel)}.sqlite"
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One source's window traces to write: picklable, so it runs inline, in a pool or on Ray.
+
+    `src` is the scrubbed input (nsys SQLite or torch trace), `source_rel` its name in the bundle,
+    `out_dir` the bundle root; the window is on the absolute UTC clock (ns since the epoch), as in
+    `summary_types.StepSpan`.
+    """
+
+    kind: Literal["nsys", "torch"]
+    src: Path
+    source_rel: str
+    out_dir: Path
+    start_ns_abs: int
+    end_ns_abs: int
+
+
+def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write a source's window traces; return JSON-safe facts (bundle-relative outputs, counts).
+
+    options: `flows` (bool, default True): launch -> kernel arrows in converted nsys traces.
+    """
+    opts = options or {}
+    out: dict[str, Any] = {"source": job.source_rel, "kind": job.kind, "outputs": {}, "counts": {}}
+    chrome_rel = trace_file_name(job.source_rel)
+    if job.kind == "nsys":
+        sqlite_rel = trace_sqlite_name(job.source_rel)
+        w = window_nsys_sqlite(job.src, job.out_dir / sqlite_rel, job.start_ns_abs, job.end_ns_abs)
+        c = nsys_sqlite_to_chrome(job.out_dir / sqlite_rel, job.out_dir / chrome_rel,
+                                  flows=bool(opts.get("flows", True)))
+        out["outputs"] = {"sqlite": sqlite_rel, "chrome": chrome_rel}
+        out["counts"] = {"sqlite": dataclasses.asdict(w), "chrome": dataclasses.asdict(c)}
+        out["events"] = dict(c.events)
+    elif job.kind == "torch":
+        t = window_chrome_trace_utc(job.src, job.out_dir / chrome_rel, job.start_ns_abs, job.end_ns_abs)
+        out["outputs"] = {"chrome": chrome_rel}
+        out["counts"] = {"chrome": dataclasses.asdict(t)}
+        out["events"] = dict(t.kept, metadata=t.metadata)
+    else:
+        raise ValueError(f"unknown trace kind {job.kind!r}")
+    return out

@@ -1,0 +1,348 @@
+"""Convert an nsys SQLite export (or a window of one) to Chrome trace JSON that Perfetto opens.
+
+Why: a colleague without Nsight Systems should still see the step: NVTX ranges and CUDA API calls
+per thread, kernels, copies and memsets per device and stream, with their names, and arrows from
+each launch to what it launched. Rows are read with SQL cursors and written as they come, so memory
+does not grow with the export.
+
+Clock: `ts` is absolute UTC microseconds (`(utcEpochNs + t) / 1000`), so the traces of several ranks
+(each with its own session start) line up when opened side by side. Values are written as exact
+decimals with three digits (ns), e.g. `1796202047481227.955`; note that a JSON reader parsing them as
+IEEE doubles rounds to ~0.25 us at this magnitude, while `dur` (small numbers) stays exact.
+
+Tracks:
+- CPU: `pid` = OS pid, `tid` = OS tid (from globalPid/globalTid); names from `PROCESSES` and
+  `ThreadNames`. Categories `nvtx`, `cuda_runtime`, `cuda_driver`.
+- GPU: one process per (device, profiled process), `pid` = (deviceId + 1) * 2**24 + OS pid (never
+  an OS pid), named `GPU <d>`; `tid` = CUDA stream id, named `stream <id>`. Categories `kernel`,
+  `gpu_memcpy`, `gpu_memset`; `args.correlation` links each to its API call, as in torch traces.
+- Flows (`ph` s/f, category `ac2g`, like torch): API call -> kernel/copy/memset, when both are in
+  the file.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+
+from ..core.atomic import atomic_path, temp_sibling
+from ..core.errors import BadInputError, VerlprofError
+from ..readers.sqlite_export import connect_readonly, validate_export
+from .jsonout import ChromeTraceWriter
+from .nsys_probe import (
+    PID_DIV,
+    PID_SHIFT,
+    TableInfo,
+    in_list,
+    nvtx_types,
+    pid_of,
+    probe_tables,
+    qi,
+    session_start_ns,
+    tid_of,
+)
+
+API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
+GPU_TABLES = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": "kernel",
+    "CUPTI_ACTIVITY_KIND_MEMCPY": "gpu_memcpy",
+    "CUPTI_ACTIVITY_KIND_MEMSET": "gpu_memset",
+}
+
+
+@dataclass(frozen=True)
+class ChromeCounts:
+    """Events written per category (`nvtx`, `cuda_runtime`, ..., `flow`, `metadata`) and file size."""
+
+    events: dict[str, int] = field(default_factory=dict)
+    clamped: int = 0          # events whose end lay before their start (written with dur 0)
+    size: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.events.values())
+
+
+def nsys_sqlite_to_chrome(src: Path, dst_json_gz: Path, start_ns_abs: int | None = None,
+                          end_ns_abs: int | None = None, *, flows: bool = True) -> ChromeCounts:
+    """Write export `src` (or its window [start_ns_abs, end_ns_abs], UTC ns) as Chrome JSON (gzip).
+
+    With a window, the rows are chosen exactly as `window_nsys_sqlite` chooses them (it is run into
+    a temp file beside `dst_json_gz` first), so the SQLite and the JSON of a window always agree.
+    """
+    src, dst = Path(src), Path(dst_json_gz)
+    if (start_ns_abs is None) != (end_ns_abs is None):
+        raise VerlprofError(src, "give both window bounds or neither")
+    if start_ns_abs is not None and end_ns_abs is not None:
+        from .nsys_window import window_nsys_sqlite
+
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        part = temp_sibling(dst.with_name(dst.name + ".window.sqlite"))
+        try:
+            window_nsys_sqlite(src, part, start_ns_abs, end_ns_abs)
+            return nsys_sqlite_to_chrome(part, dst, flows=flows)
+        finally:
+            part.unlink(missing_ok=True)
+    validate_export(src)
+    with atomic_path(dst) as tmp:
+        try:
+            con = connect_readonly(src)
+        except sqlite3.Error as exc:
+            raise BadInputError(src, f"cannot open it as SQLite ({exc})") from None
+        try:
+            counts = _convert(con, src, tmp, flows)
+        except sqlite3.DatabaseError as exc:
+            raise BadInputError(src, f"corrupt export, reading its rows failed ({exc})") from None
+        finally:
+            con.close()
+    return ChromeCounts(counts.events, counts.clamped, dst.stat().st_size)
+
+
+def us(ns: int) -> str:
+    """Exact decimal microseconds of integer ns (no float rounding): 1234567 -> '1234.567'."""
+    sign = "-" if ns < 0 else ""
+    q, r = divmod(abs(int(ns)), 1000)
+    return f"{sign}{q}.{r:03d}"
+
+
+def _js(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+class _Emitter:
+    """Writes events, counts them per category, and remembers which tracks need names."""
+
+    def __init__(self, writer: ChromeTraceWriter, epoch: int) -> None:
+        self.w = writer
+        self.epoch = epoch
+        self.counts: Counter[str] = Counter()
+        self.clamped = 0
+        self.threads: set[tuple[int, int]] = set()          # (globalPid key, tid)
+        self.gpus: set[tuple[int, int, int]] = set()        # (device, pid, stream)
+
+    def x(self, cat: str, name: str, pid: int, tid: int, start: int, end: int | None,
+          args: str = "") -> None:
+        if end is None:
+            self.instant(cat, name, pid, tid, start, args)
+            return
+        dur = end - start
+        if dur < 0:
+            self.clamped += 1
+            dur = 0
+        extra = f',"args":{{{args}}}' if args else ""
+        self.w.write((f'{{"ph":"X","cat":"{cat}","name":{_js(name)},"pid":{pid},"tid":{tid},'
+                      f'"ts":{us(self.epoch + start)},"dur":{us(dur)}{extra}}}').encode())
+        self.counts[cat] += 1
+
+    def instant(self, cat: str, name: str, pid: int, tid: int, start: int, args: str = "") -> None:
+        extra = f',"args":{{{args}}}' if args else ""
+        self.w.write((f'{{"ph":"i","s":"t","cat":"{cat}","name":{_js(name)},"pid":{pid},"tid":{tid},'
+                      f'"ts":{us(self.epoch + start)}{extra}}}').encode())
+        self.counts[cat] += 1
+
+    def flow(self, fid: int, pid: int, tid: int, start: int, gpid: int, stream: int, gstart: int) -> None:
+        self.w.write((f'{{"ph":"s","id":{fid},"cat":"ac2g","name":"ac2g","pid":{pid},"tid":{tid},'
+                      f'"ts":{us(self.epoch + start)}}}').encode())
+        self.w.write((f'{{"ph":"f","bp":"e","id":{fid},"cat":"ac2g","name":"ac2g","pid":{gpid},'
+                      f'"tid":{stream},"ts":{us(self.epoch + gstart)}}}').encode())
+        self.counts["flow"] += 1
+
+    def meta(self, what: str, pid: int, tid: int, args: dict[str, object]) -> None:
+        self.w.write((f'{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},"ts":{us(self.epoch)},'
+                      f'"args":{_js(args)}}}').encode())
+        self.counts["metadata"] += 1
+
+
+def gpu_pid(device: int, pid: int) -> int:
+    """The Chrome pid of one device as seen by one process: never equal to an OS pid."""
+    return ((int(device) + 1) << PID_SHIFT) + int(pid)
+
+
+def _convert(con: sqlite3.Connection, src: Path, tmp: Path, flows: bool) -> ChromeCounts:
+    tables = probe_tables(con)
+    epoch = session_start_ns(con, src)
+    header = {"displayTimeUnit": "ns",
+              "otherData": {"producer": "verlprof", "clock": "UTC epoch microseconds"}}
+    with ChromeTraceWriter(tmp, header) as writer:
+        em = _Emitter(writer, epoch)
+        _nvtx(con, tables, em)
+        _api(con, tables, em)
+        _gpu(con, tables, em)
+        if flows:
+            _flows(con, tables, em)
+        _names(con, tables, em)
+    return ChromeCounts(dict(em.counts), em.clamped)
+
+
+def _string_join(t: TableInfo, col: str, alias: str) -> tuple[str, str]:
+    """(select expr, join clause) giving the StringIds value of `col`, or NULL without one."""
+    if not t.has(col):
+        return "NULL", ""
+    return f"{alias}.value", f" LEFT JOIN StringIds {alias} ON {alias}.id = x.{qi(col)}"
+
+
+def _nvtx(con: sqlite3.Connection, tables: dict[str, TableInfo], em: _Emitter) -> None:
+    t = tables.get("NVTX_EVENTS")
+    if t is None or not t.has("start", "globalTid"):
+        return
+    types = nvtx_types(con, tables)
+    text = 'x."text"' if t.has("text") else "NULL"
+    name_sel, join = _string_join(t, "textId", "s")
+    end = 'x."end"' if t.has("end") else "NULL"
+    dom = 'x."domainId"' if t.has("domainId") else "0"
+    where = f'x."eventType" IN {in_list(types.ranges + types.marks)}' if t.has("eventType") else "1"
+    domains = _nvtx_domains(con, t, types.definitions)
+    q = (f'SELECT x."start", {end}, coalesce({text}, {name_sel}), x."globalTid", {dom} '
+         f'FROM NVTX_EVENTS x{join} WHERE {where} AND x."globalTid" IS NOT NULL')
+    for start, stop, name, gtid, domain in con.execute(q):
+        pid, tid = pid_of(gtid), tid_of(gtid)
+        em.threads.add((gtid // PID_DIV, tid))
+        args = f'"domain":{_js(domains.get(domain, str(domain)))}' if domain else ""
+        em.x("nvtx", name if name is not None else "(unnamed)", pid, tid, start, stop, args)
+
+
+def _nvtx_domains(con: sqlite3.Connection, t: TableInfo, definitions: tuple[int, ...]) -> dict[int, str]:
+    """domainId -> name, from the NvtxDomainCreate rows (few per report)."""
+    if not t.has("domainId", "eventType", "textId"):
+        return {}
+    text = 'x."text"' if t.has("text") else "NULL"
+    rows = con.execute(
+        f'SELECT x."domainId", coalesce({text}, s.value) FROM NVTX_EVENTS x LEFT JOIN StringIds s '
+        f'ON s.id = x."textId" WHERE x."eventType" IN {in_list(definitions)} AND x."domainId" != 0')
+    return {int(d): str(n) for d, n in rows if d is not None and n is not None}
+
+
+def _driver_classes(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> set[int]:
+    t = tables.get("ENUM_NSYS_EVENT_CLASS")
+    if t is None or not t.has("id", "name"):
+        return {1}
+    return {int(i) for i, n in con.execute("SELECT id, name FROM ENUM_NSYS_EVENT_CLASS")
+            if "DRIVER" in str(n).upper()}
+
+
+def _api(con: sqlite3.Connection, tables: dict[str, TableInfo], em: _Emitter) -> None:
+    drivers = _driver_classes(con, tables)
+    for name in API_TABLES:
+        t = tables.get(name)
+        if t is None or not t.has("start", "end", "globalTid"):
+            continue
+        name_sel, join = _string_join(t, "nameId", "s")
+        cls = 'x."eventClass"' if t.has("eventClass") else "NULL"
+        corr = 'x."correlationId"' if t.has("correlationId") else "NULL"
+        driver_table = name.endswith("DRIVER")
+        q = (f'SELECT x."start", x."end", x."globalTid", {corr}, {name_sel}, {cls} '
+             f'FROM {qi(name)} x{join} WHERE x."globalTid" IS NOT NULL')
+        for start, stop, gtid, cid, fn, klass in con.execute(q):
+            cat = "cuda_driver" if driver_table or klass in drivers else "cuda_runtime"
+            tid = tid_of(gtid)
+            em.threads.add((gtid // PID_DIV, tid))
+            args = f'"correlation":{cid}' if cid is not None else ""
+            em.x(cat, fn if fn is not None else "(unknown API)", pid_of(gtid), tid, start, stop, args)
+
+
+def _memcpy_kinds(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> dict[int, str]:
+    t = tables.get("ENUM_CUDA_MEMCPY_OPER")
+    if t is None or not t.has("id"):
+        return {}
+    label = "label" if t.has("label") else "name"
+    return {int(i): str(v) for i, v in con.execute(f'SELECT id, {qi(label)} FROM ENUM_CUDA_MEMCPY_OPER')}
+
+
+def _gpu(con: sqlite3.Connection, tables: dict[str, TableInfo], em: _Emitter) -> None:
+    kinds = _memcpy_kinds(con, tables)
+    for name, cat in GPU_TABLES.items():
+        t = tables.get(name)
+        if t is None or not t.has("start", "end", "deviceId", "streamId"):
+            continue
+        gp = 'x."globalPid"' if t.has("globalPid") else "0"
+        corr = 'x."correlationId"' if t.has("correlationId") else "NULL"
+        if cat == "kernel":
+            col = next((c for c in ("demangledName", "shortName", "mangledName") if t.has(c)), "")
+            label, join = _string_join(t, col, "s") if col else ("NULL", "")
+        elif cat == "gpu_memcpy":
+            label, join = ('x."copyKind"' if t.has("copyKind") else "NULL"), ""
+        else:
+            label, join = "NULL", ""
+        nbytes = 'x."bytes"' if t.has("bytes") else "NULL"
+        q = (f'SELECT x."start", x."end", x."deviceId", x."streamId", {gp}, {corr}, {label}, {nbytes} '
+             f'FROM {qi(name)} x{join}')
+        for start, stop, dev, stream, gpid, cid, lab, nb in con.execute(q):
+            pid = pid_of(gpid) or 0
+            em.gpus.add((dev, pid, stream))
+            args = [f'"device":{dev}', f'"stream":{stream}']
+            if cid is not None:
+                args.append(f'"correlation":{cid}')
+            if nb is not None:
+                args.append(f'"bytes":{nb}')
+            if cat == "kernel":
+                title = lab if lab is not None else "(unnamed kernel)"
+            elif cat == "gpu_memcpy":
+                title = f"Memcpy {kinds.get(lab, 'Unknown') if lab is not None else 'Unknown'}"
+            else:
+                title = "Memset"
+            em.x(cat, title, gpu_pid(dev, pid), stream, start, stop, ",".join(args))
+
+
+def _flows(con: sqlite3.Connection, tables: dict[str, TableInfo], em: _Emitter) -> None:
+    """One arrow per (API call, GPU activity) pair sharing a correlationId within a process."""
+    fid = 0
+    for api_name in API_TABLES:
+        a = tables.get(api_name)
+        if a is None or not a.has("start", "globalTid", "correlationId"):
+            continue
+        for gpu_name in GPU_TABLES:
+            g = tables.get(gpu_name)
+            if g is None or not g.has("start", "deviceId", "streamId", "correlationId", "globalPid"):
+                continue
+            q = (f'SELECT a."start", a."globalTid", g."start", g."deviceId", g."streamId", g."globalPid" '
+                 f'FROM {qi(gpu_name)} g JOIN {qi(api_name)} a ON a."correlationId" = g."correlationId" '
+                 f'AND a."globalTid" / {PID_DIV} = g."globalPid" / {PID_DIV} '
+                 f'WHERE g."correlationId" IS NOT NULL AND a."globalTid" IS NOT NULL')
+            for astart, gtid, gstart, dev, stream, gpid in con.execute(q):
+                fid += 1
+                em.flow(fid, pid_of(gtid), tid_of(gtid), astart, gpu_pid(dev, pid_of(gpid)), stream, gstart)
+
+
+def _names(con: sqlite3.Connection, tables: dict[str, TableInfo], em: _Emitter) -> None:
+    """process_name / thread_name metadata for every track that got an event."""
+    procs = _process_names(con, tables)
+    threads = _thread_names(con, tables)
+    for key in sorted({k for k, _ in em.threads}):
+        pid = key & (PID_DIV - 1)
+        em.meta("process_name", pid, 0, {"name": procs.get(key, f"process {pid}")})
+        em.meta("process_sort_index", pid, 0, {"sort_index": pid})
+    for key, tid in sorted(em.threads):
+        pid = key & (PID_DIV - 1)
+        if (key, tid) in threads:
+            em.meta("thread_name", pid, tid, {"name": threads[(key, tid)]})
+    for dev, pid, stream in sorted(em.gpus):
+        gp = gpu_pid(dev, pid)
+        em.meta("process_name", gp, 0, {"name": f"GPU {dev}"})
+        em.meta("process_labels", gp, 0, {"labels": f"pid {pid}"})
+        em.meta("process_sort_index", gp, 0, {"sort_index": gp})
+        em.meta("thread_name", gp, stream, {"name": f"stream {stream}"})
+
+
+def _process_names(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> dict[int, str]:
+    t = tables.get("PROCESSES")
+    if t is None or not t.has("globalPid", "name"):
+        return {}
+    return {int(g) // PID_DIV: str(n) for g, n in _rows(con, 'SELECT "globalPid", "name" FROM PROCESSES')
+            if g is not None and n}
+
+
+def _thread_names(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> dict[tuple[int, int], str]:
+    t = tables.get("ThreadNames")
+    if t is None or not t.has("globalTid", "nameId"):
+        return {}
+    q = 'SELECT x."globalTid", s.value FROM ThreadNames x JOIN StringIds s ON s.id = x."nameId"'
+    return {(int(g) // PID_DIV, int(g) & (PID_DIV - 1)): str(n) for g, n in _rows(con, q)
+            if g is not None and n}
+
+
+def _rows(con: sqlite3.Connection, q: str) -> Iterator[tuple]:  # type: ignore[type-arg]
+    yield from con.execute(q)

@@ -1,0 +1,304 @@
+"""Cut one step's time window out of an nsys SQLite export into a small SQLite of the same schema.
+
+Why: people share "the steady-state step", not a whole run. The window keeps every table of the
+input with its original CREATE statement (so every query written for nsys exports, verlprof's own
+and `nsys stats`, still runs on it) but only the rows that belong to the window. All copying is
+`INSERT INTO main.T SELECT * FROM src.T WHERE ...` inside SQLite, so a multi-GB export is streamed
+page by page and Python never holds its rows.
+
+Which rows are kept (times are session-relative ns; the window [s, e] is given on the absolute UTC
+clock and shifted by `TARGET_INFO_SESSION_START_TIME.utcEpochNs`):
+
+- Timed tables (a `start` column, optionally `end`; or a `timestamp` column): rows whose closed
+  interval [start, coalesce(end, start)] overlaps [s, e] (`start <= e AND end >= s`). A range that
+  began before the window and ends inside it is kept whole, with its original times.
+- Launch closure: tables with a `correlationId` (CUDA API calls on a thread; kernels, copies,
+  memsets, syncs, memory events, CUDA events on a device) also keep rows correlated, within the same
+  process, with a kept row of another such table. A kernel launched in the window that runs after
+  `e` is kept, and so is the launch of a kernel kept because it overlaps. Launches and what they
+  launched are never split, so "kernels launched from a range" gives the same answer as on the
+  source.
+- NVTX definition rows (domain creation, category and thread/device naming) are kept whatever
+  their time: they name the ranges that are kept.
+- Dimension tables are kept whole: `ENUM_*`, `TARGET_INFO_*`, `META_DATA_*`/`EXPORT_META_DATA`,
+  `ANALYSIS_DETAILS`, `UnwindMethodType`. `PROCESSES` and `ThreadNames` are reduced to processes
+  that have a kept row, `*_CALLCHAINS` to the call chains kept rows refer to, `StringIds` to the
+  strings kept rows refer to (columns found from the export's own `-- REFERENCES StringIds(id)`
+  notes, plus the known names for exports without notes).
+- Every other table (process stdout/stderr in `ProcessStreams`/`ANALYSIS_FILE`, anything unknown
+  and untimed) is created but left empty: nothing is copied that the window does not need.
+
+One table is added, `VERLPROF_WINDOW(name, value)`: the window bounds, the rule above, and for each
+(process, device) the net bytes of device memory allocated before the window
+(`memory_baseline_bytes/<globalPid>/<deviceId>`), so peak memory can still be computed from the
+window's `CUDA_GPU_MEMORY_USAGE_EVENTS` alone.
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from ..core.atomic import atomic_path
+from ..core.errors import BadInputError, VerlprofError
+from ..readers.sqlite_export import validate_export
+from .nsys_probe import PID_DIV, TableInfo, in_list, nvtx_types, probe_tables, qi, session_start_ns
+
+WINDOW_TABLE = "VERLPROF_WINDOW"
+RULE = "overlap+correlation"
+
+_WHOLE_PREFIXES = ("ENUM_", "TARGET_INFO_", "META_DATA_")
+_WHOLE_NAMES = frozenset({"EXPORT_META_DATA", "ANALYSIS_DETAILS", "UnwindMethodType"})
+_FK_RE = re.compile(r"^\s*\"?(\w+)\"?\s+[^\n]*?--[^\n]*?REFERENCES\s+\"?(\w+)\"?\s*\(", re.M)
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    """What one window holds: kept rows per table, tables left empty by policy, output size."""
+
+    start_ns_abs: int
+    end_ns_abs: int
+    session_start_ns: int
+    rows: dict[str, int] = field(default_factory=dict)
+    emptied: tuple[str, ...] = ()
+    size: int = 0
+
+    def _n(self, table: str) -> int:
+        return self.rows.get(table, 0)
+
+    @property
+    def kernels(self) -> int:
+        return self._n("CUPTI_ACTIVITY_KIND_KERNEL")
+
+    @property
+    def cuda_api(self) -> int:
+        return self._n("CUPTI_ACTIVITY_KIND_RUNTIME") + self._n("CUPTI_ACTIVITY_KIND_DRIVER")
+
+    @property
+    def memcpy(self) -> int:
+        return self._n("CUPTI_ACTIVITY_KIND_MEMCPY")
+
+    @property
+    def memset(self) -> int:
+        return self._n("CUPTI_ACTIVITY_KIND_MEMSET")
+
+    @property
+    def nvtx(self) -> int:
+        return self._n("NVTX_EVENTS")
+
+
+def window_nsys_sqlite(src: Path, dst: Path, start_ns_abs: int, end_ns_abs: int) -> WindowCounts:
+    """Write the rows of [start_ns_abs, end_ns_abs] (UTC epoch ns) of export `src` to `dst`.
+
+    `src` is opened read-only and never changed; `dst` appears complete or not at all.
+    """
+    src, dst = Path(src), Path(dst)
+    if end_ns_abs < start_ns_abs:
+        raise VerlprofError(src, f"window ends ({end_ns_abs}) before it starts ({start_ns_abs})")
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise VerlprofError(dst, "the window would overwrite its own input")
+    validate_export(src)
+    with atomic_path(dst) as tmp:
+        try:
+            counts = _write_window(src, tmp, int(start_ns_abs), int(end_ns_abs))
+        except sqlite3.OperationalError as exc:
+            if "full" in str(exc):
+                raise VerlprofError(dst, f"cannot write the window ({exc})") from None
+            raise BadInputError(src, f"cannot read its rows ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            raise BadInputError(src, f"corrupt export, reading its rows failed ({exc})") from None
+    return WindowCounts(counts.start_ns_abs, counts.end_ns_abs, counts.session_start_ns,
+                        counts.rows, counts.emptied, dst.stat().st_size)
+
+
+def _ro_uri(path: Path) -> str:
+    return f"file:{quote(str(path.absolute()), safe='/')}?mode=ro&immutable=1"
+
+
+def _time_pred(t: TableInfo) -> str | None:
+    """SQL that is true for rows of `t` inside the window (:s, :e), or None for untimed tables."""
+    if t.has("start"):
+        end = 'coalesce("end", "start")' if t.has("end") else '"start"'
+        return f'("start" <= :e AND {end} >= :s)'
+    if t.has("timestamp"):
+        return '("timestamp" BETWEEN :s AND :e)'
+    return None
+
+
+def _corr_key(t: TableInfo) -> str | None:
+    """Process key of a correlated table's rows (correlation ids are unique per process)."""
+    if not t.has("correlationId") or t.name == "NVTX_EVENTS":
+        return None
+    if t.has("globalPid"):
+        return f'("globalPid" / {PID_DIV})'
+    if t.has("globalTid"):
+        return f'("globalTid" / {PID_DIV})'
+    return None
+
+
+def _is_whole(name: str) -> bool:
+    return name.startswith(_WHOLE_PREFIXES) or name in _WHOLE_NAMES
+
+
+def _write_window(src: Path, tmp: Path, start_abs: int, end_abs: int) -> WindowCounts:
+    con = sqlite3.connect(str(tmp), isolation_level=None, uri=True)
+    try:
+        con.execute("PRAGMA page_size = 1024")  # ~50 small tables: 1 KiB pages keep them small
+        con.execute("PRAGMA journal_mode = OFF")
+        con.execute("PRAGMA synchronous = OFF")
+        con.execute("ATTACH DATABASE ? AS src", (_ro_uri(src),))
+        tables = {n: t for n, t in probe_tables(con, "src").items() if n != WINDOW_TABLE}
+        epoch = session_start_ns(con, src, "src")
+        p = {"s": start_abs - epoch, "e": end_abs - epoch}
+        con.execute("BEGIN")
+        for t in tables.values():
+            con.execute(t.sql)
+        emptied = _fill(con, tables, p)
+        _write_window_table(con, tables, p, start_abs, end_abs, epoch)
+        con.execute("COMMIT")
+        rows = {n: con.execute(f"SELECT count(*) FROM main.{qi(n)}").fetchone()[0] for n in tables}
+        con.execute("DETACH DATABASE src")
+    finally:
+        con.close()
+    return WindowCounts(start_abs, end_abs, epoch, rows, tuple(sorted(emptied)))
+
+
+def _fill(con: sqlite3.Connection, tables: dict[str, TableInfo], p: dict[str, int]) -> list[str]:
+    """Copy the kept rows of every table; return the tables left empty by policy."""
+    copy = 'INSERT INTO main.{t} SELECT * FROM src.{t} WHERE {w}'
+    nvtx = nvtx_types(con, tables, "src")
+    _collect_correlations(con, tables, p)
+    deferred = {"StringIds", "PROCESSES", "ThreadNames"}
+    emptied: list[str] = []
+    for t in tables.values():
+        if t.name in deferred or _is_callchains(t):
+            continue
+        pred = _time_pred(t)
+        key = _corr_key(t)
+        if _is_whole(t.name):
+            where = "1"
+        elif t.name == "NVTX_EVENTS" and pred and t.has("eventType"):
+            where = f'"eventType" IN {in_list(nvtx.definitions)} OR {pred}'
+        elif key:
+            linked = ('("correlationId" IS NOT NULL AND EXISTS (SELECT 1 FROM temp.keep_corr '
+                      f'WHERE kc_pid = {key} AND kc_corr = "correlationId"))')
+            where = f"{pred} OR {linked}" if pred else linked
+        elif pred:
+            where = pred
+        else:
+            emptied.append(t.name)
+            continue
+        con.execute(copy.format(t=qi(t.name), w=where), p)
+    _fill_processes(con, tables)
+    for t in tables.values():
+        if _is_callchains(t):
+            _fill_callchains(con, tables, t)
+    if "StringIds" in tables:
+        _fill_strings(con, tables)
+    return emptied
+
+
+def _collect_correlations(con: sqlite3.Connection, tables: dict[str, TableInfo], p: dict[str, int]) -> None:
+    """temp.keep_corr: (process, correlationId) of every correlated row inside the window."""
+    con.execute("CREATE TEMP TABLE keep_corr (kc_pid INTEGER, kc_corr INTEGER, "
+                "PRIMARY KEY (kc_pid, kc_corr)) WITHOUT ROWID")
+    for t in tables.values():
+        key, pred = _corr_key(t), _time_pred(t)
+        if key and pred:
+            con.execute(f'INSERT OR IGNORE INTO temp.keep_corr SELECT {key}, "correlationId" '
+                        f'FROM src.{qi(t.name)} WHERE "correlationId" IS NOT NULL AND {pred}', p)
+
+
+def _fill_processes(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> None:
+    """PROCESSES and ThreadNames of processes that have at least one kept row."""
+    con.execute("CREATE TEMP TABLE keep_pid (kp INTEGER PRIMARY KEY)")
+    for t in tables.values():
+        if t.name in ("PROCESSES", "ThreadNames") or _is_whole(t.name):
+            continue
+        for col in ("globalPid", "globalTid"):
+            if t.has(col):
+                con.execute(f"INSERT OR IGNORE INTO temp.keep_pid SELECT {qi(col)} / {PID_DIV} "
+                            f"FROM main.{qi(t.name)} WHERE {qi(col)} IS NOT NULL")
+    for name, col in (("PROCESSES", "globalPid"), ("ThreadNames", "globalTid")):
+        t = tables.get(name)
+        if t is None:
+            continue
+        where = f"{qi(col)} / {PID_DIV} IN (SELECT kp FROM temp.keep_pid)" if t.has(col) else "1"
+        con.execute(f"INSERT INTO main.{qi(name)} SELECT * FROM src.{qi(name)} WHERE {where}")
+
+
+def _is_callchains(t: TableInfo) -> bool:
+    return t.name.endswith("CALLCHAINS") and t.has("id")
+
+
+def _fill_callchains(con: sqlite3.Connection, tables: dict[str, TableInfo], chains: TableInfo) -> None:
+    """Call chains (stack frames) that kept rows point to, via their `-- REFERENCES` notes."""
+    refs: list[tuple[str, str]] = []
+    unnoted: list[tuple[str, str]] = []
+    for t in tables.values():
+        if t.name == chains.name or not t.has("callchainId"):
+            continue
+        targets = {col: tgt for col, tgt in _FK_RE.findall(t.sql)}
+        if targets.get("callchainId") == chains.name:
+            refs.append((t.name, "callchainId"))
+        elif "callchainId" not in targets:
+            unnoted.append((t.name, "callchainId"))
+    refs = refs or unnoted
+    if not refs:
+        return
+    ids = " UNION ".join(f"SELECT {qi(c)} FROM main.{qi(n)} WHERE {qi(c)} IS NOT NULL" for n, c in refs)
+    con.execute(f'INSERT INTO main.{qi(chains.name)} SELECT * FROM src.{qi(chains.name)} '
+                f'WHERE "id" IN ({ids})')
+
+
+def _fill_strings(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> None:
+    """StringIds rows referenced by any kept row (everything else, e.g. env blocks, stays out)."""
+    con.execute("CREATE TEMP TABLE keep_str (ks INTEGER PRIMARY KEY)")
+    for t in tables.values():
+        for col in t.string_refs:
+            con.execute(f"INSERT OR IGNORE INTO temp.keep_str SELECT {qi(col)} FROM main.{qi(t.name)} "
+                        f"WHERE typeof({qi(col)}) = 'integer'")
+    con.execute('INSERT INTO main."StringIds" SELECT * FROM src."StringIds" '
+                'WHERE "id" IN (SELECT ks FROM temp.keep_str)')
+
+
+def _write_window_table(con: sqlite3.Connection, tables: dict[str, TableInfo], p: dict[str, int],
+                        start_abs: int, end_abs: int, epoch: int) -> None:
+    """VERLPROF_WINDOW: what this file is a window of, by which rule, and memory baselines."""
+    con.execute(f"CREATE TABLE {WINDOW_TABLE} (name TEXT NOT NULL PRIMARY KEY, value TEXT)")
+    facts: list[tuple[str, str]] = [
+        ("rule", RULE),
+        ("start_ns_abs", str(start_abs)), ("end_ns_abs", str(end_abs)),
+        ("start_ns", str(p["s"])), ("end_ns", str(p["e"])),
+        ("session_start_utc_ns", str(epoch)),
+    ]
+    facts += _memory_baselines(con, tables, p)
+    con.executemany(f"INSERT INTO {WINDOW_TABLE} VALUES (?, ?)", facts)
+
+
+def _memory_baselines(con: sqlite3.Connection, tables: dict[str, TableInfo],
+                      p: dict[str, int]) -> list[tuple[str, str]]:
+    """Net device bytes allocated before the window by events the window does not hold."""
+    mem = tables.get("CUDA_GPU_MEMORY_USAGE_EVENTS")
+    if mem is None or not mem.has("start", "bytes", "memoryOperationType", "globalPid", "deviceId"):
+        return []
+    alloc, free = 0, 1
+    enum = tables.get("ENUM_CUDA_DEV_MEM_EVENT_OPER")
+    if enum and enum.has("id", "name"):
+        for i, name in con.execute('SELECT id, name FROM src."ENUM_CUDA_DEV_MEM_EVENT_OPER"'):
+            if str(name).upper().endswith("DEALLOCATION"):
+                free = int(i)
+            elif str(name).upper().endswith("ALLOCATION"):
+                alloc = int(i)
+    signed = (f'sum(CASE "memoryOperationType" WHEN {alloc} THEN "bytes" '
+              f'WHEN {free} THEN -"bytes" ELSE 0 END)')
+    q = (f'SELECT "globalPid", "deviceId", {signed} FROM {{db}}."CUDA_GPU_MEMORY_USAGE_EVENTS" '
+         'WHERE "start" < :s GROUP BY 1, 2')
+    before: dict[tuple[int, int], int] = {}
+    for db, sign in (("src", 1), ("main", -1)):
+        for gpid, dev, net in con.execute(q.format(db=db), p):
+            before[(gpid, dev)] = before.get((gpid, dev), 0) + sign * int(net or 0)
+    return [(f"memory_baseline_bytes/{gpid}/{dev}", str(net))
+            for (gpid, dev), net in sorted(before.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1])))]

@@ -1,0 +1,465 @@
+"""Window: find every profiled RL step in every source and choose the steady-state one.
+
+Why: step 1 of an RL run pays CUDA/cuDNN start-up, compilation and cache warm-up (4.2 s against
+0.2 s in the H200 fixture), so summarising it would mislead. verl profiles steps in several ways and
+each leaves different step boundaries; this module turns all of them into `StepSpan`s on one
+absolute UTC time axis (`TARGET_INFO_SESSION_START_TIME.utcEpochNs + t` for nsys: each
+capture-range report has its own time base), then picks one step for the whole run and says why in
+one line.
+
+Step boundaries, by source:
+- `step` NVTX ranges of the controller/trainer: the k-th instance is step k (or the k-th entry of
+  the config's `global_profiler.steps` when known) -> boundary `nvtx_step`.
+- capture-range reports `<base>.<k>`: the files of one `<base>` are ordered by k and their step
+  units (step ranges, else the whole file) numbered in that order, from the config's profiled
+  steps when known -> boundary `capture_range`.
+- files without step ranges (discrete mode: one file per stage call; continuous windows of a
+  worker): top-level stage ranges are aligned on absolute time with a controller's `step` ranges
+  when one is present (`aligned`), else cut where the stage sequence starts repeating (`discrete`
+  / `stage_sequence`).
+- torch traces and memory snapshots bring their own spans (`file_name`, `snapshot_dir`,
+  `profiler_step`) through `SourceSteps.from_spans`.
+
+Per-source discovery is a plain picklable function (`steps_of_item`) so the pipeline runs it
+anywhere; choosing is a cheap pure function over all sources (`choose_window`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..core.errors import VerlprofError
+from ..core.phases import UNSTEADY_STAGES, canonical_stage
+from ..readers.nsys_sqlite import NsysExport, NvtxRanges
+from .types import DEFAULT_STEP, SourceIdentity, StepArg, StepSpan, WindowChoice
+
+# NVTX domains of libraries (cuBLAS, NCCL ...): their ranges are not verl phases.
+LIBRARY_DOMAINS = frozenset({
+    "cublas", "cublaslt", "cudnn", "nccl", "cub", "thrust", "cufft", "cusparse", "cusolver", "curand",
+    "npp", "nvjpeg", "nvcomp", "cutensor", "nvshmem", "cudla", "tensorrt", "nvtx3",
+})
+
+_CAPTURE_RE = re.compile(r"^(?P<base>.+?)\.(?P<k>\d+)(?:\.nsys-rep|\.sqlite|\.qdstrm)?$")
+_STEP_IN_NAME = re.compile(r"(?:^|[^a-z])step[_-]?(\d+)(?:[^0-9]|$)", re.IGNORECASE)
+
+
+def is_phase_range(domain: str | None) -> bool:
+    """True for ranges verl (or the user) made, False for library-internal NVTX domains."""
+    return not domain or domain.strip().lower() not in LIBRARY_DOMAINS
+
+
+@dataclass(frozen=True)
+class TopRange:
+    """A top-level verl range of a source (absolute UTC ns), for grouping files into steps."""
+
+    name: str
+    stage: str
+    start_ns: int
+    end_ns: int
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class SourceSteps:
+    """What the window stage learned about one source. Cheap to compute: NVTX + metadata only.
+
+    `path` is the local file (never written to outputs); `offset_ns` turns the source's own time
+    into absolute UTC ns (`abs = offset_ns + t`). `steps` are numbered once `resolve_steps` ran.
+    """
+
+    ident: SourceIdentity
+    path: str
+    offset_ns: int
+    steps: tuple[StepSpan, ...] = ()
+    top: tuple[TopRange, ...] = ()
+    unsteady: tuple[TopRange, ...] = ()
+    span: tuple[int, int] | None = None
+    notes: tuple[str, ...] = ()
+    tool_version: str | None = None     # nsys (or torch) version that wrote the source
+
+    @property
+    def has_step_ranges(self) -> bool:
+        return any(s.boundary == "nvtx_step" for s in self.steps)
+
+    @classmethod
+    def from_spans(cls, ident: SourceIdentity, spans: Sequence[StepSpan], path: str = "",
+                   unsteady: Sequence[TopRange] = ()) -> "SourceSteps":
+        """Wrap step spans another reader found (torch traces, memory snapshots)."""
+        spans = tuple(replace(s, source=s.source or ident.source) for s in spans)
+        lo = min((s.start_ns for s in spans), default=None)
+        hi = max((s.end_ns for s in spans), default=None)
+        return cls(ident, path, 0, spans, (), tuple(unsteady), (lo, hi) if lo is not None else None)
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-source discovery (nsys)
+# ----------------------------------------------------------------------------------------------
+
+
+def nsys_source_steps(path: str | Path, ident: SourceIdentity) -> SourceSteps:
+    """Step ranges, top-level stage ranges and unsteady ranges of one nsys export."""
+    with NsysExport.open(path) as db:
+        offset = db.session_start_ns()
+        ranges = db.nvtx_ranges()
+        notes = () if offset is not None else ("no TARGET_INFO_SESSION_START_TIME: times are relative",)
+        src = source_steps_from_ranges(ident, str(path), offset or 0, ranges, notes)
+        return replace(src, tool_version=db.nsys_version)
+
+
+def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: NvtxRanges,
+                             notes: tuple[str, ...] = ()) -> SourceSteps:
+    """Build a SourceSteps from already-read NVTX ranges (export-relative times)."""
+    from ..readers.nvtx_tree import RangeIndex
+
+    n = len(r)
+    if n == 0:
+        return SourceSteps(ident, path, offset, notes=notes + ("no NVTX ranges",))
+    keep = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
+    ix = RangeIndex.build(r)
+    pids = r.pid
+    steps: list[StepSpan] = []
+    top: list[TopRange] = []
+    unsteady: list[TopRange] = []
+    per_pid_k: dict[int, int] = {}
+    for i in range(n):
+        if not keep[i]:
+            continue
+        stage = canonical_stage(r.text[i], ident.role)
+        s_abs, e_abs = offset + int(r.start[i]), offset + int(r.end[i])
+        pid = int(pids[i])
+        if stage == "step":
+            k = per_pid_k.get(pid, 0) + 1
+            per_pid_k[pid] = k
+            steps.append(StepSpan(k, s_abs, e_abs, "nvtx_step", ident.source, (), pid))
+            continue
+        if stage in UNSTEADY_STAGES:
+            unsteady.append(TopRange(r.text[i], stage, s_abs, e_abs, pid))
+        p = ix.parent[i]
+        if p < 0 or not keep[p] or canonical_stage(r.text[p], ident.role) == "step":
+            top.append(TopRange(r.text[i], stage, s_abs, e_abs, pid))
+    span = (offset + int(r.start.min()), offset + int(r.end.max()))
+    return SourceSteps(ident, path, offset, tuple(steps), tuple(top), tuple(unsteady), span, notes)
+
+
+def steps_of_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
+    """Picklable per-artifact function for executors: (path, identity) -> SourceSteps."""
+    path, ident = item
+    return nsys_source_steps(path, ident)
+
+
+def identity_from_path(path: str | Path, source_kind: str | None = None) -> SourceIdentity:
+    """A best-effort identity from a file name alone: verl's naming patterns
+    (`stages/readers/naming.py`: role, rank, pid, capture range, step), else `<base>.<k>` ->
+    capture range k and a trailing number -> pid."""
+    from ..readers.naming import classify_name
+
+    name = Path(path).name
+    if source_kind is None:
+        source_kind = "torch" if name.endswith((".json", ".json.gz")) else (
+            "memory" if name.endswith((".pickle", ".pkl")) else "nsys")
+    stem = name
+    for suf in (".sqlite", ".nsys-rep", ".qdstrm"):
+        if stem.endswith(suf):
+            stem = stem[: -len(suf)]
+    cap = None
+    m = _CAPTURE_RE.match(stem)
+    if m and source_kind == "nsys":
+        cap = int(m.group("k"))
+    pid = None
+    mp = re.search(r"(?:^|_)(?:pid)?(\d{2,})(?:\.\d+)?$", stem)
+    if mp:
+        pid = int(mp.group(1))
+    hint = None
+    ms = _STEP_IN_NAME.search(stem)
+    if ms:
+        hint = int(ms.group(1))
+    role = rank = None
+    try:
+        info = classify_name(name)
+    except Exception:  # noqa: BLE001 - a name we cannot classify still gets the fallbacks above
+        info = None
+    if info is not None:
+        role, rank = info.role, info.rank
+        pid = info.pid if info.pid is not None else pid
+        cap = info.capture_range if info.capture_range is not None else cap
+        hint = info.step if info.step is not None else hint
+    return SourceIdentity(source=name, source_kind=source_kind, role=role, rank=rank, pid=pid,  # type: ignore[arg-type]
+                          step_hint=hint, capture_range=cap)
+
+
+def identity_from_artifact(a: Any) -> SourceIdentity:
+    """SourceIdentity of a gathered `Artifact` (stages/core/model.py)."""
+    kind = getattr(a.kind, "value", str(a.kind))
+    source_kind = "torch" if kind == "torch_trace" else "memory" if kind == "memory_snapshot" else "nsys"
+    steps = getattr(a, "steps", None)
+    return SourceIdentity(
+        source=a.rel, source_kind=source_kind, role=a.role, rank=a.rank, pid=a.pid,  # type: ignore[arg-type]
+        step_hint=a.step, capture_range=a.capture_range,
+        profiled_steps=tuple(range(steps[0], steps[1] + 1)) if steps else None,
+        step_range=tuple(steps) if steps else None)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------------------
+# Numbering steps across sources
+# ----------------------------------------------------------------------------------------------
+
+
+def _chain_key(src: SourceSteps) -> str:
+    """Files of one capture-range series share this key (`worker_process_1983` of `.1`, `.2` ...)."""
+    name = src.ident.source
+    for suf in (".sqlite", ".nsys-rep", ".qdstrm"):
+        if name.endswith(suf):
+            name = name[: -len(suf)]
+    m = _CAPTURE_RE.match(name)
+    return m.group("base") if m and src.ident.capture_range is not None else name
+
+
+def _numbers(count: int, ident: SourceIdentity, first_default: int = 1) -> list[int]:
+    """Step numbers for `count` consecutive step units of a source or chain."""
+    if ident.profiled_steps and len(ident.profiled_steps) >= count:
+        return list(ident.profiled_steps[:count])
+    start = ident.step_hint if ident.step_hint is not None else first_default
+    return list(range(start, start + count))
+
+
+def _capture_step(ident: SourceIdentity, first: SourceIdentity, i: int) -> int:
+    """Step of a one-step capture-range file: config's k-th profiled step, a name hint, else k."""
+    if ident.step_hint is not None:
+        return ident.step_hint
+    k = ident.capture_range or (i + 1)
+    ps = ident.profiled_steps or first.profiled_steps
+    if ps:
+        return ps[k - 1] if k <= len(ps) else ps[-1] + (k - len(ps))
+    return k
+
+
+def _segment_by_sequence(top: Sequence[TopRange]) -> list[list[TopRange]]:
+    """Cut a time-ordered run of stage ranges into steps where a stage repeats."""
+    groups: list[list[TopRange]] = []
+    seen: set[str] = set()
+    for t in sorted(top, key=lambda t: t.start_ns):
+        key = t.stage if t.stage != "other" else t.name
+        if not groups or key in seen:
+            groups.append([])
+            seen = set()
+        groups[-1].append(t)
+        seen.add(key)
+    return groups
+
+
+def _span_of(group: Sequence[TopRange]) -> tuple[int, int]:
+    return min(t.start_ns for t in group), max(t.end_ns for t in group)
+
+
+def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
+    """Number every source's steps (see the module docstring); returns new SourceSteps."""
+    out: dict[int, SourceSteps] = {}
+    # Reference timeline: controller-style step ranges of whole (non capture-range) sources.
+    reference: list[StepSpan] = []
+    chains: dict[str, list[int]] = {}
+    for i, src in enumerate(sources):
+        if src.ident.source_kind != "nsys" or (src.steps and not src.has_step_ranges):
+            out[i] = src  # torch / snapshot spans come numbered
+            continue
+        if src.ident.capture_range is not None:
+            chains.setdefault(_chain_key(src), []).append(i)
+            continue
+        if src.has_step_ranges:
+            steps = _renumber_step_ranges(src)
+            out[i] = replace(src, steps=tuple(steps))
+            reference.extend(steps)
+    for members in chains.values():
+        members.sort(key=lambda j: sources[j].ident.capture_range or 0)
+        units = _chain_units(sources, members, bool(reference))
+        n_groups = max((u[5] for u in units), default=-1) + 1
+        first = sources[members[0]].ident
+        if n_groups == len(members):  # one step per file: step k is capture range k (unless config says)
+            nums = [_capture_step(sources[j].ident, first, i) for i, j in enumerate(members)]
+        else:
+            nums = _numbers(n_groups, first, first.capture_range or 1)
+        per_member: dict[int, list[StepSpan]] = {j: [] for j in members}
+        for j, lo, hi, pid, boundary, group in units:
+            per_member[j].append(StepSpan(nums[group], lo, hi, boundary, sources[j].ident.source, (), pid))
+        for j in members:
+            if per_member[j] or not reference:
+                out[j] = replace(sources[j], steps=tuple(per_member[j]))
+    for i, src in enumerate(sources):
+        if i in out:
+            continue
+        if reference:
+            out[i] = replace(src, steps=tuple(_align(src, reference)))
+        elif src.top:
+            groups = _segment_by_sequence(src.top)
+            nums = _numbers(len(groups), src.ident)
+            out[i] = replace(src, steps=tuple(
+                StepSpan(n, *_span_of(g), "stage_sequence", src.ident.source, (), g[0].pid)
+                for n, g in zip(nums, groups)))
+        elif src.span is not None:
+            n = src.ident.step_hint or 1
+            out[i] = replace(src, steps=(StepSpan(n, src.span[0], src.span[1],
+                                                  "file_name" if src.ident.step_hint else "whole_file",
+                                                  src.ident.source, (), src.ident.pid),))
+        else:
+            out[i] = src
+    return [_flag_unsteady(out[i]) for i in range(len(sources))]
+
+
+def _renumber_step_ranges(src: SourceSteps) -> list[StepSpan]:
+    by_pid: dict[int | None, list[StepSpan]] = {}
+    for s in src.steps:
+        by_pid.setdefault(s.pid, []).append(s)
+    steps: list[StepSpan] = []
+    for pid_steps in by_pid.values():
+        pid_steps.sort(key=lambda s: s.start_ns)
+        nums = _numbers(len(pid_steps), src.ident)
+        steps.extend(replace(s, step=n) for s, n in zip(pid_steps, nums))
+    return steps
+
+
+_Unit = tuple  # (member index, start, end, pid, boundary, step group)
+
+
+def _chain_units(sources: Sequence[SourceSteps], members: list[int], aligned_later: bool) -> list[_Unit]:
+    """Step units of one capture-range series, each tagged with its step group (0, 1, ...)."""
+    units: list[_Unit] = []
+    if any(sources[j].has_step_ranges for j in members):
+        for j in members:
+            for s in sorted(sources[j].steps, key=lambda s: s.start_ns):
+                units.append((j, s.start_ns, s.end_ns, s.pid, "capture_range", len(units)))
+        return units
+    if aligned_later:
+        return []  # no own boundaries: aligned on the controller's step ranges instead
+    if len(members) == 1:
+        src = sources[members[0]]
+        groups = _segment_by_sequence(src.top) if src.top else []
+        if not groups and src.span is not None:
+            return [(members[0], src.span[0], src.span[1], src.ident.pid, "capture_range", 0)]
+        boundary = "stage_sequence" if len(groups) > 1 else "capture_range"
+        return [(members[0], *_span_of(g), g[0].pid, boundary, gi) for gi, g in enumerate(groups)]
+    # Several files without step ranges: discrete mode (one file per stage call) or continuous
+    # windows. Group all their stage calls, in time order, into steps by repeating stage.
+    calls: list[tuple[int, TopRange]] = []
+    for j in members:
+        src = sources[j]
+        tops = src.top or ((TopRange(src.ident.source, "other", *src.span, src.ident.pid),) if src.span else ())
+        calls.extend((j, t) for t in tops)
+    calls.sort(key=lambda c: c[1].start_ns)
+    groups: list[list[tuple[int, TopRange]]] = []
+    seen: set[str] = set()
+    for j, t in calls:
+        key = t.stage if t.stage != "other" else t.name
+        if not groups or key in seen:
+            groups.append([])
+            seen = set()
+        groups[-1].append((j, t))
+        seen.add(key)
+    for gi, g in enumerate(groups):
+        for j in dict.fromkeys(m for m, _ in g):
+            ts = [t for m, t in g if m == j]
+            units.append((j, min(t.start_ns for t in ts), max(t.end_ns for t in ts), ts[0].pid, "discrete", gi))
+    return units
+
+
+def _align(src: SourceSteps, reference: Sequence[StepSpan]) -> list[StepSpan]:
+    """Assign a source's top-level ranges to the reference step whose span holds their midpoint."""
+    spans: dict[int, list[int]] = {}
+    items = list(src.top) or ([TopRange(src.ident.source, "other", *src.span)] if src.span else [])
+    for t in items:
+        mid = (t.start_ns + t.end_ns) // 2
+        for ref in reference:
+            if ref.start_ns <= mid <= ref.end_ns:
+                lo_hi = spans.setdefault(ref.step, [t.start_ns, t.end_ns])
+                lo_hi[0] = min(lo_hi[0], t.start_ns)
+                lo_hi[1] = max(lo_hi[1], t.end_ns)
+                break
+    pid = items[0].pid if items else None
+    return [StepSpan(k, lo, hi, "aligned", src.ident.source, (), pid) for k, (lo, hi) in sorted(spans.items())]
+
+
+def _flag_unsteady(src: SourceSteps) -> SourceSteps:
+    """Mark steps holding save_checkpoint / testing ranges (they are not steady state)."""
+    if not src.unsteady or not src.steps:
+        return src
+    steps = []
+    for s in src.steps:
+        flags = {u.name for u in src.unsteady if s.start_ns <= u.start_ns < s.end_ns}
+        steps.append(replace(s, flags=tuple(sorted(set(s.flags) | flags))) if flags else s)
+    return replace(src, steps=tuple(steps))
+
+
+# ----------------------------------------------------------------------------------------------
+# Choosing
+# ----------------------------------------------------------------------------------------------
+
+
+def step_walls(sources: Iterable[SourceSteps]) -> dict[int, int]:
+    """Step number -> wall ns: the longest span any source saw for that step."""
+    walls: dict[int, int] = {}
+    for src in sources:
+        for s in src.steps:
+            walls[s.step] = max(walls.get(s.step, 0), s.wall_ns)
+    return walls
+
+
+def _fmt_ms(ns: int) -> str:
+    ms = ns / 1e6
+    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.1f} ms"
+
+
+def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> WindowChoice:
+    """Pick the steady-state step for the whole run and explain it in one line."""
+    walls = step_walls(sources)
+    all_spans = tuple(s for src in sources for s in src.steps)
+    if not walls:
+        return WindowChoice(None, "no step boundaries found (no step ranges, capture ranges or step names)",
+                            all_spans, ("no steps found",))
+    nums = sorted(walls)
+    listing = ", ".join(f"{n}: {_fmt_ms(walls[n])}" for n in nums)
+    warnings: list[str] = []
+    if len(nums) == 1:
+        chosen = nums[0]
+        warnings.append(f"only one step was profiled (step {chosen}): it may include warm-up costs")
+        reason = f"step {chosen}: the only profiled step ({listing})"
+    elif step == "auto":
+        later = nums[1:]
+        ordered = sorted(later, key=lambda n: (walls[n], n))
+        chosen = ordered[(len(ordered) - 1) // 2]
+        reason = (f"step {chosen}: median duration ({_fmt_ms(walls[chosen])}) of the steps after the first "
+                  f"({listing})")
+    else:
+        want = int(step)
+        if want not in walls:
+            if step == DEFAULT_STEP and want == DEFAULT_STEP:
+                later = nums[1:] or nums
+                ordered = sorted(later, key=lambda n: (walls[n], n))
+                chosen = ordered[(len(ordered) - 1) // 2]
+                reason = (f"step {chosen}: step {want} was not profiled, so the median-duration step "
+                          f"after the first ({listing})")
+            else:
+                raise VerlprofError(None, f"step {want} was not profiled; profiled steps: {listing}")
+        else:
+            chosen = want
+            how = "default" if want == DEFAULT_STEP else "--step"
+            extra = f"; step {nums[0]} warms up" if nums[0] < chosen else ""
+            reason = f"step {chosen} ({how}, {_fmt_ms(walls[chosen])}{extra}; profiled: {listing})"
+    flags = sorted({f for s in all_spans if s.step == chosen for f in s.flags})
+    if flags:
+        warnings.append(f"step {chosen} contains {', '.join(flags)} ranges: not a steady-state step")
+    return WindowChoice(chosen, reason, all_spans, tuple(warnings))
+
+
+def window_spans(src: SourceSteps, step: int | None) -> list[StepSpan]:
+    """The spans of `step` in one source (one per process; empty when the source lacks it)."""
+    if step is None:
+        return []
+    return [s for s in src.steps if s.step == step]
+
+
+def run_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> tuple[list[SourceSteps], WindowChoice]:
+    """Resolve step numbers across sources and choose the step: the whole window stage."""
+    resolved = resolve_steps(sources)
+    return resolved, choose_window(resolved, step)

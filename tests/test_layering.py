@@ -1,0 +1,154 @@
+"""The layout's dependency direction, checked on the source tree (issue 17).
+
+pipeline -> stages -> core: nothing under stages/ imports pipeline/; core/ imports nothing else of
+the project; readers/ and schema.py import only core (and readers); a stage package imports readers,
+schema, core, its own modules and other stages only through their package face (`..window`, never
+`..window.steps`); pipeline/ reaches a stage only through its face; and there is no cycle between
+stage packages. Every project import inside the package is relative.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE_PKGS = {"gather", "export", "scrub", "window", "summarize", "traces", "doctor"}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return "verlprof." + ".".join(parts)
+
+
+def _resolve(here: str, is_pkg: bool, node: ast.ImportFrom) -> list[str]:
+    """Absolute targets of one `from X import a, b` (a name may be a submodule)."""
+    if node.level:
+        base = here.split(".") if is_pkg else here.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        mod = ".".join(base + ([node.module] if node.module else []))
+    else:
+        mod = node.module or ""
+    out = []
+    for alias in node.names:
+        sub = f"{mod}.{alias.name}"
+        rel = sub.split(".", 1)[1].replace(".", "/") if sub.startswith("verlprof.") else ""
+        if rel and ((ROOT / (rel + ".py")).exists() or (ROOT / rel / "__init__.py").exists()):
+            out.append(sub)
+        else:
+            out.append(mod)
+    return out
+
+
+def _edges() -> list[tuple[str, str, str, bool]]:
+    """(importer module, imported module, file:line, relative?) for every project import."""
+    edges = []
+    for top in ("stages", "pipeline"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            here = _module_name(path)
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            for node in ast.walk(tree):
+                where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+                if isinstance(node, ast.ImportFrom):
+                    targets = _resolve(here, path.name == "__init__.py", node)
+                    for t in targets:
+                        if t == "verlprof" or t.startswith("verlprof."):
+                            edges.append((here, t, where, node.level > 0))
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.name.startswith("verlprof"):
+                            edges.append((here, alias.name, where, False))
+    return edges
+
+
+EDGES = _edges()
+
+
+def _layer(mod: str) -> tuple[str, str | None]:
+    """('pipeline'|'core'|'readers'|'schema'|'stage'|'stages-root', stage package or None)."""
+    p = mod.split(".")
+    if p[1] == "pipeline":
+        return "pipeline", None
+    if len(p) == 2:
+        return "stages-root", None
+    if p[2] == "core":
+        return "core", None
+    if p[2] == "readers":
+        return "readers", None
+    if p[2] == "schema":
+        return "schema", None
+    if p[2] in STAGE_PKGS:
+        return "stage", p[2]
+    return "unknown", None
+
+
+def test_walk_finds_the_imports() -> None:
+    # the walk itself must see real edges, or every rule below would pass vacuously
+    assert len(EDGES) > 100
+    assert any(a.startswith("verlprof.pipeline") and b.startswith("verlprof.stages.scrub") for a, b, *_ in EDGES)
+
+
+def test_project_imports_are_relative() -> None:
+    absolute = [w for _a, _b, w, rel in EDGES if not rel]
+    assert not absolute, f"absolute verlprof imports (use relative ones): {absolute[:10]}"
+
+
+@pytest.mark.parametrize("rule", ["stages-not-pipeline", "core-alone", "readers-below-stages",
+                                  "stage-faces", "pipeline-uses-faces"])
+def test_dependency_direction(rule: str) -> None:
+    bad = []
+    for a, b, where, _rel in EDGES:
+        la, sa = _layer(a)
+        lb, sb = _layer(b)
+        if la == "unknown" or lb == "unknown":
+            bad.append(f"{where}: unknown module {a} -> {b}")
+        elif rule == "stages-not-pipeline" and la != "pipeline" and lb == "pipeline":
+            bad.append(f"{where}: {a} -> {b}")
+        elif rule == "core-alone" and la == "core" and lb != "core":
+            bad.append(f"{where}: {a} -> {b}")
+        elif rule == "readers-below-stages" and la in ("readers", "schema") and lb not in ("readers", "core"):
+            bad.append(f"{where}: {a} -> {b}")
+        elif rule == "stage-faces" and la == "stage" and lb == "stage" and sa != sb \
+                and b != f"verlprof.stages.{sb}":
+            bad.append(f"{where}: {a} reaches into {b} (import the face verlprof.stages.{sb})")
+        elif rule == "pipeline-uses-faces" and la == "pipeline" and lb == "stage" and b != f"verlprof.stages.{sb}":
+            bad.append(f"{where}: {a} reaches into {b} (import the face verlprof.stages.{sb})")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_cycle_between_stage_packages() -> None:
+    graph: dict[str, set[str]] = {s: set() for s in STAGE_PKGS}
+    for a, b, _w, _r in EDGES:
+        (la, sa), (lb, sb) = _layer(a), _layer(b)
+        if la == lb == "stage" and sa != sb:
+            graph[sa].add(sb)
+    seen: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> None:
+        if seen.get(n) == 1:
+            raise AssertionError("cycle between stages: " + " -> ".join(path + [n]))
+        if seen.get(n) == 2:
+            return
+        seen[n] = 1
+        for m in sorted(graph[n]):
+            visit(m, path + [n])
+        seen[n] = 2
+
+    for n in sorted(graph):
+        visit(n, [])
+
+
+def test_faces_name_their_entry_points() -> None:
+    # each stage package's __init__ is short and declares what it exports
+    for pkg in sorted(STAGE_PKGS):
+        init = ROOT / "stages" / pkg / "__init__.py"
+        text = init.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        assert ast.get_docstring(tree), f"{init} has no docstring"
+        assert "__all__" in text, f"{init} declares no __all__"
+        defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert not defs, f"{init} defines code; it should only name entry points"
