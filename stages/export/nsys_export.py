@@ -182,7 +182,7 @@ def _export_qdstrm(artifact: Artifact, options: ExportOptions) -> ExportResult:
     st = _start(artifact, options)
     if st.used is not None:
         return st.used
-    qdstrm, beside_note, sha = st.path, st.beside_note, st.sha
+    qdstrm, sha = st.path, st.sha
     cached = _lookup_cache(sha, options)
     if cached is not None:
         return _result(artifact, "cached", cached, f"{artifact.rel}: imported and exported before (cache)",
