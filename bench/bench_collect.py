@@ -1,0 +1,182 @@
+"""Benchmark: `verlprof collect` end to end against `nsys stats` kernel summary, stage by stage.
+
+What a user waits for is `collect` (gather/hash, export, identify, scrub, window + summarize, window
+traces, check, publish), not summarize alone. This script times, in one run and on the same warm
+page cache:
+- `verlprof collect` of one replicated real export (100 MB, and 1 GB with --mb 1100), each stage's
+  time taken from the progress events collect emits (a stage runs from its first event to the next
+  stage's first), and the child's peak RSS;
+- `nsys stats -r cuda_gpu_kern_sum` (`gpukernsum` on nsys older than 2023) of the same file, the
+  one question a user would otherwise ask NVIDIA's tool;
+- `--many 8`: eight such reports in one collect, with `--jobs 1` and `--jobs <cores>`, for the
+  speed-up across cores.
+
+    python bench/make_big_sqlite.py --mb 100            # bench/data/big_100mb_p1.sqlite (made if missing)
+    python bench/bench_collect.py                       # 100 MB
+    python bench/bench_collect.py --mb 100 --mb 1100 --many 8
+
+Target (issue 11): 1 GB collect <= 2x `nsys stats` kernel sum alone; peak < 1 GB; 8 reports scale
+with the cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "data"
+
+# Runs in a child process so its peak RSS is collect's alone.
+_COLLECT = r"""
+import json, resource, sys, time
+from pathlib import Path
+from verlprof.pipeline.collect import CollectOptions, run_collect
+
+class StageClock:
+    '''A progress sink that notes when each stage first reports (collect's stages report in order).'''
+    def __init__(self):
+        self.starts = []
+    def add_task(self, name, **kw):
+        self.starts.append((name, time.perf_counter()))
+        return len(self.starts) - 1
+    def update(self, *a, **kw):
+        pass
+    def advance(self, *a, **kw):
+        pass
+
+srcs, out, work, jobs = [Path(p) for p in sys.argv[1].split(",")], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+clock = StageClock()
+t0 = time.perf_counter()
+res = run_collect(CollectOptions(sources=srcs, out=out, work_dir=work, jobs=jobs), progress=clock)
+t1 = time.perf_counter()
+stages = {}
+marks = clock.starts + [("end", t1)]
+first = marks[0][1] if marks else t1
+stages["setup"] = first - t0
+for (name, t), (_n, t_next) in zip(marks, marks[1:]):
+    stages[name] = stages.get(name, 0.0) + (t_next - t)
+print(json.dumps({"seconds": t1 - t0, "stages": stages,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _nsys() -> str | None:
+    return os.environ.get("VERLPROF_NSYS") or shutil.which("nsys")
+
+
+def _kernsum_report(nsys: str) -> str:
+    """`cuda_gpu_kern_sum` on nsys 2023+, `gpukernsum` before (probed from --help-reports)."""
+    out = subprocess.run([nsys, "stats", "--help-reports"], capture_output=True, text=True).stdout
+    return "cuda_gpu_kern_sum" if "cuda_gpu_kern_sum" in out else "gpukernsum"
+
+
+def _warm(paths: list[Path]) -> None:
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def run_collect(srcs: list[Path], jobs: int, tmp: Path) -> dict:
+    out, work = tmp / f"out_{len(srcs)}_{jobs}", tmp / f"work_{len(srcs)}_{jobs}"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    proc = subprocess.run([sys.executable, "-c", _COLLECT, ",".join(map(str, srcs)), str(out), str(work), str(jobs)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"collect failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_nsys_kernsum(nsys: str, report: str, src: Path, tmp: Path) -> dict:
+    """`nsys stats` in a child; peak RSS read with /usr/bin/time when present."""
+    cmd = [nsys, "stats", "-q", "-r", report, "--format", "csv", "-o", str(tmp / "kernsum"), "--force-overwrite",
+           "true", str(src)]
+    timer = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
+    rss = None
+    t0 = time.perf_counter()
+    if timer:
+        proc = subprocess.run([timer, "-f", "%M", *cmd], capture_output=True, text=True)
+        try:
+            rss = int(proc.stderr.strip().splitlines()[-1]) / 1024
+        except (ValueError, IndexError):
+            rss = None
+    else:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        return {"seconds": None, "rss_mb": rss, "error": proc.stderr.strip().splitlines()[-1:]}
+    return {"seconds": wall, "rss_mb": rss}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=int, action="append", help="export size(s) in MB (default 100)")
+    ap.add_argument("--many", type=int, default=0, help="also collect this many copies of the 100 MB export at once")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="workers for the --many run")
+    ap.add_argument("--tmp", type=Path, default=None, help="scratch folder (default: a temp dir)")
+    args = ap.parse_args()
+    sizes = args.mb or [100]
+    nsys = _nsys()
+    report = _kernsum_report(nsys) if nsys else None
+    tmp = args.tmp or Path(tempfile.mkdtemp(prefix="verlprof-bench-collect-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for mb in sizes:
+        src = DATA / f"big_{mb}mb_p1.sqlite"
+        if not src.exists():
+            subprocess.run([sys.executable, str(ROOT / "bench" / "make_big_sqlite.py"), "--mb", str(mb)], check=True)
+        _warm([src])
+        col = run_collect([src], 1, tmp)
+        ns = run_nsys_kernsum(nsys, report, src, tmp) if nsys else {"seconds": None, "rss_mb": None}
+        rows.append((f"{src.name}", src.stat().st_size / 1e6, col, ns))
+    print(f"{'input':24} {'MB':>6} {'collect s':>9} {'peak MB':>8} {'nsys s':>7} {'nsys MB':>8} {'ratio':>6}")
+    print("-" * 76)
+    for name, size, col, ns in rows:
+        ratio = f"{col['seconds'] / ns['seconds']:.2f}x" if ns.get("seconds") else "-"
+        nss = f"{ns['seconds']:.2f}" if ns.get("seconds") else "-"
+        nsm = f"{ns['rss_mb']:.0f}" if ns.get("rss_mb") else "-"
+        print(f"{name:24} {size:6.0f} {col['seconds']:9.2f} {col['rss_mb']:8.0f} {nss:>7} {nsm:>8} {ratio:>6}")
+    print(f"(nsys stats -r {report}; ratio = collect / nsys stats; the machine has {os.cpu_count()} cores)")
+    print()
+    print("collect, seconds per stage:")
+    names = []
+    for _n, _s, col, _ns in rows:
+        for k in col["stages"]:
+            if k not in names:
+                names.append(k)
+    print(f"{'input':24} " + " ".join(f"{n[:9]:>9}" for n in names))
+    for name, _s, col, _ns in rows:
+        print(f"{name:24} " + " ".join(f"{col['stages'].get(n, 0.0):9.2f}" for n in names))
+    if args.many:
+        src = DATA / "big_100mb_p1.sqlite"
+        copies = []
+        for i in range(args.many):
+            dst = tmp / "many" / f"rank{i}" / f"worker_process_{1000 + i}.sqlite"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if not dst.exists():
+                shutil.copyfile(src, dst)
+            copies.append(dst)
+        _warm(copies)
+        one = run_collect(copies, 1, tmp)
+        par = run_collect(copies, args.jobs, tmp)
+        print()
+        print(f"{args.many} reports of 100 MB in one collect: --jobs 1 {one['seconds']:.1f} s (peak {one['rss_mb']:.0f} MB), "
+              f"--jobs {args.jobs} {par['seconds']:.1f} s (peak {par['rss_mb']:.0f} MB): "
+              f"speed-up {one['seconds'] / par['seconds']:.2f}x (ideal {min(args.many, args.jobs)}x)")
+        for label, col in (("jobs 1", one), (f"jobs {args.jobs}", par)):
+            print(f"  {label:8} " + " ".join(f"{k}={v:.1f}" for k, v in col["stages"].items()))
+    if not args.tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
