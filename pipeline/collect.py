@@ -23,8 +23,10 @@ from typing import Any
 from ..stages import gather as gather_stage
 from ..stages.core import atomic
 from ..stages.core.done_records import default_work_dir
-from ..stages.core.errors import VerlprofError
-from ..stages.core.model import MANIFEST_VERSION, Artifact, ArtifactKind, StageOutcome
+from ..stages.core.errors import (ExitCode, IncompleteRunError, NothingSummarizedError, RefusedError,
+                                  VerlprofError, plain_reason)
+from ..stages.core.model import (DONE, FAILED, MANIFEST_VERSION, REUSED, SKIPPED, Artifact, ArtifactKind,
+                                 ArtifactStatus, StageOutcome, final_status)
 from . import stage_runs
 from .executors import Executor, make_executor, run_all
 
@@ -46,6 +48,7 @@ class CollectOptions:
     html: bool = False
     pack: bool = False
     traces: bool = True
+    strict: bool = False      # a failed artifact fails the run: no bundle (exit 3)
 
 
 @dataclass
@@ -60,9 +63,21 @@ class CollectResult:
     seconds: float = 0.0
     rows: Any = None          # the summary rows (phases/kernels/steps) written to OUT/summaries
     doctor: list[Any] = field(default_factory=list)   # after-run findings of `verlprof doctor`
+    statuses: list[ArtifactStatus] = field(default_factory=list)   # one final status per artifact
+    published: bool = True    # False: nothing (or, with --strict, not everything) was summarized
 
     def count(self, stage: str, status: str) -> int:
         return sum(1 for o in self.outcomes if o.stage == stage and o.status == status)
+
+    def with_status(self, *statuses: str) -> list[ArtifactStatus]:
+        return [s for s in self.statuses if s.status in statuses]
+
+    @property
+    def exit_code(self) -> int:
+        """0 every artifact summarized (or skipped on purpose); 3 some failed; 4 none summarized."""
+        if not self.with_status(DONE, REUSED):
+            return int(ExitCode.NOTHING)
+        return int(ExitCode.PARTIAL) if self.with_status(FAILED) else int(ExitCode.OK)
 
 
 def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor | None = None) -> CollectResult:
@@ -89,11 +104,11 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
     gathered = _gather(opts, salt, progress)
     if not gathered.artifacts:
         where = ", ".join(gathered.roots) or "the default locations"
-        raise VerlprofError(None, f"no profiler artifacts found in {where}")
+        raise NothingSummarizedError(None, f"no profiler artifacts found in {where}; no bundle written")
 
     outcomes: list[StageOutcome] = []
     exports = _export(nsys_inputs(gathered.artifacts), opts, executor, progress)
-    outcomes += _export_outcomes(exports)
+    outcomes += _export_outcomes(exports, gathered.artifacts)
     _identify_reports(gathered, exports, outcomes)
 
     staging = atomic.temp_sibling(opts.out)
@@ -103,7 +118,11 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         extra.update(_after_export(gathered, exports, opts, executor, progress, staging, outcomes, salt))
         rows = extra.pop("_rows", None)
         known = extra.pop("_known", None)
-        manifest = build_manifest(gathered, outcomes, salt, extra)
+        statuses = artifact_statuses(gathered.artifacts, outcomes)
+        manifest = build_manifest(gathered, outcomes, salt, extra, statuses)
+        result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
+                               rows=rows, statuses=statuses, published=False)
+        _refuse_incomplete(result, opts.strict, after_run_findings(gathered), t0)
         atomic.write_json(staging / "manifest.json", manifest)
         if opts.html and rows:
             from .report_html import render_run_report
@@ -119,11 +138,37 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         from .pack import pack_bundle
 
         pack_bundle(opts.out)
-    result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
-                           time.perf_counter() - t0)
-    result.rows = rows
+    result.published = True
+    result.seconds = time.perf_counter() - t0
     result.doctor = after_run_findings(gathered)
     return result
+
+
+def _refuse_incomplete(result: CollectResult, strict: bool, doctor: list[Any], t0: float) -> None:
+    """Publish nothing when nothing was summarized (exit 4), or, with --strict, when anything
+    failed (exit 3). The error carries the result, so the CLI still prints every row and reason."""
+    failed = result.with_status(FAILED)
+    if result.with_status(DONE, REUSED) and not (strict and failed):
+        return
+    result.seconds = time.perf_counter() - t0
+    result.doctor = doctor
+    if not result.with_status(DONE, REUSED):
+        skipped = result.with_status(SKIPPED)
+        why = failure_list(result) if failed else (
+            f"all {len(result.statuses)} artifacts skipped ({skipped[0].rel}: {skipped[0].reason})" if skipped
+            else f"{len(result.statuses)} artifacts")
+        raise NothingSummarizedError(None, f"nothing could be summarized: {why}; no bundle written", result)
+    raise IncompleteRunError(None, f"--strict: {failure_list(result)}; no bundle written", result)
+
+
+def failure_list(result: CollectResult, limit: int = 3) -> str:
+    """`2 of 9 artifacts failed (a.sqlite: why; b.json.gz: why)`: one line, names each file."""
+    failed = result.with_status(FAILED)
+    if not failed:
+        return f"0 of {len(result.statuses)} artifacts failed"
+    shown = "; ".join(f"{s.rel}: {s.reason}" for s in failed[:limit])
+    more = f"; and {len(failed) - limit} more (manifest.json lists them)" if len(failed) > limit else ""
+    return f"{len(failed)} of {len(result.statuses)} artifacts failed ({shown}{more})"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -187,13 +232,22 @@ def _export(inputs: list[Artifact], opts: CollectOptions, executor: Executor, pr
     return out
 
 
-def _export_outcomes(results: list[Any]) -> list[StageOutcome]:
+def _export_outcomes(results: list[Any], artifacts: list[Artifact]) -> list[StageOutcome]:
+    by_rel = {a.rel: a for a in artifacts}
     out = []
     for r in results:
         info = {k: v for k, v in (("nsys_version", r.nsys_version), ("export_schema", r.export_schema),
                                   ("seconds", round(r.seconds, 3))) if v}
-        out.append(StageOutcome("export", r.artifact, r.status, r.detail, info=info))
+        detail = _plain(r.detail, by_rel.get(r.artifact)) if r.status in ("failed", "skipped") else r.detail
+        out.append(StageOutcome("export", r.artifact, r.status, detail, info=info))
     return out
+
+
+def _plain(detail: str, art: Artifact | None) -> str:
+    """A failure's detail in plain words (errors.plain_reason), sized and kinded by its artifact."""
+    if art is None:
+        return plain_reason(detail)
+    return plain_reason(detail, path=art.rel, size=art.size, kind=art.kind.value)
 
 
 def _identify_reports(gathered: gather_stage.GatherResult, exports: list[Any],
@@ -213,7 +267,7 @@ def _identify_reports(gathered: gather_stage.GatherResult, exports: list[Any],
         try:
             ident = identify_report(r.sqlite, a.pid)
         except VerlprofError as exc:
-            outcomes.append(StageOutcome("identify", a.rel, "failed", str(exc)))
+            outcomes.append(StageOutcome("identify", a.rel, "failed", _plain(str(exc), a)))
             continue
         gathered.artifacts[i] = a.replace(
             role=a.role or ident.role,
@@ -323,7 +377,10 @@ def _scrub(inputs: list[_ScrubInput], options: Any, opts: CollectOptions, execut
     fresh_index = set(todo)
     for i, (item, res) in enumerate(zip(inputs, results)):
         status = "cached" if i not in fresh_index and res.status == "done" else res.status
-        outcomes.append(StageOutcome("scrub", item.artifact.rel, status, res.detail or ""))
+        detail = res.detail or ""
+        if status in ("failed", "refused", "skipped"):
+            detail = _plain(detail, item.artifact)
+        outcomes.append(StageOutcome("scrub", item.artifact.rel, status, detail))
     return [(item.artifact, res) for item, res in zip(inputs, results)]
 
 
@@ -340,23 +397,28 @@ def _jsonable(result: Any) -> dict[str, Any]:
 
 def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, executor: Executor, progress: Any,
                staging: Path, outcomes: list[StageOutcome]) -> dict[str, Any]:
-    """Window + summarize the scrubbed copies; write summaries, window traces and the HTML page."""
+    """Window + summarize the scrubbed copies; write summaries, window traces and the HTML page.
+
+    Every scrubbed artifact leaves one `summarize` outcome: done (it has rows), skipped (it holds
+    no part of the chosen step) or failed (its reader's reason in plain words)."""
     from ..stages import summarize as summarize_stage
     from ..stages.summarize import SummarizeOptions
     from ..stages.window import identity_from_artifact
 
     sopts = SummarizeOptions(step=opts.step, top=opts.top)
-    items = [(Path(res.dst), identity_from_artifact(art)) for art, res in scrubbed
-             if art.kind in (ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM,
-                             ArtifactKind.TORCH_TRACE)]
+    sources = [(art, res) for art, res in scrubbed if art.kind in (
+        ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.TORCH_TRACE)]
+    items = [(Path(res.dst), identity_from_artifact(art)) for art, res in sources]
     task = progress.add_task("summarize", total=None, last="")
-    result = stage_runs.summarize_sources(items, sopts, executor)
+    result = stage_runs.summarize_sources(items, sopts, executor, unreadable_raises=False)
+    step = result.choice.step if result.choice is not None else None
     rows = result.rows
     memory = [(art, res) for art, res in scrubbed if art.kind == ArtifactKind.MEMORY_SNAPSHOT]
-    rows = _add_memory(rows, memory, result.choice.step, sopts)
-    for source, err in result.errors:
-        outcomes.append(StageOutcome("summarize", source, "failed", err))
+    rows = _add_memory(rows, memory, step, sopts, outcomes)
+    outcomes += _source_outcomes([art for art, _ in sources], result, rows)
     progress.update(task, total=1, completed=1)
+    if result.choice is None:
+        return {}
     meta = summarize_stage.summary_metadata(
         inputs=[(art.rel, art.sha256) for art, _ in scrubbed],
         tools={"nsys": [o.info.get("nsys_version", "") for o in outcomes if o.stage == "export"],
@@ -364,10 +426,40 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
         choice=result.choice)
     summarize_stage.write_summaries(rows, staging / "summaries", meta)
     extra: dict[str, Any] = {"window": result.choice.to_manifest()}
-    if opts.traces:
+    if opts.traces and result.sources:
         extra["traces"] = _window_traces(result, scrubbed, staging, executor, progress, outcomes)
     extra["_rows"] = rows
     return extra
+
+
+def _source_outcomes(arts: list[Artifact], result: Any, rows: Any) -> list[StageOutcome]:
+    """One `summarize` outcome per nsys/torch source: failed, done (rows), or skipped and why."""
+    errors = dict(result.errors)
+    with_rows = {r.get("source") for name in ("phases", "kernels") for r in (rows or {}).get(name, [])}
+    steps_of = {src.ident.source: sorted({sp.step for sp in src.steps if sp.step is not None})
+                for src in result.sources}
+    step = result.choice.step if result.choice is not None else None
+    out = []
+    for art in arts:
+        if art.rel in errors:
+            out.append(StageOutcome("summarize", art.rel, "failed", _plain(errors[art.rel], art)))
+        elif art.rel in with_rows:
+            out.append(StageOutcome("summarize", art.rel, "done"))
+        else:
+            out.append(StageOutcome("summarize", art.rel, "skipped", _not_in_window(steps_of.get(art.rel), step)))
+    return out
+
+
+def _not_in_window(steps: list[int] | None, step: int | None) -> str:
+    """Why a readable source gave no rows, in the user's words (steps, not spans)."""
+    if step is None:
+        return "no step found in this run (no step ranges, no step in the file names)"
+    if not steps:
+        return f"no step found in it; the summary is of step {step}"
+    held = f"step {steps[0]}" if len(steps) == 1 else "steps " + ", ".join(map(str, steps))
+    if step in steps:
+        return f"no ranges inside step {step}"
+    return f"holds {held} only; the summary is of step {step}"
 
 
 def _trace_versions(scrubbed: list[tuple[Artifact, Any]]) -> dict[str, list[str]]:
@@ -393,18 +485,22 @@ def _trace_versions(scrubbed: list[tuple[Artifact, Any]]) -> dict[str, list[str]
     return found
 
 
-def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None, sopts: Any) -> Any:
-    """Fill `mem_peak_bytes` of the chosen step's phases from torch memory snapshots of that step."""
-    if not memory or step is None:
+def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None, sopts: Any,
+                outcomes: list[StageOutcome]) -> Any:
+    """Fill `mem_peak_bytes` of the chosen step's phases from torch memory snapshots of that step;
+    each snapshot leaves a `summarize` outcome (done, skipped: another step, failed: why)."""
+    if not memory:
         return rows
     from dataclasses import replace as _replace
 
     from ..stages.summarize import summarize_memory_snapshot
     from ..stages.window import identity_from_artifact
 
-    phases = list(rows.get("phases", []))
+    phases = list((rows or {}).get("phases", []))
     for art, res in memory:
-        if art.step is not None and art.step != step:
+        if step is None or (art.step is not None and art.step != step):
+            outcomes.append(StageOutcome("summarize", art.rel, "skipped",
+                                         _not_in_window([art.step] if art.step else None, step)))
             continue
         ident = identity_from_artifact(art)
         same_pid = [r for r in phases if r.get("pid") == art.pid] if art.pid is not None else []
@@ -416,9 +512,11 @@ def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None,
             else:
                 extra = summarize_memory_snapshot(Path(res.dst), ident, _replace(sopts, step=step))
                 phases += list(extra.get("phases", []))
-        except VerlprofError:
+        except VerlprofError as exc:
+            outcomes.append(StageOutcome("summarize", art.rel, "failed", _plain(str(exc), art)))
             continue
-    rows = dict(rows)
+        outcomes.append(StageOutcome("summarize", art.rel, "done"))
+    rows = dict(rows or {})
     rows["phases"] = phases
     return rows
 
@@ -445,7 +543,8 @@ def _window_traces(result: Any, scrubbed: list[tuple[Artifact, Any]], staging: P
     out = []
     for job, r in zip(jobs, run_all(executor, make_window_traces, jobs, None, lambda r: progress.advance(task))):
         if r.error is not None:
-            outcomes.append(StageOutcome("traces", job.source_rel, "failed", r.error))
+            outcomes.append(StageOutcome("traces", job.source_rel, "failed",
+                                         plain_reason(r.error, path=job.source_rel)))
         else:
             out.append(_trace_facts(r.value))
     return out
@@ -475,8 +574,8 @@ def _verify(staging: Path, progress: Any, known: Any = None) -> None:
     if findings:
         where = "; ".join(f"{Path(f.path).relative_to(staging) if Path(f.path).is_relative_to(staging) else f.path}"
                           f" {f.location} ({f.kind})" for f in findings[:5])
-        raise VerlprofError(None, f"refusing to publish: the checker found {len(findings)} possible secret(s) "
-                                  f"in the bundle: {where}")
+        raise RefusedError(None, f"refusing to publish: the checker found {len(findings)} possible secret(s) "
+                             f"in the bundle: {where}")
 
 
 def after_run_findings(gathered: gather_stage.GatherResult) -> list[Any]:
@@ -493,17 +592,54 @@ def after_run_findings(gathered: gather_stage.GatherResult) -> list[Any]:
         return []
 
 
+def artifact_statuses(artifacts: list[Artifact], outcomes: list[StageOutcome]) -> list[ArtifactStatus]:
+    """The final status of every artifact, in gather order (model.final_status over its outcomes).
+
+    Artifacts no stage reads on their own get a `summarize: skipped` outcome saying why: the run's
+    Hydra config, and an export lying beside its report (summarized as that report)."""
+    by_rel: dict[str, list[StageOutcome]] = {}
+    for o in outcomes:
+        by_rel.setdefault(o.artifact, []).append(o)
+    out = []
+    for a in artifacts:
+        mine = by_rel.get(a.rel, [])
+        if not mine:
+            why = _unread_reason(a)
+            if why:
+                outcomes.append(StageOutcome("summarize", a.rel, "skipped", why))
+                mine = [outcomes[-1]]
+        empty = plain_reason("empty file", size=0, kind=a.kind.value) if a.size == 0 and not mine else None
+        out.append(final_status(a.rel, mine, empty))
+    return out
+
+
+def _unread_reason(a: Artifact) -> str:
+    if a.kind == ArtifactKind.HYDRA_CONFIG:
+        return "the run's config: read for roles and steps, not summarized"
+    report = next((n.split("=", 1)[1] for n in a.notes if n.startswith("export_of=")), None)
+    if report:
+        return f"the export of {Path(report).name}: summarized as that report"
+    return ""
+
+
 def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutcome], salt: str,
-                   extra: dict[str, Any]) -> dict[str, Any]:
-    """manifest.json: relative names, salted host hashes, stage outcomes; no absolute path."""
+                   extra: dict[str, Any], statuses: list[ArtifactStatus] | None = None) -> dict[str, Any]:
+    """manifest.json: relative names, salted host hashes, stage outcomes, each artifact's final
+    status and reason, and a `status` block naming every failed artifact (so `verlprof summarize`
+    can say which runs are incomplete); no absolute path."""
     by_rel: dict[str, list[dict[str, Any]]] = {}
     for o in outcomes:
         by_rel.setdefault(o.artifact, []).append({"stage": o.stage, "status": o.status, "detail": o.detail, **o.info})
+    final = {s.rel: s for s in statuses or []}
     artifacts = []
     for a in gathered.artifacts:
         rec = a.to_manifest(salt)
         rec["stages"] = by_rel.get(a.rel, [])
+        if a.rel in final:
+            rec.update(final[a.rel].to_manifest())
         artifacts.append(rec)
+    if statuses is not None:
+        extra = {"status": status_block(statuses), **extra}
     return {
         "manifest_version": MANIFEST_VERSION,
         "verlprof_version": _verlprof_version(),
@@ -513,6 +649,18 @@ def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutc
         "artifacts": artifacts,
         "skipped": [{"rel": r, "reason": why} for r, why in gathered.skipped],
         **extra,
+    }
+
+
+def status_block(statuses: list[ArtifactStatus]) -> dict[str, Any]:
+    """The manifest's `status`: counts per final status, complete or not, and each failure."""
+    counts = {st: sum(1 for s in statuses if s.status == st) for st in (DONE, REUSED, SKIPPED, FAILED)}
+    return {
+        "complete": counts[FAILED] == 0,
+        "summarized": counts[DONE] + counts[REUSED],
+        **counts,
+        "failed_artifacts": [{"rel": s.rel, "stage": s.stage, "reason": s.reason}
+                             for s in statuses if s.status == FAILED],
     }
 
 

@@ -94,10 +94,15 @@ def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 
 
 def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
                       options: summarize_stage.SummarizeOptions | None = None,
-                      executor: Executor | None = None) -> summarize_stage.SummarizeResult:
+                      executor: Executor | None = None,
+                      unreadable_raises: bool = True) -> summarize_stage.SummarizeResult:
     """Window + summarize several sources (nsys exports; torch traces when their identity says
     `source_kind="torch"`): steps found in all of them, one step chosen for the run, each source
-    summarized in parallel on `executor` (inline by default)."""
+    summarized in parallel on `executor` (inline by default).
+
+    When no source is readable: raises a one-line VerlprofError, or, with `unreadable_raises=False`
+    (collect, which reports every source's own reason in its table), returns a result with no
+    sources, no choice (`choice=None`) and every source's error."""
     options = options or summarize_stage.SummarizeOptions()
     ex = executor or InlineExecutor()
     errors: list[tuple[str, str]] = []
@@ -111,6 +116,8 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
             srcs.append(res.value)
             kept.append((str(p), ident))
     if not srcs and errors:
+        if not unreadable_raises:
+            return summarize_stage.SummarizeResult([], None, {}, errors)  # type: ignore[arg-type]
         raise VerlprofError(None, f"no readable input: {errors[0][0]}: {errors[0][1]}")
     resolved, choice = run_window(srcs, options.step)
     jobs = [summarize_stage.summarize_job(p, ident, src, choice.step) for (p, ident), src in zip(kept, resolved)]

@@ -1,24 +1,37 @@
-"""`verlprof collect`: every stage over one run; a bundle that is safe to share."""
+"""`verlprof collect`: every stage over one run; a bundle that is safe to share.
+
+Why the exit code matters here: collect runs from post-run hooks and CI, where the status is all a
+script reads. 0: every artifact summarized; 3: bundle written, some artifacts failed (listed); 4:
+nothing summarized, no bundle; 2: bad usage; 1: `check` refused to publish. `--strict` makes 3 a
+failure without a bundle.
+"""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
+from rich.text import Text
 from rich.table import Table
 
 from ...stages.core.done_records import default_work_dir
-from ...stages.core.errors import VerlprofError
+from ...stages.core.errors import RunFailedError, VerlprofError
+from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
 from ..collect import CollectOptions, CollectResult, run_collect
 from ..progress import stage_progress
 
 _MAX_SOURCE_TABLES = 6  # phase tables printed; the rest are in summaries/phases.parquet
+_EPILOG = ("Exit codes: 0 every artifact summarized; 3 bundle written but some artifacts failed (listed; "
+           "--strict: no bundle); 4 nothing could be summarized (no bundle); 2 bad usage; "
+           "1 refused to publish: `verlprof check` found something.")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("collect")(collect)
+    app.command("collect", epilog=_EPILOG)(collect)
 
 
 def collect(
@@ -36,8 +49,10 @@ def collect(
     ray: bool = typer.Option(False, "--ray", help="Collect on every node of the running Ray cluster (address auto)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDRESS",
                                               help="Ray cluster address (implies --ray)."),
+    strict: bool = typer.Option(False, "--strict",
+                                help="Any failed artifact fails the run: no bundle is written (exit 3)."),
 ) -> None:
-    """Gather, export, scrub, window and summarize one verl run into OUT."""
+    """Gather, export, scrub, window and summarize one verl run into OUT (exit codes below)."""
     from ...stages.gather import default_sources
 
     srcs = list(sources or [])
@@ -50,10 +65,18 @@ def collect(
             raise VerlprofError(None, "no SOURCE given and no Ray nsight folder or ./outputs/profile found")
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     opts = CollectOptions(sources=srcs, out=out, work_dir=work or default_work_dir(), jobs=jobs, nsys=nsys,
-                          step=step_arg, top=top, html=html, pack=pack)
-    with stage_progress() as progress:
-        result = run_collect(opts, progress)
-    print_collect_table(result, Console())
+                          step=step_arg, top=top, html=html, pack=pack, strict=strict)
+    console = Console()
+    try:
+        with stage_progress() as progress:
+            result = run_collect(opts, progress)
+    except RunFailedError as err:
+        if err.result is not None:          # nothing (or, with --strict, not all) summarized
+            print_collect_table(err.result, console)
+        raise
+    print_collect_table(result, console)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
 
 
 def _collect_on_cluster(address: str, sources: list[Path], out: Path, work: Path | None, jobs: int | None,
@@ -84,37 +107,14 @@ def _int_step(step: str) -> int:
 
 
 def print_collect_table(result: CollectResult, console: Console) -> None:
-    """What was found, exported, scrubbed, skipped and why; then the chosen step's phases."""
-    table = Table(title=f"verlprof collect -> {result.out.name}", title_justify="left")
-    table.add_column("artifact", overflow="fold", ratio=3)
-    table.add_column("kind", no_wrap=True)
-    table.add_column("role/rank", no_wrap=True)
-    table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("export", no_wrap=True)
-    table.add_column("scrub", no_wrap=True)
-    table.add_column("note", overflow="fold", ratio=2)
-    by_art: dict[str, dict[str, tuple[str, str]]] = {}
-    for o in result.outcomes:
-        by_art.setdefault(o.artifact, {})[o.stage] = (o.status, o.detail)
-    for a in result.artifacts:
-        st = by_art.get(a.rel, {})
-        notes = [d.split(": ", 1)[-1] for s_, (stat, d) in st.items()
-                 if stat in ("failed", "skipped", "refused") and d]
-        who = "/".join(x for x in (a.role or "", "" if a.rank is None else f"r{a.rank}") if x)
-        table.add_row(a.rel, a.kind.value.replace("nsys_", "").replace("_", " "), who, _size(a.size),
-                      st.get("export", ("-", ""))[0], st.get("scrub", ("-", ""))[0], "; ".join(notes))
-    console.print(table)
+    """One row per artifact (final status, and why when not done), the closing line, the window
+    choice, the chosen step's phases, doctor's findings and where the bundle is."""
+    for line in artifact_lines(result, console.width):
+        console.print(line, overflow="fold", highlight=False, crop=False)
+    console.print(closing_line(result))
     counts = Counter(o.status for o in result.outcomes if o.stage == "export")
-    exported = counts.get("exported", 0)
-    parts = [f"{len(result.artifacts)} artifacts", f"{exported} exported"]
-    parts += [f"{n} {s}" for s, n in sorted(counts.items()) if s != "exported"]
-    if result.skipped:
-        reasons = Counter(why.split(" (")[0] for _, why in result.skipped)
-        parts.append(f"{len(result.skipped)} other files ignored ("
-                     + ", ".join(f"{n} {r}" for r, n in reasons.most_common(3)) + ")")
-    console.print(", ".join(parts) + f"; {result.seconds:.1f}s")
     reused = counts.get("cached", 0) + counts.get("beside", 0)
-    if reused and exported == 0:
+    if reused and counts.get("exported", 0) == 0:
         console.print(f"Exported nothing: {reused} report(s) reused from the export cache or their beside SQLite.")
     window = result.manifest.get("window") or {}
     if window:
@@ -134,7 +134,110 @@ def print_collect_table(result: CollectResult, console: Console) -> None:
         from .doctor_cmd import print_findings
 
         print_findings(result.doctor, console, title="doctor: after-run checks")
-    console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`)")
+    if not result.published:
+        console.print("[bold red]no bundle written[/bold red] (see the failed rows above)")
+    elif result.with_status(FAILED):
+        console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`; "
+                      f"[bold yellow]incomplete[/bold yellow]: {len(result.with_status(FAILED))} artifact(s) "
+                      "failed, listed in manifest.json)")
+    else:
+        console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`)")
+
+
+_STYLE = {DONE: "green", REUSED: "cyan", SKIPPED: "yellow", FAILED: "bold red"}
+_KIND = {"nsys_report": "report", "nsys_qdstrm": "qdstrm", "nsys_sqlite": "sqlite", "torch_trace": "trace",
+         "memory_snapshot": "memory", "hydra_config": "config"}
+
+
+def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
+    """The artifact table as printable lines (rich markup; reasons as indented paragraphs),
+    readable at 80 columns.
+
+    Why not a rich Table: with six columns at 80 columns every cell wrapped into a tower of
+    4-letter fragments. Here the fixed columns come first (status, size, kind, role/rank), the file
+    name fills the rest (grouped under its folder, shortened in the middle, never wrapped), and the
+    reason of a row that is not done gets its own indented line below it, the full width wide.
+    """
+    status_of = {s.rel: s for s in result.statuses}
+    notes: dict[str, list[str]] = {}
+    for o in result.outcomes:
+        if o.stage in ("identify", "traces") and o.status == "failed":
+            notes.setdefault(o.artifact, []).append(f"{o.stage}: {o.detail}")
+    whos = {a.rel: " ".join(x for x in ("" if a.rank is None else f"r{a.rank}", a.role or "") if x)
+            for a in result.artifacts}
+    who_w = min(16, max([3] + [len(w) for w in whos.values()]))
+    name_w = max(20, width - (7 + 1 + 9 + 1 + 6 + 1 + who_w + 1) - 3)
+    lines = [f"[bold]verlprof collect -> {result.out.name}[/bold]",
+             f"[dim]{'status':7} {'size':>9} {'kind':6} {'who':{who_w}}   artifact[/dim]"]
+    folder = None
+    for a in sorted(result.artifacts, key=lambda a: (str(Path(a.rel).parent), a.rel)):
+        parent, name = str(Path(a.rel).parent), Path(a.rel).name
+        if parent != folder:
+            folder = parent
+            lines.append(f"{'':{7 + 1 + 9 + 1 + 6 + 1 + who_w + 1}} [dim]{_esc(shorten(parent + '/', name_w))}[/dim]")
+        st = status_of.get(a.rel)
+        status = st.status if st else "-"
+        who = whos[a.rel] if len(whos[a.rel]) <= who_w else whos[a.rel][:who_w - 1] + "…"
+        lines.append(f"[{_STYLE.get(status, 'default')}]{status:7}[/] {_size(a.size):>9} "
+                     f"{_KIND.get(a.kind.value, a.kind.value):6} {_esc(who):{who_w}}   "
+                     f"{_esc(shorten(name, name_w - 2 if parent != '.' else name_w))}")
+        why = ([st.reason] if st and st.reason and st.status != DONE else []) + notes.get(a.rel, [])
+        for w in why:
+            lines.append(Padding(Text.assemble(("└ ", "dim"), w), (0, 0, 0, 8)))
+    return lines
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+_TIMESTAMP = re.compile(r"_\d{14,17}(?=\.)")   # verl's torch trace names end in a 17-digit timestamp
+
+
+def shorten(name: str, width: int) -> str:
+    """A file name in `width` columns: verl's trailing timestamp dropped first, then the middle
+    of the head, since names of one run differ at their end (step, rank, pid, extension)."""
+    if len(name) <= width:
+        return name
+    name = _TIMESTAMP.sub("", name)
+    if len(name) <= width:
+        return name
+    step_at = name.rfind("_step")
+    if 0 < step_at and len(name) - step_at < width:      # keep the step, rank, pid and extension
+        return "…" + name[-(width - 1):]
+    head = min(7, max(1, width // 4))
+    return name[:head] + "…" + name[-(width - head - 1):]
+
+
+def closing_line(result: CollectResult, max_named: int = 10) -> str:
+    """`9 artifacts: 1 summarized, 3 skipped, 5 failed: a.sqlite, b.json.gz; 2.8s` (rich markup).
+
+    What a reader of a CI log needs: how much of the run is in the bundle, and which files are not
+    (each failed file by its relative name; past `max_named`, a count per folder)."""
+    done, reused = len(result.with_status(DONE)), len(result.with_status(REUSED))
+    skipped, failed = len(result.with_status(SKIPPED)), result.with_status(FAILED)
+    parts = [f"{done + reused} summarized" + (f" ({reused} reused)" if reused else ""), f"{skipped} skipped",
+             f"[bold red]{len(failed)} failed[/bold red]" if failed else "0 failed"]
+    line = f"{len(result.artifacts)} artifacts: " + ", ".join(parts)
+    if failed:
+        line += ": " + _esc(", ".join(_short_rel(s.rel) for s in failed[:max_named]))
+        rest = failed[max_named:]
+        if rest:
+            where = Counter(str(Path(s.rel).parent) for s in rest)
+            line += _esc(f" and {len(rest)} more (" + ", ".join(f"{n} in {d}/" for d, n in where.most_common(3))
+                         + "; manifest.json lists them all)")
+    if result.skipped:
+        reasons = Counter(why.split(" (")[0] for _, why in result.skipped)
+        line += (f"; {len(result.skipped)} other files ignored ("
+                 + ", ".join(f"{n} {r}" for r, n in reasons.most_common(3)) + ")")
+    return line + f"; {result.seconds:.1f}s"
+
+
+def _short_rel(rel: str, width: int = 48) -> str:
+    p = Path(rel)
+    return rel if p.parent == Path(".") else f"{p.parent}/{shorten(p.name, max(20, width - len(str(p.parent))))}"
 
 
 def _size(n: int) -> str:

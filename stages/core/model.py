@@ -96,3 +96,61 @@ class StageOutcome:
     detail: str = ""
     outputs: dict[str, str] = field(default_factory=dict)  # name -> path (local, not for manifest)
     info: dict[str, Any] = field(default_factory=dict)     # JSON-safe facts for the manifest
+
+
+# ------------------------------------------------------------------------------------------------
+# Final status of one artifact
+# ------------------------------------------------------------------------------------------------
+
+#: The four final statuses an artifact's row ends with (README "Exit codes").
+DONE, REUSED, SKIPPED, FAILED = "done", "reused", "skipped", "failed"
+FINAL_STATUSES = (DONE, REUSED, SKIPPED, FAILED)
+
+#: Stages whose failure means the artifact is missing from the summary. A failed `identify` (role and
+#: rank unknown) or `traces` (no window trace) still leaves the artifact summarized: a note, not a failure.
+DATA_STAGES = ("export", "scrub", "summarize")
+_FAILED = ("failed", "refused")
+_FRESH = ("exported", "done")      # stage statuses that mean work was done in this run
+_REUSED = ("cached",)              # ... and those that mean a finished result was reused
+
+
+@dataclass(frozen=True)
+class ArtifactStatus:
+    """Where one artifact ended: its final status and, unless done, one line in plain words why.
+
+    Why a record of its own: the table row, the closing line, manifest.json and the exit code all
+    read this one verdict, so they cannot disagree.
+    """
+
+    rel: str
+    status: str                   # done | reused | skipped | failed
+    reason: str = ""              # plain words; empty when done
+    stage: str = ""               # the stage that failed or skipped it
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, **({"stage": self.stage} if self.stage else {})}
+
+
+def final_status(rel: str, outcomes: list[StageOutcome], empty_reason: str | None = None) -> ArtifactStatus:
+    """Reduce one artifact's stage outcomes (in stage order) to its final status.
+
+    Failed: a data stage failed or refused it, or export/scrub skipped it (its data is missing).
+    Skipped: summarize left it out on purpose (it holds no part of the chosen step).
+    `empty_reason`, when given, is why the artifact never entered a stage (an empty file): failed.
+    An artifact no stage touched and that is not empty (a Hydra config, an export read through its
+    report) is done. Details are expected in plain words already (see errors.plain_reason).
+    """
+    if empty_reason:
+        return ArtifactStatus(rel, FAILED, empty_reason, "gather")
+    for o in outcomes:
+        # export/scrub skipping an artifact (a .qdstrm nothing can import) leaves a hole in the run
+        missing = o.status in _FAILED or (o.status == "skipped" and o.stage != "summarize")
+        if o.stage in DATA_STAGES and missing:
+            return ArtifactStatus(rel, FAILED, o.detail or f"{o.stage} failed", o.stage)
+    for o in outcomes:
+        if o.stage == "summarize" and o.status == "skipped":
+            return ArtifactStatus(rel, SKIPPED, o.detail or f"skipped by {o.stage}", o.stage)
+    work = [o.status for o in outcomes if o.stage in ("export", "scrub")]
+    if any(s in _REUSED for s in work) and not any(s in _FRESH for s in work):
+        return ArtifactStatus(rel, REUSED)
+    return ArtifactStatus(rel, DONE)
