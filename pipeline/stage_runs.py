@@ -15,7 +15,7 @@ from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
 from ..stages.core import atomic
 from ..stages.core.done_records import DoneRecords, default_work_dir
-from ..stages.core.errors import BadInputError, VerlprofError
+from ..stages.core.errors import VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.core.model import Artifact
 from ..stages.window import SourceIdentity, SourceSteps, run_window
@@ -62,10 +62,9 @@ def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 
     ex = make_executor(jobs)
     pre = [S.ScrubTask(str(src), "", kind, rel) for src, rel, kind in items]
     id_results = run_all(ex, S.identities_task, [t for t in pre if t.kind in S.SCRUBBABLE], policy)
-    for r in id_results:
-        if r.error:
-            raise BadInputError(None, r.error)
-    options = S.build_options([r.value for r in id_results], policy, salt, include_local)
+    # An unreadable input is not fatal here: its own scrub task fails below with its reason, and
+    # the others are still scrubbed (exit 3, not 2: `verlprof scrub` follows collect's exit codes).
+    options = S.build_options([r.value for r in id_results if r.error is None], policy, salt, include_local)
     namer = S.Scrubber(policy, options.pseudonyms)
     tasks: list[S.ScrubTask] = []
     for t in pre:

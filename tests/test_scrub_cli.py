@@ -24,7 +24,7 @@ def test_scrub_folder_report_resume_and_refusal(tmp_path: Path) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
     args = ["scrub", str(src), "-o", str(out), "--work", str(work), "--no-local-env"]
     res = runner.invoke(app, args)
-    assert res.exit_code == 2, res.output          # the raw report was refused
+    assert res.exit_code == 3, res.output          # the raw report was refused, the rest written
     assert "refused" in res.output and "worker.nsys-rep" in res.output
     assert not (out / "worker.nsys-rep").exists() and not (out / "notes.txt").exists()
     outs = sorted(p.name for p in out.glob("*.sqlite"))
@@ -56,5 +56,6 @@ def test_scrub_single_file_and_bad_input_one_line(tmp_path: Path) -> None:
     bad.write_bytes(b"not sqlite at all")
     p = subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", "scrub", str(bad), "-o", str(tmp_path / "o.sqlite"),
                         "--work", str(tmp_path / "w"), "--no-local-env"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2
+    assert p.returncode == 4                        # nothing could be scrubbed
     assert "bad.sqlite" in p.stderr and not (tmp_path / "o.sqlite").exists()
+    assert "Traceback" not in p.stderr

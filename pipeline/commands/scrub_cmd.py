@@ -3,6 +3,10 @@
 Why both here: they are two halves of one promise. `scrub` writes secret-free copies (and checks
 them before it says so); `check` re-opens any files, a whole share bundle included, and exits 1
 when anything secret or personal remains, printing where and what kind, never the value.
+
+`scrub` follows collect's exit codes: 0 every input scrubbed; 3 some failed or were refused
+(listed, the rest written; `--strict`: nothing kept); 4 none could be scrubbed; 1 the check found
+something in the outputs (removed); 2 bad usage.
 """
 from __future__ import annotations
 
@@ -30,8 +34,10 @@ def scrub_command(
     jobs: int = typer.Option(1, "-j", "--jobs", help="Parallel workers (processes)."),
     work: Optional[Path] = typer.Option(None, "--work", help="Work folder for done records (default $VERLPROF_CACHE or ~/.cache/verlprof)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run `check` on the outputs and refuse them when anything remains."),
+    strict: bool = typer.Option(False, "--strict", help="Any failed or refused input fails the run: no output is kept (exit 3)."),
 ) -> None:
-    """Write scrubbed copies of profiler artifacts: nothing secret or personal leaves."""
+    """Write scrubbed copies of profiler artifacts: nothing secret or personal leaves (exit codes below)."""
+    from ...stages.core.errors import plain_reason
     from ...stages.scrub import format_findings
     from ..stage_runs import scrub_inputs
 
@@ -41,7 +47,7 @@ def scrub_command(
         if r.status in ("done", "cached"):
             typer.echo(f"{r.status:7} {r.rel} -> {r.dst}: {r.total} replacements")
         else:
-            typer.echo(f"{r.status:7} {r.rel}: {r.detail}", err=True)
+            typer.echo(f"{r.status:7} {r.rel}: {plain_reason(r.detail, path=r.rel)}", err=True)
     for s in run.skipped:
         typer.echo(f"skipped {s}: not a profiler artifact verlprof scrubs (not copied)")
     if run.report:
@@ -50,7 +56,38 @@ def scrub_command(
         typer.echo("check found secrets or personal data in the outputs; they were removed:", err=True)
         for line in format_findings(run.findings):
             typer.echo(f"  {line}", err=True)
-    raise typer.Exit(run.exit_code)
+    code = scrub_exit_code(run)
+    failed = [r.rel for r in run.results if r.status not in ("done", "cached")]
+    scrubbed = len(run.results) - len(failed)
+    typer.echo(f"{len(run.results)} inputs: {scrubbed} scrubbed, {len(failed)} failed"
+               + (f": {', '.join(failed)}" if failed else ""), err=bool(failed))
+    if code == 3 and strict:
+        _remove_outputs(run)
+        typer.echo("--strict: some inputs failed; no output kept", err=True)
+    elif code == 4:
+        typer.echo("nothing could be scrubbed", err=True)
+    raise typer.Exit(code)
+
+
+def scrub_exit_code(run) -> int:
+    """collect's rules for `scrub`: 1 check findings, 4 nothing scrubbed, 3 some failed, 0 all."""
+    from ...stages.core.errors import ExitCode
+
+    if run.findings:
+        return int(ExitCode.REFUSED)
+    ok = [r for r in run.results if r.status in ("done", "cached")]
+    if not ok:
+        return int(ExitCode.NOTHING) if run.results else int(ExitCode.OK)
+    return int(ExitCode.PARTIAL) if len(ok) < len(run.results) else int(ExitCode.OK)
+
+
+def _remove_outputs(run) -> None:
+    """--strict: take back every output this run lists (scrubbed copies and the report)."""
+    for r in run.results:
+        if r.status in ("done", "cached") and r.dst:
+            Path(r.dst).unlink(missing_ok=True)
+    if run.report:
+        Path(run.report).unlink(missing_ok=True)
 
 
 def check_command(
@@ -74,9 +111,14 @@ def check_command(
     typer.echo(f"verlprof check: no findings in {checker.files} file(s)")
 
 
+_EPILOG = ("Exit codes: 0 every input scrubbed; 3 some inputs failed or were refused (listed; --strict: "
+           "no output kept); 4 none could be scrubbed; 1 the check found secrets in the outputs (removed); "
+           "2 bad usage.")
+
+
 def register(app: typer.Typer) -> None:
     """Add `scrub` and `check` to the verlprof CLI."""
-    app.command("scrub")(scrub_command)
+    app.command("scrub", epilog=_EPILOG)(scrub_command)
     app.command("check")(check_command)
 
 
