@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from ..stages.core import atomic
 from ..stages.core.done_records import DoneRecords, default_work_dir
-from ..stages.core.errors import BadInputError, VerlprofError
+from ..stages.core.errors import BadInputError, ExitCode, VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.core.phases import canonical_stage
 from ..stages.schema import arrow_schema
@@ -42,7 +42,7 @@ from .executors import Executor, InlineExecutor, TaskResult, run_all
 from .progress import NoProgress
 
 #: Bump when the cached per-run payload changes shape: old done records are then ignored.
-CACHE_VERSION = 1
+CACHE_VERSION = 2       # 2: meta carries the bundle's failed artifacts
 STAGE = "summarize-run"
 
 #: Columns a bundle's table must have to be usable; every other schema column may be absent (null).
@@ -55,6 +55,7 @@ RUNS_SCHEMA = pa.schema([
     ("world_size", pa.int32()), ("roles", pa.list_(pa.string())), ("profiled_steps", pa.list_(pa.int32())),
     ("tool", pa.string()), ("date", pa.string()), ("config_hash", pa.string()), ("window_step", pa.int32()),
     ("artifacts", pa.int32()), ("phase_rows", pa.int64()), ("kernel_rows", pa.int64()),
+    ("failed_artifacts", pa.int32()),
 ], metadata={"verlprof.schema": "runs"})
 
 
@@ -96,12 +97,20 @@ class RunPayload:
 
 @dataclass
 class RunStatus:
-    """One line of the final table: a run that was summarised, reused from cache, or skipped."""
+    """One line of the final table: a run that was summarised, reused from cache, or skipped.
+
+    `failed` lists the artifacts its bundle's manifest records as failed ("rel: reason"): such a
+    run is summarised from what it has, and shown (and counted in the exit code) as incomplete."""
 
     run: str
     input: str
     status: str          # done | cached | skipped
     detail: str = ""
+    failed: tuple[str, ...] = ()
+
+    @property
+    def incomplete(self) -> bool:
+        return self.status != "skipped" and bool(self.failed)
 
 
 @dataclass
@@ -120,6 +129,18 @@ class BatchResult:
     @property
     def skipped(self) -> list[RunStatus]:
         return [r for r in self.runs if r.status == "skipped"]
+
+    @property
+    def incomplete(self) -> list[RunStatus]:
+        return [r for r in self.runs if r.incomplete]
+
+    @property
+    def exit_code(self) -> int:
+        """collect's rules over runs: 0 all summarised and complete; 3 some skipped or incomplete;
+        4 none summarised."""
+        if not self.ok:
+            return int(ExitCode.NOTHING)
+        return int(ExitCode.PARTIAL) if self.skipped or self.incomplete else int(ExitCode.OK)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -261,7 +282,21 @@ def run_metadata(manifest: dict[str, Any], phases: pa.Table, kernels: pa.Table) 
         "artifacts": len(arts),
         "phase_rows": phases.num_rows,
         "kernel_rows": kernels.num_rows,
+        "failed_artifacts": len(failed_artifacts(manifest)),
+        "failed": failed_artifacts(manifest),
     }
+
+
+def failed_artifacts(manifest: dict[str, Any]) -> list[str]:
+    """`rel: reason` of every artifact a bundle's manifest records as failed (collect's final
+    status per artifact; a merged cluster bundle keeps them too). Tolerant of any manifest shape."""
+    arts = manifest.get("artifacts")
+    out = []
+    for a in arts if isinstance(arts, list) else []:
+        if isinstance(a, dict) and a.get("status") == "failed":
+            reason = a.get("reason")
+            out.append(f"{a.get('rel')}: {reason}" if isinstance(reason, str) and reason else str(a.get("rel")))
+    return out
 
 
 def _str(v: Any) -> str | None:
@@ -456,8 +491,11 @@ def _write_table(path: Path, df: pd.DataFrame, schema: pa.Schema) -> None:
 def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: str | None = None,
                    executor: Executor | None = None, work_dir: str | Path | None = None,
                    html: bool = False, top_kernels: int = 20, collect_options: dict[str, Any] | None = None,
-                   on_done: Callable[[RunStatus], None] | None = None) -> BatchResult:
-    """Summarise every input, stack their tables, compare against the baseline; write OUT."""
+                   on_done: Callable[[RunStatus], None] | None = None, strict: bool = False) -> BatchResult:
+    """Summarise every input, stack their tables, compare against the baseline; write OUT.
+
+    With `strict`, a skipped or incomplete run means no output is written (the result still says
+    what happened to every run)."""
     out = Path(out)
     work = Path(work_dir) if work_dir is not None else default_work_dir()
     options = BatchOptions(work_dir=str(work), collect_options=collect_options)
@@ -488,7 +526,7 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
         cached = cache.load(item.bundle_hash) if item.bundle_hash else None
         if cached is not None:
             payloads[i] = cached
-            finish(i, RunStatus(rid, name, "cached"))
+            finish(i, RunStatus(rid, name, "cached", failed=_failed_of(cached)))
         else:
             todo.append(item)
 
@@ -500,7 +538,7 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
         payload: RunPayload = res.value
         cache.store(payload)
         payloads[item.index] = payload
-        finish(item.index, RunStatus(item.run, names[item.index], "done"))
+        finish(item.index, RunStatus(item.run, names[item.index], "done", failed=_failed_of(payload)))
 
     if todo:
         run_all(executor or InlineExecutor(), summarize_run, todo, options, on_done=done)
@@ -508,7 +546,7 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
     runs = [statuses[i] for i in range(len(names))]
     result = BatchResult(runs=runs, baseline=None)
     ok = [r for r in runs if r.status != "skipped"]
-    if not ok:
+    if not ok or (strict and result.exit_code != ExitCode.OK):
         return result
     result.baseline = pick_baseline(baseline, ok)
     ordered = [(statuses[i].run, payloads[i]) for i in range(len(names)) if i in payloads]
@@ -517,7 +555,8 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
     for i in range(len(names)):
         if i in payloads:
             meta_rows.append({"run": statuses[i].run, "input": Path(names[i]).name,
-                              "bundle_hash": payloads[i].bundle_hash, **payloads[i].meta})
+                              "bundle_hash": payloads[i].bundle_hash,
+                              **{k: v for k, v in payloads[i].meta.items() if k != "failed"}})
     result.meta = meta_rows
     out.mkdir(parents=True, exist_ok=True)
     _write_table(out / "runs.parquet", pd.DataFrame(meta_rows, columns=RUNS_SCHEMA.names), RUNS_SCHEMA)
@@ -539,6 +578,11 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
     return result
 
 
+def _failed_of(payload: RunPayload) -> tuple[str, ...]:
+    failed = payload.meta.get("failed") if isinstance(payload.meta, dict) else None
+    return tuple(str(f) for f in failed) if isinstance(failed, list) else ()
+
+
 def clear_cache(work_dir: str | Path) -> None:
     """Forget every cached per-run result (for `--fresh`)."""
     work = Path(work_dir)
@@ -549,6 +593,6 @@ def clear_cache(work_dir: str | Path) -> None:
 
 __all__ = [
     "BatchOptions", "BatchResult", "RunInput", "RunPayload", "RunStatus", "bundle_hash", "classify_input",
-    "clear_cache", "conform", "pick_baseline", "read_manifest", "read_summary_table", "run_ids",
+    "clear_cache", "failed_artifacts", "conform", "pick_baseline", "read_manifest", "read_summary_table", "run_ids",
     "run_metadata", "summarize_run", "summarize_runs",
 ]

@@ -357,13 +357,14 @@ def test_cli_summarize_table_html_and_exit_codes(tmp_path: Path, base_rows) -> N
     args = ["summarize", *map(str, paths.values()), str(tmp_path / "missing"), "-o", str(tmp_path / "out"),
             "--html", "-j", "1", "--work", str(tmp_path / "w")]
     res = runner.invoke(app, args, env={"COLUMNS": "200"})
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 3, res.output            # outputs written, one input skipped
     assert "generation" in res.output and "+50.0%" in res.output and "skipped" in res.output
+    assert "4 runs: 3 summarised, 0 incomplete, 1 skipped: missing" in res.output
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<svg" in page and "slow_gen" in page and "http" not in page and "<script" not in page
     bad = runner.invoke(app, ["summarize", str(tmp_path / "missing"), "-o", str(tmp_path / "o2"),
                               "--work", str(tmp_path / "w")])
-    assert bad.exit_code != 0 and isinstance(bad.exception, VerlprofError)
+    assert bad.exit_code != 0 and isinstance(bad.exception, VerlprofError) and bad.exception.exit_code == 4
     assert "none of the 1 inputs could be summarised" in str(bad.exception)
 
 

@@ -3,6 +3,10 @@
 Why a thin command: all the work is in `pipeline/batch.py` (testable without a terminal); this
 module parses flags, picks the executor (process pool by default, Ray tasks with `--ray`), draws the
 progress and the final rich tables, and turns "nothing usable" into a one-line error.
+
+Exit codes follow collect's: 0 every run summarised and complete; 3 outputs written but some runs
+were skipped or are incomplete (their bundle's manifest records failed artifacts); 4 none could be
+summarised; 2 bad usage. `--strict` makes 3 a failure without outputs.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ...stages.core.errors import VerlprofError
+from ...stages.core.errors import IncompleteRunError, NothingSummarizedError, VerlprofError
 
 console = Console()
 
@@ -61,15 +65,24 @@ def status_table(result: Any) -> Table:
     t.add_column("run")
     t.add_column("status")
     t.add_column("detail", overflow="fold")
-    colors = {"done": "green", "cached": "cyan", "skipped": "yellow"}
+    colors = {"done": "green", "cached": "cyan", "skipped": "yellow", "incomplete": "bold yellow"}
     for r in result.runs:
+        status = "incomplete" if r.incomplete else r.status
+        detail = r.detail
+        if r.incomplete:
+            shown = "; ".join(r.failed[:3]) + (f"; and {len(r.failed) - 3} more" if len(r.failed) > 3 else "")
+            detail = f"{len(r.failed)} artifact(s) failed in its collect: {shown}"
         t.add_row(r.run + (" (baseline)" if r.run == result.baseline else ""),
-                  f"[{colors.get(r.status, '')}]{r.status}[/]", r.detail)
+                  f"[{colors.get(status, '')}]{status}[/]", detail)
     return t
 
 
+_EPILOG = ("Exit codes: 0 every run summarized and complete; 3 outputs written but some runs were skipped or "
+           "are incomplete (listed; --strict: no outputs); 4 none could be summarized; 2 bad usage.")
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("summarize")
+    @app.command("summarize", epilog=_EPILOG)
     def summarize(
         inputs: List[Path] = typer.Argument(..., metavar="BUNDLE_OR_RUN...",
                                             help="collect outputs (bundles) or raw run folders (collected first)"),
@@ -84,6 +97,8 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(20, "--top", min=1, help="kernel changes kept per run"),
         metric: str = typer.Option("wall_ns", "--metric", help="metric of the terminal table: wall_ns, gpu_busy_ns, kernel_ns, comm_ns, idle_ns"),
         fresh: bool = typer.Option(False, "--fresh", help="ignore cached per-run results"),
+        strict: bool = typer.Option(False, "--strict",
+                                    help="a skipped or incomplete run fails the batch: no outputs (exit 3)"),
     ) -> None:
         """Compare many runs: stacked tables, per-stage deltas against a baseline, optional HTML."""
         from ...stages.core.done_records import default_work_dir
@@ -108,7 +123,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor, work_dir=work_dir,
-                                          html=html, top_kernels=top, on_done=progress)
+                                          html=html, top_kernels=top, on_done=progress, strict=strict)
         finally:
             close = getattr(executor, "close", None)
             if close:
@@ -117,5 +132,15 @@ def register(app: typer.Typer) -> None:
             console.print(comparison_table(result, metric))
         console.print(status_table(result))
         if not result.ok:
-            raise VerlprofError(None, f"none of the {len(inputs)} inputs could be summarised (see the table above)")
+            raise NothingSummarizedError(None, f"none of the {len(inputs)} inputs could be summarised "
+                                               "(see the table above)")
+        bad = [r.run for r in result.skipped] + [r.run for r in result.incomplete]
+        line = (f"{len(result.runs)} runs: {len(result.ok) - len(result.incomplete)} summarised, "
+                f"{len(result.incomplete)} incomplete, {len(result.skipped)} skipped")
+        console.print(line + (f": {', '.join(bad)}" if bad else ""), highlight=False)
+        if strict and result.exit_code:
+            raise IncompleteRunError(None, f"--strict: {len(bad)} run(s) skipped or incomplete "
+                                           f"({', '.join(bad)}); no outputs written")
         console.print(f"wrote {', '.join(p.name for p in result.outputs.values())} to {out}")
+        if result.exit_code:
+            raise typer.Exit(result.exit_code)
