@@ -65,7 +65,7 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("stage", pa.string(), "", "canonical stage of `phase`"),
         _c("kernel", pa.string(), "", "demangled kernel name (`other` row: everything past --top)"),
         _c("kernel_short", pa.string(), "", "short kernel name"),
-        _c("category", pa.string(), "", "gemm | attention | comm | memcpy | memset | elementwise | reduction | other"),
+        _c("category", pa.string(), "", "gemm | attention | comm | normalization | memcpy | memset | elementwise | reduction | other"),
         _c("count", pa.int64(), "", "instances"),
         _c("total_ns", pa.int64(), "ns", "summed duration", "lower"),
         _c("avg_ns", pa.float64(), "ns", "mean duration", "lower"),

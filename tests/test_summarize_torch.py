@@ -170,7 +170,7 @@ def test_kernel_rows_add_up_per_innermost_phase(rows2: dict, ref2: Reference) ->
     for r in rows2["kernels"]:
         got[r["phase"]] += r["count"]
         assert r["min_ns"] <= r["avg_ns"] <= r["max_ns"]
-        assert r["category"] in ("gemm", "attention", "comm", "elementwise", "reduction", "other")
+        assert r["category"] in ("gemm", "attention", "comm", "normalization", "elementwise", "reduction", "other")
     assert got == per_phase
     top50 = [r for r in rows2["kernels"] if r["phase"] == "train"]
     assert len(top50) <= 51 and top50[-1]["kernel"] == "other"   # train has > 50 distinct kernels

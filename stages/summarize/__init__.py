@@ -10,11 +10,12 @@ from .nsys import (
     summary_metadata,
     write_summaries,
 )
+from .kernel_category import CATEGORIES, categorize
 from .torch_profile import summarize_memory_snapshot
 from .types import SummarizeOptions, SummaryRows, merge_rows
 
 __all__ = [
     "SummarizeResult", "render_phase_table", "source_steps_item", "steps_rows", "summarize_any_item",
     "summarize_job", "summary_metadata", "write_summaries", "summarize_memory_snapshot",
-    "SummarizeOptions", "SummaryRows", "merge_rows",
+    "SummarizeOptions", "SummaryRows", "merge_rows", "CATEGORIES", "categorize",
 ]
