@@ -6,9 +6,14 @@ whatever scrub leaves behind, check agrees is clean, and anything check flags, s
 
 Three axes of detection, all driven by a `Policy` (stages/scrub_policy.toml, overridable):
   1. by value: values of secret-named variables found in the artifacts' own environment blocks (and
-     in the current environment) are replaced wherever they occur;
-  2. by pattern: provider token shapes (Hugging Face, OpenAI, GitHub, AWS, Slack, W&B, JWT, ...);
+     in the current environment) are replaced wherever they occur, also URL-, hex- and
+     base64-encoded;
+  2. by pattern: provider token shapes (Hugging Face, OpenAI, GitHub, AWS, Slack, W&B, JWT, ...),
+     anchored on what may precede a token in URLs and escapes (`%3Dhf_...`), not on `\b`;
   3. by name: `NAME=value`, `"name": "value"`, `--name value` where NAME looks secret.
+Then, for secrets that do not look like themselves (hidden.py): context rules (an AWS key id's
+unlabelled secret key), decode-then-scan (a hit in the URL/base64/hex-decoded form of a run
+redacts the run) and the entropy rule (random-looking runs outside an allowlist of harmless shapes).
 Personal data (host names, user names, home paths) becomes stable pseudonyms (`host-1`, `user-1`)
 shared by every artifact of one bundle through `Pseudonyms`; GPU UUIDs become salted hashes.
 """
@@ -27,6 +32,16 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..core.errors import BadInputError
+from .hidden import (
+    CONTEXT_HINTS,
+    CONTEXT_RULES,
+    EntropyRule,
+    EntropySettings,
+    compile_allow,
+    companion_spans,
+    encoded_runs,
+    encoded_value_forms,
+)
 
 REDACTED = "[REDACTED]"
 
@@ -39,6 +54,16 @@ KIND_HOME = "home_path"
 KIND_GPU = "gpu_uuid"
 KIND_PATH = "env_path"          # cosmetic (site-packages prefix), never a finding
 KIND_UNKNOWN = "unknown_metadata"
+KIND_ENTROPY = "entropy"                 # a random-looking run no other rule explained
+KIND_SPLIT = "split_value"               # a secret written across two adjacent NVTX ranges
+
+
+def encoded_kind(codec: str) -> str:
+    return f"encoded:{codec}"
+
+
+def context_kind(rule: str) -> str:
+    return f"context:{rule}"
 
 
 def pattern_kind(rule: str) -> str:
@@ -72,6 +97,20 @@ class Policy:
     trace_host_keys: tuple[str, ...] = ()
     trace_path_keys: tuple[str, ...] = ()
     gzip_level: int = 6
+    decode_enabled: bool = True
+    decode_min_base64: int = 16
+    decode_min_hex: int = 16
+    decode_min_printable: float = 0.85
+    decode_max_depth: int = 2
+    context_rules: tuple[str, ...] = ()
+    join_adjacent_nvtx: bool = True
+    entropy_enabled: bool = True
+    entropy_min_length: int = 20
+    entropy_base64_ratio: float = 0.8
+    entropy_hex_bits: float = 3.0
+    entropy_max_wordish: float = 0.5
+    entropy_allow_keys: tuple[str, ...] = ()
+    entropy_allow: tuple[tuple[str, str, tuple[str, ...]], ...] = ()   # (name, regex, examples)
     extra_values: tuple[str, ...] = ()   # known secrets given by the user (--values-file)
     source: str = "default"              # where the policy came from (for reports)
 
@@ -97,6 +136,20 @@ _POLICY_KEYS: dict[tuple[str, str], str] = {
     ("trace", "host_keys"): "trace_host_keys",
     ("trace", "path_keys"): "trace_path_keys",
     ("output", "gzip_level"): "gzip_level",
+    ("decode", "enabled"): "decode_enabled",
+    ("decode", "min_base64"): "decode_min_base64",
+    ("decode", "min_hex"): "decode_min_hex",
+    ("decode", "min_printable"): "decode_min_printable",
+    ("decode", "max_depth"): "decode_max_depth",
+    ("context", "enabled"): "context_rules",
+    ("context", "join_adjacent_nvtx"): "join_adjacent_nvtx",
+    ("entropy", "enabled"): "entropy_enabled",
+    ("entropy", "min_length"): "entropy_min_length",
+    ("entropy", "base64_ratio"): "entropy_base64_ratio",
+    ("entropy", "hex_bits"): "entropy_hex_bits",
+    ("entropy", "max_wordish"): "entropy_max_wordish",
+    ("entropy", "allow_keys"): "entropy_allow_keys",
+    ("entropy", "allow"): "entropy_allow",
 }
 
 
@@ -147,6 +200,9 @@ def _apply_sections(base: dict[str, Any], data: Mapping[str, Any], origin: str) 
                     except re.error as exc:
                         raise BadInputError(origin, f"custom pattern {k!r} is not a valid regex: {exc}") from None
                 base[fld] = (base.get(fld, ()) + items) if add else items
+            elif fld == "entropy_allow":
+                shapes = _allow_shapes(value, origin)
+                base[fld] = (base.get(fld, ()) + shapes) if add else shapes
             elif isinstance(value, list):
                 vals = tuple(str(v) for v in value)
                 base[fld] = (tuple(base.get(fld, ())) + vals) if add else vals
@@ -154,6 +210,27 @@ def _apply_sections(base: dict[str, Any], data: Mapping[str, Any], origin: str) 
                 if add:
                     raise BadInputError(origin, f"[{section}] {key}: only lists can be extended")
                 base[fld] = value
+
+
+def _allow_shapes(value: Any, origin: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """[entropy.allow.<name>] tables -> (name, regex, examples); each regex must cover its examples."""
+    from .hidden import verify_allow_examples
+
+    if not isinstance(value, Mapping):
+        raise BadInputError(origin, "[entropy] allow must be tables of regex = ..., examples = [...]")
+    shapes = []
+    for name, table in value.items():
+        if not isinstance(table, Mapping) or "regex" not in table:
+            raise BadInputError(origin, f"[entropy.allow.{name}] needs regex = '...' and examples = [...]")
+        try:
+            re.compile(str(table["regex"]))
+        except re.error as exc:
+            raise BadInputError(origin, f"[entropy.allow.{name}] regex is not valid: {exc}") from None
+        shapes.append((str(name), str(table["regex"]), tuple(str(e) for e in table.get("examples", ()))))
+    problems = verify_allow_examples(tuple(shapes))
+    if problems:
+        raise BadInputError(origin, problems[0])
+    return tuple(shapes)
 
 
 def default_policy_data() -> dict[str, Any]:
@@ -267,25 +344,65 @@ def _low_entropy(body: str) -> bool:
 
 _B = r"(?<![A-Za-z0-9])"      # left boundary that lets `_`/`-` precede (MY_hf_... still matches)
 _E = r"(?![A-Za-z0-9])"
+# Where a provider token may start: after any non-alphanumeric character, and also right after a
+# URL escape (`?token%3Dhf_...`), a C/JSON escape (`\nhf_`, `\x3dhf_`, `\u003dhf_`) whose last
+# character is alphanumeric. `\b` would miss all of those (gitleaks anchors the same way).
+_ESC = r"(?<=%[0-9A-Fa-f]{2})|(?<=\\[nrt])|(?<=\\x[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4})"
+_T = r"(?:(?<![A-Za-z0-9])|" + _ESC + ")"
 
 # name -> (regex, group to redact (0 = whole match), needs-entropy-check)
 PATTERN_RULES: dict[str, tuple[str, int, bool]] = {
     "private_key": (r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.|\n)*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", 0, False),
-    "hf": (_B + r"(?:hf_|api_org_)[A-Za-z0-9]{30,}" + _E, 0, True),
-    "anthropic": (_B + r"sk-ant-(?:api|admin|sid)\d{0,3}-[A-Za-z0-9_\-]{20,}", 0, True),
-    "openai": (_B + r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}", 0, True),
-    "github": (_B + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})" + _E, 0, True),
-    "gitlab": (_B + r"glpat-[A-Za-z0-9_\-]{20,}", 0, True),
-    "aws_key_id": (r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])", 0, True),
+    "hf": (_T + r"(?:hf_|api_org_)[A-Za-z0-9]{30,}" + _E, 0, True),
+    "anthropic": (_T + r"sk-ant-(?:api|admin|sid)\d{0,3}-[A-Za-z0-9_\-]{20,}", 0, True),
+    "openai": (_T + r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}", 0, True),
+    "github": (_T + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})" + _E, 0, True),
+    "gitlab": (_T + r"glpat-[A-Za-z0-9_\-]{20,}", 0, True),
+    "aws_key_id": (r"(?:(?<![A-Z0-9])|" + _ESC + r")(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])", 0, True),
     "aws_secret": (r"(?i)aws.{0,24}?(?:secret|sk).{0,16}?[\"'=:\s]+([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", 1, True),
-    "slack": (_B + r"(?:xox[abposre]-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+)", 0, False),
+    "slack": (_T + r"(?:xox[abposre]-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+)", 0, False),
     "wandb": (r"(?i)wandb.{0,48}?(?<![0-9a-f])((?:local-)?[0-9a-f]{40})(?![0-9a-f])", 1, True),
-    "jwt": (_B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", 0, False),
-    "google_api_key": (_B + r"AIza[0-9A-Za-z_\-]{35}", 0, True),
-    "stripe": (_B + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}", 0, True),
-    "npm": (_B + r"npm_[A-Za-z0-9]{36}" + _E, 0, True),
+    "jwt": (_T + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", 0, False),
+    "google_api_key": (_T + r"AIza[0-9A-Za-z_\-]{35}", 0, True),
+    "stripe": (_T + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}", 0, True),
+    "npm": (_T + r"npm_[A-Za-z0-9]{36}" + _E, 0, True),
     "url_credentials": (r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://([^/\s:@\"'\x00]{1,128}:[^/\s@\"'\x00]{1,256})@", 1, False),
     "bearer": (r"(?i)\b(?:bearer|authorization:\s*(?:basic|token|digest))\s+([A-Za-z0-9._~+/=\-]{12,})", 1, False),
+}
+
+# Every rule ships the strings it must catch and the look-alikes it must leave alone (FAKE values);
+# `verify_pattern_examples` checks them when the first Scrubber is built, and the tests run it too.
+PATTERN_EXAMPLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "private_key": (("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",),
+                    ("-----BEGIN PUBLIC KEY-----", "private_key_path=/etc/k.pem")),
+    "hf": (("hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o", "GET /m?token%3Dhf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o&x=1",
+            "log\\nhf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o", "{\\u0022t\\u0022:\\u0022hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o",
+            "MY_hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o"),
+           ("hf_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "shf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o", "hf_hub_download")),
+    "anthropic": (("sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe", "key%3Dsk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe"),
+                  ("sk-ant-api03-xxxxxxxxxxxxxxxxxxxxxxxx", "task-ant-colony")),
+    "openai": (("sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z", "q=1%26k%3Dsk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"),
+               ("risk-assessment-model-v2", "sk-xxxxxxxxxxxxxxxxxxxxxxxx", "desk-Ab3dEf6hIj9kLm2nOp5qRs8tUv1")),
+    "github": (("ghp_Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8", "https://x%40ghp_Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"),
+               ("ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "laghp_Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8")),
+    "gitlab": (("glpat-Xy7Zq2Wv9Ut4Rs6Po3Nm", "t%3Dglpat-Xy7Zq2Wv9Ut4Rs6Po3Nm"), ("glpat-xxxxxxxxxxxxxxxxxxxx",)),
+    "aws_key_id": (("AKIAZ7Q3XK4M9P2L8N5R", "id%3DAKIAZ7Q3XK4M9P2L8N5R", "keyAKIAZ7Q3XK4M9P2L8N5R"),
+                   ("AKIAXXXXXXXXXXXXXXXX", "XAKIAZ7Q3XK4M9P2L8N5R", "AKIAZ7Q3XK4M9P2L8N5R1")),
+    "aws_secret": (("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",),
+                   ("aws_region = us-east-1", "aws_secret_access_key = xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")),
+    "slack": (("xoxb-123456789012-abcdefGHIJKL", "h%3Dxoxb-123456789012-abcdefGHIJKL"), ("xox-tools",)),
+    "wandb": (("wandb login 5f0c3e9a1b7d24e8c6a90f1b3d5e7a9c2b4d6f80",),
+              ("commit 5f0c3e9a1b7d24e8c6a90f1b3d5e7a9c2b4d6f80", "wandb run 2")),
+    "jwt": (("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",),
+            ("eyJhbGciOiJIUzI1NiJ9",)),
+    "google_api_key": (("AIzaSyD3x9Q7pL2mK8vN4bR6tY1uW5eI0oA7sF3", "key%3DAIzaSyD3x9Q7pL2mK8vN4bR6tY1uW5eI0oA7sF3"),
+                       ("AIzaxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",)),
+    "stripe": (("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "k%3Dsk_live_4eC39HqLyjWDarjtT1zdp7dc"), ("sk_live_xxxxxxxxxxxxxxxxxxxx", "disk_test_run")),
+    "npm": (("npm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAB12", "t%3Dnpm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAB12"), ("npm_install_cache_dir",)),
+    "url_credentials": (("https://bob:hunter22@example.com/x", "git+ssh://u:p4ss@host/repo"),
+                        ("https://example.com/a:b@c", "user@host:/path")),
+    "bearer": (("Authorization: Bearer abcdefghijklmnop123", "authorization: basic dXNlcjpodW50ZXIyMg=="),
+               ("bearer of bad news", "Authorization: Bearer <token>")),
 }
 
 # Cheap literal pre-checks per rule: most strings contain none, so most regexes never run.
@@ -694,7 +811,59 @@ def fallback_pseudonym(kind: str, name: str, salt: str) -> str:
 # The scrubber
 # --------------------------------------------------------------------------------------------
 
+def sub_pattern(rx: re.Pattern[str], group: int, entropy: bool, s: str, kind: str, kinds: list[str]) -> str:
+    """Replace every match of one pattern rule (its `group`) unless the value is a placeholder."""
+    out: list[str] = []
+    last = 0
+    for m in rx.finditer(s):
+        val = m.group(group)
+        if not val or val == REDACTED or (entropy and _low_entropy(_token_body(val))) or is_placeholder(val):
+            continue
+        a, b = m.span(group)
+        if a < last:
+            continue
+        out.append(s[last:a])
+        out.append(REDACTED)
+        last = b
+        kinds.append(kind)
+    if not out:
+        return s
+    out.append(s[last:])
+    return "".join(out)
+
+
+def verify_pattern_examples() -> list[str]:
+    """Every rule against its own examples: each true positive redacted, each look-alike kept."""
+    problems = []
+    for name, (rx, group, entropy) in PATTERN_RULES.items():
+        comp = re.compile(rx)
+        tps, fps = PATTERN_EXAMPLES.get(name, ((), ()))
+        if not tps:
+            problems.append(f"pattern {name!r} has no true-positive examples")
+        for ex in tps:
+            kinds: list[str] = []
+            if not _hinted(name, ex) or sub_pattern(comp, group, entropy, ex, name, kinds) == ex:
+                problems.append(f"pattern {name!r} misses its example {ex!r}")
+        for ex in fps:
+            kinds = []
+            if _hinted(name, ex) and sub_pattern(comp, group, entropy, ex, name, kinds) != ex:
+                problems.append(f"pattern {name!r} flags its look-alike {ex!r}")
+    return problems
+
+
+_EXAMPLES_CHECKED: list[bool] = []
+
+
+def _check_examples_once() -> None:
+    if not _EXAMPLES_CHECKED:
+        problems = verify_pattern_examples()
+        if problems:
+            raise BadInputError("stages/scrub/secrets.py", problems[0])
+        _EXAMPLES_CHECKED.append(True)
+
+
 def _compile_patterns(policy: Policy) -> list[tuple[str, re.Pattern[str], int, bool]]:
+    _check_examples_once()
     out = []
     for name in policy.patterns:
         if name not in PATTERN_RULES:
@@ -738,8 +907,9 @@ class Scrubber:
         self._common = frozenset(w.lower() for w in policy.common_words)
         self._host_map = self.ps.host_map() if policy.pseudonymize_hosts else {}
         self._user_map = self.ps.user_map() if policy.pseudonymize_users else {}
-        # Known secret values: one alternation, longest first.
-        vals = [v for v in self.ps.secret_values if v]
+        # Known secret values, plain and encoded (URL, hex, base64): one alternation, longest first.
+        plain = [v for v in self.ps.secret_values if v]
+        vals = sorted(set(plain) | {f for v in plain for f in encoded_value_forms(v)}, key=lambda v: (-len(v), v))
         self._values_rx = re.compile("|".join(re.escape(v) for v in vals)) if vals else None
         self._value_firsts = frozenset(v[:3] for v in vals)
         # Known hosts/users as free words (long, uncommon ones only) and as path components.
@@ -758,6 +928,17 @@ class Scrubber:
         hint_words = sorted(set(policy.name_words) | set(policy.name_suffixes), key=len, reverse=True)
         self._name_hint = re.compile("(?i)" + "|".join(re.escape(w) for w in hint_words)) if hint_words else None
         self._gpu_bare_rx = re.compile("(?i)" + "|".join(re.escape(u) for u in self.ps.gpu_uuids)) if self.ps.gpu_uuids else None
+        # Secrets that do not look like themselves (hidden.py).
+        known_ctx = {r.name: r for r in CONTEXT_RULES}
+        for name in policy.context_rules:
+            if name not in known_ctx:
+                raise BadInputError(policy.source, f"unknown context rule {name!r} (known: {', '.join(known_ctx)})")
+        self._context = [known_ctx[n] for n in policy.context_rules]
+        self._allow_rx = compile_allow(policy.entropy_allow)
+        self._entropy = EntropyRule(EntropySettings(
+            policy.entropy_min_length, policy.entropy_base64_ratio, policy.entropy_hex_bits,
+            policy.entropy_max_wordish), self._allow_rx) if policy.entropy_enabled else None
+        self._entropy_keys = frozenset(k.lower() for k in policy.entropy_allow_keys)
 
     # -- public API ---------------------------------------------------------------------------
     def scrub(self, text: str, location: str) -> str:
@@ -787,15 +968,19 @@ class Scrubber:
         return tuple(k for k in hit[1] if k != KIND_PATH)
 
     def findings_uncached(self, text: str) -> tuple[str, ...]:
-        """`findings` for one-off large texts (raw-byte windows) that must not fill the cache."""
-        return tuple(k for k in self._apply(text)[1] if k != KIND_PATH) if text else ()
+        """`findings` for one-off large texts (raw-byte windows) that must not fill the cache.
+
+        Raw windows join unrelated cells with binary record headers, so the entropy rule (which
+        judges one string at a time) does not run on them."""
+        return tuple(k for k in self._apply(text, use_entropy=False)[1] if k != KIND_PATH) if text else ()
 
     def _key_class(self, key: str) -> int:
         """0 plain, 1 secret-named, 2 host key, 3 UUID key (cached: keys repeat)."""
         c = self._key_classes.get(key)
         if c is None:
             low = key.lower()
-            c = 1 if self.is_secret_name(key) else 2 if low in self._host_keys else 3 if low in _UUID_KEYS else 0
+            c = (1 if self.is_secret_name(key) else 2 if low in self._host_keys else 3 if low in _UUID_KEYS
+                 else 4 if low in self._entropy_keys else 0)
             if len(self._key_classes) < 50_000:
                 self._key_classes[key] = c
         return c
@@ -815,6 +1000,11 @@ class Scrubber:
             return REDACTED
         if c == 2:
             return value if self.is_clean_host(value) else self.host(value, location)
+        if c == 4:
+            out, kinds = self._apply(value, use_entropy=False)
+            for k in kinds:
+                self.counts[(k, location)] += 1
+            return out
         if self.policy.hash_gpu_uuids and _BARE_UUID.match(_strip_gpu(value)):
             return self.gpu(value, location)
         return self.scrub(value, location)
@@ -829,6 +1019,8 @@ class Scrubber:
             return (KIND_HOST,)
         if low in _UUID_KEYS and self.policy.hash_gpu_uuids and _BARE_UUID.match(_strip_gpu(value)):
             return (KIND_GPU,)
+        if low in self._entropy_keys:
+            return tuple(k for k in self._apply(value, use_entropy=False)[1] if k != KIND_PATH)
         return self.findings(value)
 
     def host(self, name: str, location: str) -> str:
@@ -860,13 +1052,17 @@ class Scrubber:
         return out
 
     # -- the rules ----------------------------------------------------------------------------
-    def _apply(self, text: str) -> tuple[str, tuple[str, ...]]:
+    def _apply(self, text: str, depth: int = 0, use_entropy: bool = True) -> tuple[str, tuple[str, ...]]:
+        """(cleaned text, kinds replaced). `depth` counts decodings already applied to `text`."""
         kinds: list[str] = []
         s = text
-        # 1. known secret values, wherever they are
+        # 1. known secret values (plain and encoded), wherever they are
         if self._values_rx is not None and any(f in s for f in self._value_firsts):
             s, n = self._values_rx.subn(REDACTED, s)
             kinds += [KIND_VALUE] * n
+        # 1b. companions of anchor tokens (before the anchors themselves are replaced)
+        if self._context:
+            s = self._sub_context(s, kinds)
         # 2. provider token shapes
         for name, rx, group, entropy in self._patterns:
             if not _hinted(name, s):
@@ -896,24 +1092,48 @@ class Scrubber:
             if s2 != s:
                 kinds.append(KIND_PATH)
                 s = s2
+        # 5. encoded runs whose decoded form holds anything above
+        if self.policy.decode_enabled and depth < self.policy.decode_max_depth and len(s) >= 8:
+            s = self._sub_encoded(s, depth, kinds, use_entropy)
+        # 6. random-looking runs no rule explained
+        if use_entropy and self._entropy is not None and len(s) >= self.policy.entropy_min_length:
+            s = _replace_spans(s, self._entropy.spans(s), KIND_ENTROPY, kinds)
         return s, tuple(kinds)
 
     def _sub_pattern(self, rx: re.Pattern[str], group: int, entropy: bool, s: str, kind: str, kinds: list[str]) -> str:
+        return sub_pattern(rx, group, entropy, s, kind, kinds)
+
+    def _sub_context(self, s: str, kinds: list[str]) -> str:
+        """Context rules: an anchor token (AWS key id, OAuth client id) redacts its companions."""
+        for rule in self._context:
+            if not any(h in s for h in CONTEXT_HINTS.get(rule.name, ())):
+                continue
+            s = _replace_spans(s, companion_spans(rule, s), context_kind(rule.name), kinds)
+        return s
+
+    def _sub_encoded(self, s: str, depth: int, kinds: list[str], use_entropy: bool) -> str:
+        """Decode-then-scan: a run whose URL/base64/hex-decoded form holds a finding is redacted whole."""
+        pol = self.policy
+        spans: list[tuple[int, int]] = []
+        codecs: list[str] = []
+        for run in encoded_runs(s, pol.decode_min_base64, pol.decode_min_hex, pol.decode_min_printable, self._allow_rx):
+            if spans and spans[-1] == (run.start, run.end):
+                continue
+            inner = self._apply(run.decoded, depth + 1, use_entropy)[1]
+            if any(k != KIND_PATH for k in inner):
+                spans.append((run.start, run.end))
+                codecs.append(run.codec)
+        if not spans:
+            return s
         out: list[str] = []
         last = 0
-        for m in rx.finditer(s):
-            val = m.group(group)
-            if not val or val == REDACTED or (entropy and _low_entropy(_token_body(val))) or is_placeholder(val):
-                continue
-            a, b = m.span(group)
+        for (a, b), codec in zip(spans, codecs):
             if a < last:
                 continue
             out.append(s[last:a])
             out.append(REDACTED)
             last = b
-            kinds.append(kind)
-        if not out:
-            return s
+            kinds.append(encoded_kind(codec))
         out.append(s[last:])
         return "".join(out)
 
@@ -979,6 +1199,23 @@ class Scrubber:
         return self._free_rx.sub(rep, s)  # type: ignore[union-attr]
 
 
+def _replace_spans(s: str, spans: list[tuple[int, int]], kind: str, kinds: list[str]) -> str:
+    """`s` with each (sorted, non-overlapping) span replaced by REDACTED, one `kind` per span."""
+    if not spans:
+        return s
+    out: list[str] = []
+    last = 0
+    for a, b in sorted(spans):
+        if a < last:
+            continue
+        out.append(s[last:a])
+        out.append(REDACTED)
+        last = b
+        kinds.append(kind)
+    out.append(s[last:])
+    return "".join(out)
+
+
 _ENV_PREFIX = re.compile(r"(?<![A-Za-z0-9_.\-])(?:[A-Za-z]:)?(?:[/\\][^/\\\s\"'\x00:;,()\[\]]*)+?[/\\](?P<pk>(?:site|dist)-packages[/\\])")
 
 
@@ -999,7 +1236,7 @@ def _strip_gpu(value: str) -> str:
 
 
 def _token_body(val: str) -> str:
-    m = re.match(r"^(?:[A-Za-z]{1,12}[_\-]){1,3}(.+)$", val)
+    m = re.match(r"^(?:[A-Za-z][A-Za-z0-9]{0,11}[_\-]){1,3}(.+)$", val)
     return m.group(1) if m else val
 
 
