@@ -13,7 +13,10 @@ and kind, never by value:
 - pickles only through the restricted unpickler (a hostile pickle is a finding, never executed);
 - anything else as text lines, or as raw bytes when binary.
 
-Detection is `Scrubber.findings`, the same code path scrub uses to replace, so the two agree.
+Detection is `Scrubber.findings`, the same code path scrub uses to replace, so the two agree: the
+same decoders (URL, base64, hex), context rules and entropy rule run on every parsed string, and
+adjacent NVTX ranges of one thread are scanned joined as scrub does. Raw-byte windows (free pages,
+huge text lines) skip only the entropy rule: they glue unrelated cells together.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from typing import IO, Any, Iterable, Iterator
 from ..core.errors import BadInputError
 from ..readers.memory_snapshot import loads_restricted
 from .secrets import (
+    KIND_SPLIT,
     _PATTERN_HINTS,
     _PATTERN_IHINTS,
     Identities,
@@ -44,7 +48,7 @@ from .secrets import (
     _hint_windows,
     load_policy,
 )
-from .sqlite import SQLITE_MAGIC, iter_text_cells
+from .sqlite import SPLIT_LOCATION, SQLITE_MAGIC, iter_adjacent_nvtx, iter_text_cells
 from .sqlite import _uri as sqlite_uri
 from .trace import JsonEventStream
 
@@ -185,6 +189,10 @@ class Checker:
                     kinds = self.sc.keyed_findings(col, text)
                     if kinds:
                         self._hit(display, f"{table}.{col}", f"rowid {rid}", kinds)
+                if self.policy.join_adjacent_nvtx:
+                    for first, second in iter_adjacent_nvtx(conn):
+                        if any(self.sc.joined_halves(first[2], second[2])):
+                            self.sink.add(display, SPLIT_LOCATION, KIND_SPLIT, f"rowid {first[0]}")
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:

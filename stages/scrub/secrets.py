@@ -902,6 +902,7 @@ class Scrubber:
         self.is_secret_name = NameRule(policy)
         self.counts: Counter[tuple[str, str]] = Counter()
         self._cache: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._join_cache: dict[tuple[str, str], tuple[bool, bool]] = {}
         self._patterns = _compile_patterns(policy)
         self._keep_users = frozenset(policy.keep_users)
         self._common = frozenset(w.lower() for w in policy.common_words)
@@ -973,6 +974,25 @@ class Scrubber:
         Raw windows join unrelated cells with binary record headers, so the entropy rule (which
         judges one string at a time) does not run on them."""
         return tuple(k for k in self._apply(text, use_entropy=False)[1] if k != KIND_PATH) if text else ()
+
+    def joined_halves(self, a: str, b: str) -> tuple[bool, bool]:
+        """Which of two adjacent texts (NVTX ranges of one thread) hold part of a secret that only
+        their concatenation shows. Shape rules only (values, patterns, names, context, decoders):
+        the entropy rule would glue a phase name (`step`) to whatever random text follows it."""
+        if not a or not b:
+            return (False, False)
+        key = (a, b)
+        hit = self._join_cache.get(key)
+        if hit is None:
+            out, kinds = self._apply(a + b, use_entropy=False)
+            if any(k != KIND_PATH for k in kinds):
+                hit = (not out.startswith(a), not out.endswith(b))
+            else:
+                hit = (False, False)
+            if len(self._join_cache) >= self.CACHE_MAX:
+                self._join_cache.clear()
+            self._join_cache[key] = hit
+        return hit
 
     def _key_class(self, key: str) -> int:
         """0 plain, 1 secret-named, 2 host key, 3 UUID key (cached: keys repeat)."""

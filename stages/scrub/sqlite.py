@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..core.errors import BadInputError
-from .secrets import KIND_GPU, Identities, IdentityCollector, Policy, Scrubber
+from .secrets import KIND_GPU, KIND_SPLIT, REDACTED, Identities, IdentityCollector, Policy, Scrubber
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -202,7 +202,10 @@ def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubSta
             out.execute(f"PRAGMA {pragma}")
         out.execute("ATTACH DATABASE ? AS src", (_uri(src),))
         _register(out, scrubber)
-        return _copy(out, src, src_tables, scrubber)
+        stats = _copy(out, src, src_tables, scrubber)
+        if scrubber.policy.join_adjacent_nvtx:
+            redact_split_nvtx(out, scrubber)
+        return stats
     except sqlite3.DatabaseError as exc:
         raise BadInputError(src, f"corrupt SQLite database ({exc})") from None
     finally:
@@ -337,6 +340,77 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
     out.commit()
     out.execute("DETACH DATABASE src")
     return SqliteScrubStats(kept, dropped, filtered, strings_kept, strings_total, cols_dropped)
+
+
+# --------------------------------------------------------------------------------------------
+# Split values: a secret written across two adjacent NVTX ranges of one thread
+# --------------------------------------------------------------------------------------------
+
+NVTX_TABLE = "NVTX_EVENTS"
+SPLIT_LOCATION = "NVTX_EVENTS.text (joined with the next range of its thread)"
+
+
+def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[tuple[int, Any, str], tuple[int, Any, str]]]:
+    """Pairs ((rowid, textId, text), (rowid, textId, text)) of NVTX events that follow each other
+    on one thread, ordered by start; text from the `text` column (textId None) or else from
+    StringIds via `textId`.
+
+    Why pairs in start order: `nvtx.annotate(f"...{tok[:8]}")` then `(f"{tok[8:]}...")` writes a
+    token across two ranges that no rule sees whole; verl pushes one range after another per thread.
+    """
+    tables = set(list_tables(conn, schema))
+    if NVTX_TABLE not in tables:
+        return
+    cols = {c[0] for c in table_columns(conn, NVTX_TABLE, schema)}
+    if "start" not in cols or not ({"text", "textId"} & cols):
+        return
+    tid = "e.globalTid" if "globalTid" in cols else "0"
+    text = "e.text" if "text" in cols else "NULL"
+    has_ids = "textId" in cols and STRING_TABLE in tables
+    sid = "e.textId" if has_ids else "NULL"
+    join = f" LEFT JOIN {schema}.{_q(STRING_TABLE)} s ON s.id = e.textId" if has_ids else ""
+    sval = "s.value" if has_ids else "NULL"
+    cur = conn.execute(f"SELECT e.rowid, {tid}, {sid}, {text}, {sval} FROM {schema}.{_q(NVTX_TABLE)} e{join} "
+                       f"ORDER BY {tid}, e.start, e.rowid")
+    prev: tuple[Any, tuple[int, Any, str]] | None = None
+    for rid, gtid, text_id, own, shared in cur:
+        # The text column wins (as in readers/nsys_sqlite.py); textId is reported only when used.
+        val, text_id = (own, None) if own is not None else (shared, text_id)
+        if isinstance(val, bytes):
+            val = val.decode("latin-1")
+        if not isinstance(val, str) or not val:
+            prev = None
+            continue
+        item = (rid, text_id, val)
+        if prev is not None and prev[0] == gtid:
+            yield prev[1], item
+        prev = (gtid, item)
+
+
+def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
+    """Redact both halves of every secret split across adjacent NVTX ranges; return halves redacted.
+
+    A half held in `text` is replaced in its row; a half held in StringIds is replaced there (every
+    range naming that same string loses it too, which is what a secret half deserves).
+    """
+    rows: set[int] = set()
+    sids: set[int] = set()
+    for first, second in iter_adjacent_nvtx(conn):
+        hit = scrubber.joined_halves(first[2], second[2])
+        for half, involved in zip((first, second), hit):
+            if involved:
+                if half[1] is not None and isinstance(half[1], int):
+                    sids.add(half[1])
+                else:
+                    rows.add(half[0])
+    if not rows and not sids:
+        return 0
+    conn.executemany(f"UPDATE {_q(NVTX_TABLE)} SET text = ? WHERE rowid = ?", [(REDACTED, r) for r in sorted(rows)])
+    conn.executemany(f"UPDATE {_q(STRING_TABLE)} SET value = ? WHERE id = ?", [(REDACTED, i) for i in sorted(sids)])
+    conn.commit()
+    n = len(rows) + len(sids)
+    scrubber.counts[(KIND_SPLIT, SPLIT_LOCATION)] += n
+    return n
 
 
 # --------------------------------------------------------------------------------------------
