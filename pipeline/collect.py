@@ -23,10 +23,26 @@ from typing import Any
 from ..stages import gather as gather_stage
 from ..stages.core import atomic
 from ..stages.core.done_records import default_work_dir
-from ..stages.core.errors import (ExitCode, IncompleteRunError, NothingSummarizedError, RefusedError,
-                                  VerlprofError, plain_reason)
-from ..stages.core.model import (DONE, FAILED, MANIFEST_VERSION, REUSED, SKIPPED, Artifact, ArtifactKind,
-                                 ArtifactStatus, StageOutcome, final_status)
+from ..stages.core.errors import (
+    ExitCode,
+    IncompleteRunError,
+    NothingSummarizedError,
+    RefusedError,
+    VerlprofError,
+    plain_reason,
+)
+from ..stages.core.model import (
+    DONE,
+    FAILED,
+    MANIFEST_VERSION,
+    REUSED,
+    SKIPPED,
+    Artifact,
+    ArtifactKind,
+    ArtifactStatus,
+    StageOutcome,
+    final_status,
+)
 from . import stage_runs
 from .executors import Executor, make_executor, run_all
 
@@ -128,7 +144,8 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
             from .report_html import render_run_report
 
             atomic.write_text(staging / "report.html",
-                              render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest))
+                              render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest,
+                                                bundle=staging))
         _verify(staging, progress, known)
         _publish(staging, opts.out)
     finally:
@@ -438,11 +455,18 @@ def _source_outcomes(arts: list[Artifact], result: Any, rows: Any) -> list[Stage
     with_rows = {r.get("source") for name in ("phases", "kernels") for r in (rows or {}).get(name, [])}
     steps_of = {src.ident.source: sorted({sp.step for sp in src.steps if sp.step is not None})
                 for src in result.sources}
+    # A torch trace read without error but with no event verlprof reads (every one lacked a numeric
+    # "ts", or the trace holds none): a broken file, not one outside the window.
+    untimed = {src.ident.source for src in result.sources
+               if src.ident.source_kind == "torch" and src.span is None and not src.steps}
     step = result.choice.step if result.choice is not None else None
     out = []
     for art in arts:
         if art.rel in errors:
             out.append(StageOutcome("summarize", art.rel, "failed", _plain(errors[art.rel], art)))
+        elif art.rel in untimed:
+            out.append(StageOutcome("summarize", art.rel, "failed", "no usable event in it: no annotation, "
+                                    'CUDA call or kernel with a numeric "ts" (a damaged or foreign trace?)'))
         elif art.rel in with_rows:
             out.append(StageOutcome("summarize", art.rel, "done"))
         else:

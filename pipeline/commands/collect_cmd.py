@@ -15,8 +15,8 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.padding import Padding
-from rich.text import Text
 from rich.table import Table
+from rich.text import Text
 
 from ...stages.core.done_records import default_work_dir
 from ...stages.core.errors import RunFailedError, VerlprofError
