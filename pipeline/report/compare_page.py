@@ -1,0 +1,144 @@
+"""The comparison page (`summarize --html`): per stage a bar per run with its change against the
+baseline, the comparison table, and each run's largest kernel-time changes.
+
+Numbers come from pipeline/compare.py, so the page, the terminal table and compare.parquet agree.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from .. import compare
+from .template import (RUN_COLORS, axis, cell, delta_class, esc, fmt_ms, fmt_rel, isnull, kernel_labels, legend,
+                       nice_max, page, table)
+
+
+def svg_grouped_bars(groups: Sequence[str], series: Sequence[str], value: Callable[[str, str], float | None],
+                     colors: Mapping[str, str], *, unit: str = "ms", bar_h: int = 9, label_w: int = 200,
+                     plot_w: int = 720, note: Callable[[str, str], str | None] | None = None) -> str:
+    """Horizontal grouped bars: one group per label, one bar per series (run) inside it; `note`
+    adds text after a bar's value (the change against the baseline)."""
+    vals = [v for g in groups for s in series if (v := value(g, s)) is not None]
+    vmax = nice_max(max(vals) if vals else 0)
+    gap = 10
+    group_h = len(series) * bar_h + gap
+    top = 6
+    height = top + len(groups) * group_h + 34
+    width = label_w + plot_w + 150
+    parts = [f'<svg role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    parts += axis(label_w, plot_w, vmax, top, height - 34, unit)
+    y = top
+    for g in groups:
+        parts.append(f'<text x="{label_w - 6}" y="{y + len(series) * bar_h / 2 + 4:.1f}" text-anchor="end">{esc(g)}</text>')
+        for s in series:
+            v = value(g, s)
+            if v is not None:
+                w = max(0.5, plot_w * v / vmax)
+                extra = (note(g, s) if note else None) or ""
+                parts.append(
+                    f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h - 1}" fill="{colors[s]}">'
+                    f'<title>{esc(g)} · {esc(s)}: {esc(fmt_ms(v))} {esc(unit)}{esc(" " + extra if extra else "")}'
+                    '</title></rect>')
+                if len(series) <= 12:
+                    parts.append(f'<text x="{label_w + w + 3:.1f}" y="{y + bar_h - 1.5}" font-size="9">'
+                                 f'{esc(fmt_ms(v))}{esc(" " + extra if extra else "")}</text>')
+            y += bar_h
+        y += gap
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _label(stage: str, role: Any) -> str:
+    return f"{stage} ({role})" if not isnull(role) and role else stage
+
+
+def _delta_bar(delta: float, scale: float, width: int = 120) -> str:
+    """A tiny diverging bar for a table cell: right/red = slower, left/green = faster."""
+    half = width / 2
+    w = 0 if scale <= 0 else min(half, half * abs(delta) / scale)
+    x = half if delta >= 0 else half - w
+    color = "#d62728" if delta > 0 else "#2ca02c"
+    return (f'<svg width="{width}" height="10"><line x1="{half}" y1="0" x2="{half}" y2="10" stroke="#999"/>'
+            f'<rect x="{x:.1f}" y="1" width="{w:.1f}" height="8" fill="{color}"/></svg>')
+
+
+def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows: Any, *, baseline: str,
+                          metric: str = "wall_ns", title: str | None = None, top: int = 20) -> str:
+    """Many runs' page: grouped bars of stage times per run (each labelled with its change against
+    the baseline), the comparison table and the largest kernel-time changes of each run."""
+    cmp_df = compare.to_frame(compare_rows)
+    runs_df = compare.to_frame(runs_rows)
+    kc = compare.to_frame(kernel_change_rows)
+    run_ids: list[str] = list(runs_df["run"]) if "run" in runs_df.columns else list(dict.fromkeys(cmp_df.get("run", [])))
+    colors = {r: RUN_COLORS[i % len(RUN_COLORS)] for i, r in enumerate(run_ids)}
+    body: list[str] = []
+
+    body.append("<h2>Runs</h2>")
+    cols = [c for c in ("model", "verl_version", "world_size", "tool", "profiled_steps", "window_step", "date",
+                        "config_hash") if c in runs_df.columns]
+    body.append(table(
+        [("run", "l")] + [(c.replace("_", " "), "l") for c in cols],
+        [[(f'<i style="display:inline-block;width:10px;height:10px;background:{colors[r["run"]]}"></i> '
+           f'{esc(r["run"])}{" (baseline)" if r["run"] == baseline else ""}', "l")]
+         + [(esc(cell(r.get(c))), "l") for c in cols] for r in runs_df.to_dict("records")]))
+
+    m = cmp_df[cmp_df["metric"] == metric] if not cmp_df.empty else cmp_df
+    groups: list[str] = []
+    values: dict[tuple[str, str], float] = {}
+    table_rows: dict[str, dict[str, Any]] = {}
+    for r in m.to_dict("records"):
+        g = _label(r["stage"], r["role"])
+        if g not in groups:
+            groups.append(g)
+        if not isnull(r["value_ns"]):
+            values[(g, r["run"])] = float(r["value_ns"])
+        table_rows.setdefault(g, {"baseline_ns": r["baseline_ns"]})[r["run"]] = r
+
+    def change(g: str, run: str) -> str | None:
+        c = table_rows.get(g, {}).get(run)
+        if run == baseline or c is None or isnull(c.get("delta_rel")):
+            return None
+        return f"({fmt_rel(c['delta_rel'])})"
+
+    body.append(f"<h2>Stage time per run ({esc(metric.removesuffix('_ns'))}, ms)</h2>")
+    if groups:
+        body.append(legend([(r, colors[r]) for r in run_ids]))
+        body.append(svg_grouped_bars(groups, run_ids, lambda g, s: values.get((g, s)), colors, note=change))
+        heads = [("stage (role)", "l"), (f"{baseline} ms", "")] + [(f"{r}", "") for r in run_ids if r != baseline]
+        rows = []
+        for g in groups:
+            cells = [(esc(g), "l"), (fmt_ms(table_rows[g]["baseline_ns"]), "")]
+            for r in run_ids:
+                if r == baseline:
+                    continue
+                c = table_rows[g].get(r)
+                if c is None or isnull(c["value_ns"]):
+                    cells.append(("–", ""))
+                else:
+                    cells.append((f'{fmt_ms(c["value_ns"])} <span class="{delta_class(c["delta_ns"])}">'
+                                  f'({fmt_rel(c["delta_rel"])})</span>', ""))
+            rows.append(cells)
+        body.append(table(heads, rows))
+    else:
+        body.append("<p>No stage times to compare.</p>")
+
+    body.append(f"<h2>Largest kernel-time changes against {esc(baseline)}</h2>")
+    if kc.empty:
+        body.append("<p>No other run, or no kernel rows.</p>")
+    for run in run_ids:
+        part = kc[kc["run"] == run] if not kc.empty else kc
+        if part.empty:
+            continue
+        part = part.head(top)
+        scale = float(part["delta_ns"].abs().max() or 0)
+        recs = part.to_dict("records")
+        names = kernel_labels([(r["kernel"], r["kernel_short"]) for r in recs])
+        body.append(f"<h3>{esc(run)}</h3>")
+        body.append(table(
+            [("kernel", "l"), ("category", "l"), (f"{baseline} ms", ""), (f"{run} ms", ""), ("Δ ms", ""),
+             ("Δ", ""), ("", "l")],
+            [[(f'<span title="{esc(r["kernel"])}">{esc(name)}</span>', "k"),
+              (esc(r["category"]), "l"), (fmt_ms(r["baseline_ns"]), ""), (fmt_ms(r["value_ns"]), ""),
+              (f'<span class="{delta_class(r["delta_ns"])}">{fmt_ms(r["delta_ns"])}</span>', ""),
+              (f'<span class="{delta_class(r["delta_ns"])}">{fmt_rel(r["delta_rel"])}</span>', ""),
+              (_delta_bar(float(r["delta_ns"]), scale), "l")] for r, name in zip(recs, names)]))
+    return page(title or f"verlprof comparison of {len(run_ids)} runs", body)

@@ -1,0 +1,180 @@
+"""What each process's GPU did during the step, read from the window traces the bundle holds.
+
+Why here and not in phases.parquet: the summaries keep per-phase sums, but a timeline needs the
+intervals themselves (when the GPU was busy, with what). The bundle already carries the step's
+scrubbed traces (`traces/<source>.sqlite` for nsys, `.trace.json.gz` for torch), so the page reads
+kernel, memcpy and memset intervals from them, keeps one lane category per interval (gemm,
+attention, comm, memcpy, other) and hands the timeline merged, pixel-sized runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ...stages.core.errors import VerlprofError
+from ...stages.readers.chrome_trace import KERNEL, MEMCPY, MEMSET, read_chrome_trace
+from ...stages.readers.nsys_sqlite import NsysExport, pid_of_gtid
+from ...stages.summarize import categorize
+
+#: Lane categories, drawn in this order (later ones on top, so exposed communication shows).
+LANE_CATEGORIES: tuple[str, ...] = ("other", "memcpy", "gemm", "attention", "comm")
+LANE_COLORS: dict[str, str] = {"other": "#9e9e9e", "memcpy": "#f2c14e", "gemm": "#3b6fb6",
+                               "attention": "#8e44ad", "comm": "#d62728"}
+_LANE_OF = {"gemm": "gemm", "attention": "attention", "comm": "comm", "memcpy": "memcpy", "memset": "memcpy"}
+
+
+def lane_category(kernel_category: str) -> int:
+    """Index into LANE_CATEGORIES of a kernel category (stages/summarize/kernel_category.py)."""
+    return LANE_CATEGORIES.index(_LANE_OF.get(kernel_category, "other"))
+
+
+@dataclass
+class GpuIntervals:
+    """GPU activity of one process: absolute UTC ns, one lane category per interval."""
+    start: np.ndarray
+    end: np.ndarray
+    cat: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "GpuIntervals":
+        z = np.zeros(0, np.int64)
+        return cls(z, z.copy(), np.zeros(0, np.int8))
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def _concat(parts: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> GpuIntervals:
+    parts = list(parts)
+    if not parts:
+        return GpuIntervals.empty()
+    return GpuIntervals(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
+
+
+def read_nsys_window(path: Path) -> dict[int, GpuIntervals]:
+    """pid -> GPU intervals of an nsys window export (kernels by name category, copies, memsets)."""
+    out: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    with NsysExport.open(path) as exp:
+        base = exp.session_start_ns() or 0
+        if exp.has("CUPTI_ACTIVITY_KIND_KERNEL", "start", "end", "globalPid", "shortName"):
+            dem = "demangledName" if exp.has("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName") else "shortName"
+            rows = exp.query(f"SELECT start, end, globalPid, shortName, {dem} FROM CUPTI_ACTIVITY_KIND_KERNEL")
+            if rows:
+                a = np.array([r[:3] for r in rows], dtype=np.int64)
+                names = exp.strings([i for r in rows for i in r[3:5] if isinstance(i, int)])
+                cats: dict[tuple[Any, Any], int] = {}
+                cat = np.array([cats.setdefault((r[3], r[4]), lane_category(categorize(names.get(r[3]), names.get(r[4]))))
+                                for r in rows], dtype=np.int8)
+                _split(out, a[:, 0] + base, a[:, 1] + base, pid_of_gtid(a[:, 2]), cat)
+        for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            if exp.has(table, "start", "end", "globalPid"):
+                rows = exp.query(f"SELECT start, end, globalPid FROM {table}")
+                if rows:
+                    a = np.array(rows, dtype=np.int64)
+                    _split(out, a[:, 0] + base, a[:, 1] + base, pid_of_gtid(a[:, 2]),
+                           np.full(len(a), LANE_CATEGORIES.index("memcpy"), np.int8))
+    return {pid: _concat(parts) for pid, parts in out.items()}
+
+
+def _split(out: dict[int, list], s: np.ndarray, e: np.ndarray, pid: np.ndarray, cat: np.ndarray) -> None:
+    for p in np.unique(pid):
+        m = pid == p
+        out.setdefault(int(p), []).append((s[m], e[m], cat[m]))
+
+
+def read_torch_window(path: Path) -> GpuIntervals:
+    """GPU intervals of a torch window trace (one process per trace)."""
+    data = read_chrome_trace(path)
+    if not data.n_gpu:
+        return GpuIntervals.empty()
+    kind = np.frombuffer(data.gpu_kind, np.int8) if len(data.gpu_kind) else np.zeros(0, np.int8)
+    ts = np.frombuffer(data.gpu_ts, np.int64) + data.base_ns
+    dur = np.frombuffer(data.gpu_dur, np.int64)
+    name = np.frombuffer(data.gpu_name, np.int64)
+    by_name: dict[int, int] = {}
+    cat = np.empty(len(ts), np.int8)
+    for i, (k, n) in enumerate(zip(kind.tolist(), name.tolist())):
+        if k == KERNEL:
+            if n not in by_name:
+                by_name[n] = lane_category(categorize(None, data.names[n] if 0 <= n < len(data.names) else None))
+            cat[i] = by_name[n]
+        else:
+            cat[i] = LANE_CATEGORIES.index("memcpy" if k in (MEMCPY, MEMSET) else "other")
+    return GpuIntervals(ts, ts + dur, cat)
+
+
+def read_bundle_gpu(bundle: Path, traces: Mapping[str, tuple[str, str | None, str | None]],
+                    wanted: Iterable[tuple[str, int | None]]) -> tuple[dict[tuple[str, int | None], GpuIntervals], list[str]]:
+    """(source, pid) -> GPU intervals for each wanted process, from the bundle's window traces.
+
+    traces: source -> (kind, chrome rel, sqlite rel). A trace that cannot be read leaves its
+    process without a GPU lane and adds one line to the returned problems (the page says so)."""
+    out: dict[tuple[str, int | None], GpuIntervals] = {}
+    problems: list[str] = []
+    cache: dict[str, Any] = {}
+    for source, pid in wanted:
+        if source not in traces:
+            continue
+        kind, chrome, sqlite = traces[source]
+        try:
+            if sqlite and kind == "nsys":
+                if sqlite not in cache:
+                    cache[sqlite] = read_nsys_window(bundle / sqlite)
+                got = cache[sqlite].get(pid) if pid is not None else None
+                out[(source, pid)] = got if got is not None else GpuIntervals.empty()
+            elif chrome and kind == "torch":
+                if chrome not in cache:
+                    cache[chrome] = read_torch_window(bundle / chrome)
+                out[(source, pid)] = cache[chrome]
+        except (VerlprofError, OSError, ValueError) as exc:
+            problems.append(f"{source}: GPU lane left out ({str(exc).splitlines()[0][:160]})")
+            cache[sqlite or chrome or source] = {}
+    return out, problems
+
+
+def busy_ns(iv: GpuIntervals, lo: int, hi: int, cats: Iterable[int] | None = None) -> int:
+    """Length of the union of the intervals (of `cats`, default all) clipped to [lo, hi)."""
+    m = np.ones(len(iv), bool) if cats is None else np.isin(iv.cat, list(cats))
+    s, e = np.clip(iv.start[m], lo, hi), np.clip(iv.end[m], lo, hi)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return 0
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    starts = s[new]
+    ends = np.append(run_end[np.flatnonzero(new)[1:] - 1], run_end[-1])
+    return int((ends - starts).sum())
+
+
+def pixel_runs(iv: GpuIntervals, cat: int, lo: int, hi: int, x0: float, px_per_ns: float,
+               min_gap_px: float) -> list[tuple[float, float]]:
+    """The intervals of one category as merged x ranges on the page: gaps narrower than
+    `min_gap_px` are closed, so a lane holds at most about (width / min_gap_px) boxes whatever the
+    kernel count (a 64-rank page stays small)."""
+    m = iv.cat == cat
+    s, e = np.clip(iv.start[m], lo, hi), np.clip(iv.end[m], lo, hi)
+    keep = e > s
+    if not keep.any():
+        return []
+    s, e = s[keep], e[keep]
+    order = np.argsort(s, kind="stable")
+    xs = x0 + (s[order] - lo) * px_per_ns
+    xe = x0 + (e[order] - lo) * px_per_ns
+    runs: list[tuple[float, float]] = []
+    cs, ce = float(xs[0]), float(xe[0])
+    for a, b in zip(xs[1:].tolist(), xe[1:].tolist()):
+        if a <= ce + min_gap_px:
+            ce = max(ce, b)
+        else:
+            runs.append((cs, ce))
+            cs, ce = a, b
+    runs.append((cs, ce))
+    return runs

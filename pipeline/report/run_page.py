@@ -1,0 +1,234 @@
+"""The bundle page (`collect --html`, or `render_bundle_report(OUT)` afterwards).
+
+Reads top to bottom like the page: the facts of the run; per process a bar as long as its step
+(phases + gaps, GPU busy under it); the timeline of the step, one lane per process; the stage
+table (slowest process); the window trace files; the top kernels. Every process links to the
+window trace of the source its rows came from.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ...stages.core.errors import BadInputError
+from ...stages.core.phases import STAGES
+from .. import compare
+from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, read_bundle_gpu
+from .links import TRACE_NOTE, TraceFiles, fmt_bytes, leaf, traces_of
+from .processes import ProcessId, ProcessStep, process_steps
+from .step_bars import GPU_BAR_COLOR, svg_step_bars
+from .template import GAP_COLOR, STAGE_COLORS, esc, fmt_ms, isnull, kernel_labels, legend, page, table
+from .timeline import COMPACT_LANES, origin_text, svg_timeline, time_range
+
+ProcKey = tuple[Any, Any, Any, Any]   # (source_kind, role, rank, pid), nulls as None, numbers as int
+
+
+def _proc_key(kind: Any, role: Any, rank: Any, pid: Any) -> ProcKey:
+    """One hashable key per process whatever the frame made of nulls (None/NaN) and ints (0/0.0)."""
+    def norm(v: Any, number: bool) -> Any:
+        if v is None or (not isinstance(v, (str, bytes)) and bool(pd.isna(v))):
+            return None
+        try:
+            return int(v) if number else str(v)
+        except (TypeError, ValueError):
+            return str(v)
+    return (norm(kind, False), norm(role, False), norm(rank, True), norm(pid, True))
+
+
+def _short_label(role: Any, rank: Any, pid: Any) -> str:
+    r = role if not isnull(role) and role else ""
+    k = f"rank {int(rank)}" if not isnull(rank) else (f"pid {int(pid)}" if not isnull(pid) else "")
+    return f"{r} {k}".strip() or "?"
+
+
+def _sources_of_processes(phases_rows: Any) -> dict[ProcKey, list[str]]:
+    """Which sources each (kind, role, rank, pid) process's phase rows came from (first seen first)."""
+    df = compare.to_frame(phases_rows)
+    out: dict[ProcKey, list[str]] = {}
+    if df.empty or "source" not in df.columns:
+        return out
+    cols = [df[c] if c in df.columns else [None] * len(df) for c in compare.PROCESS_KEYS]
+    for src, *key in zip(df["source"], *cols):
+        if isinstance(src, str):
+            lst = out.setdefault(_proc_key(*key), [])
+            if src not in lst:
+                lst.append(src)
+    return out
+
+
+def _trace_for(p: ProcessStep, traces: Mapping[str, TraceFiles]) -> TraceFiles | None:
+    return next((traces[s] for s in p.sources if s in traces), None)
+
+
+def _gpu_lanes(procs: list[ProcessStep], traces: Mapping[str, TraceFiles],
+               bundle: Path | None) -> tuple[dict[ProcessId, GpuIntervals | None], list[str]]:
+    if bundle is None:
+        return {}, []
+    wanted: dict[ProcessId, tuple[str, int | None]] = {}
+    files: dict[str, tuple[str, str | None, str | None]] = {}
+    for p in procs:
+        t = _trace_for(p, traces)
+        if t is not None:
+            wanted[p.ident] = (t.source, p.pid)
+            files[t.source] = (t.kind, t.chrome_rel, t.sqlite_rel)
+    got, problems = read_bundle_gpu(bundle, files, wanted.values())
+    return {ident: got.get(key) for ident, key in wanted.items()}, problems
+
+
+_BARS_NOTE = ('<p class="note">Each bar is one process\'s step: its wall time cut into its top-level phases and '
+              'the gaps between them (grey), so the bar is exactly as long as the step. The thin dark bar under '
+              'it is the GPU busy time inside the step, on the same scale; GPU time of kernels launched outside '
+              'every range is given as <i>unattributed GPU</i>, never stacked onto wall time. '
+              'Click a process to open its window trace.</p>')
+
+
+def _timeline_note(t0: int, n: int) -> str:
+    extra = f" With {n} lanes they are drawn thin and scroll inside the box." if n > COMPACT_LANES else ""
+    return (f'<p class="note">0 ms = {esc(origin_text(t0))}, the earliest step start; every source\'s clock is aligned to '
+            'UTC by collect, so lanes compare directly. Each lane: the process\'s top-level phases (dashed: its '
+            'step window) and, under them, its GPU activity (kernels and copies merged to pixel size; light grey = '
+            f'GPU idle). Hover for phase, duration and GPU busy; click a lane to open its window trace.{extra}</p>')
+
+
+def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str, Any] | None, *,
+                      steps_rows: Any = None, bundle: str | Path | None = None, title: str | None = None,
+                      top: int = 20) -> str:
+    """One bundle's page. `bundle` (the folder holding summaries/ and traces/) adds the GPU lanes
+    of the timeline and, when `steps_rows` is not given, the step windows of steps.parquet."""
+    manifest = manifest or {}
+    bundle_dir = Path(bundle) if bundle is not None else None
+    if steps_rows is None and bundle_dir is not None and (bundle_dir / "summaries" / "steps.parquet").is_file():
+        steps_rows = pd.read_parquet(bundle_dir / "summaries" / "steps.parquet")
+    traces = traces_of(manifest)
+    sources = _sources_of_processes(phases_rows)
+    procs = process_steps(phases_rows, steps_rows, manifest)
+    hrefs = {p.ident: (t.href if (t := _trace_for(p, traces)) else None) for p in procs}
+
+    body: list[str] = []
+    window = manifest.get("window") if isinstance(manifest.get("window"), dict) else {}
+    cfg = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    arts = manifest.get("artifacts")
+    facts = [("created", manifest.get("created")), ("verlprof", manifest.get("verlprof_version")),
+             ("tool", cfg.get("tool")), ("profiled steps", cfg.get("profiled_steps")),
+             ("summarised step", window.get("step")), ("why this step", window.get("reason")),
+             ("artifacts", len(arts) if isinstance(arts, list) else None),
+             ("processes", len(procs) or None),
+             ("window traces", f'<a href="#traces">{len(traces)} source(s)</a>' if traces else None)]
+    body.append(table([("fact", "l"), ("value", "l")],
+                      [[(esc(k), "l"), (v if k == "window traces" else esc(v), "l")]
+                       for k, v in facts if v not in (None, "", [])]))
+
+    body.append("<h2>Step time per process</h2>")
+    if not procs:
+        body.append("<p>No phase rows.</p>")
+    else:
+        present = [s for s in STAGES if any(ph.stage == s for p in procs for ph in p.phases)]
+        body.append(legend([(s, STAGE_COLORS[s]) for s in present]
+                           + [("between phases", GAP_COLOR), ("GPU busy", GPU_BAR_COLOR)]))
+        body.append(_BARS_NOTE)
+        body.append(svg_step_bars(procs, hrefs))
+
+        gpu, problems = _gpu_lanes(procs, traces, bundle_dir)
+        step_no = window.get("step")
+        body.append(f'<h2 id="timeline">Timeline of step {esc(step_no) if step_no is not None else ""}</h2>')
+        body.append(legend([(s, STAGE_COLORS[s]) for s in present]
+                           + [(f"GPU: {c}", LANE_COLORS[c]) for c in reversed(LANE_CATEGORIES)]))
+        body.append(_timeline_note(time_range(procs)[0], len(procs)))
+        if bundle_dir is None:
+            body.append('<p class="note">GPU lanes need the bundle folder (its window traces); none was given.</p>')
+        for line in problems:
+            body.append(f'<p class="note">{esc(line)}</p>')
+        body.append(f'<div class="lanes">{svg_timeline(procs, gpu, hrefs)}</div>')
+
+    per = compare.process_stage_totals(phases_rows)
+    if not per.empty:
+        body.append(_stage_table(phases_rows, per, traces, sources))
+    if traces:
+        body.append(_trace_table(traces, sources))
+    body.append(_kernel_table(kernels_rows, top))
+    return page(title or "verlprof run report", body)
+
+
+def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, TraceFiles],
+                 sources: Mapping[ProcKey, list[str]]) -> str:
+    """Per (stage, role): the slowest process's value, linked to that process's trace."""
+    slowest: dict[tuple[Any, Any, Any], tuple[float, ProcKey]] = {}
+    for r in per.to_dict("records"):
+        pk = _proc_key(r["source_kind"], r["role"], r["rank"], r["pid"])
+        k3 = (r["stage"], pk[1], pk[0])
+        v = float(r["wall_ns"] or 0)
+        if k3 not in slowest or v > slowest[k3][0]:
+            slowest[k3] = (v, pk)
+
+    def trace_cell(r: Mapping[str, Any]) -> str:
+        k3 = (r["stage"], None if isnull(r["role"]) else str(r["role"]),
+              None if isnull(r["source_kind"]) else str(r["source_kind"]))
+        if k3 not in slowest:
+            return ""
+        pk = slowest[k3][1]
+        t = next((traces[s] for s in sources.get(pk, []) if s in traces), None)
+        if t is None:
+            return ""
+        return (f'<a href="{esc(t.href)}" title="slowest process: {esc(t.source)}">'
+                f'{esc(_short_label(pk[1], pk[2], pk[3]))}</a>')
+
+    totals = compare.stage_totals(phases_rows)
+    return "<h2>Stages (slowest process, mean over steps)</h2>" + table(
+        [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU busy ms", ""),
+         ("kernel ms", ""), ("comm ms", ""), ("idle ms", ""), ("processes", ""), ("trace (slowest)", "l")],
+        [[(esc(r["stage"]), "l"), (esc(r["role"]), "l"), (esc(r["source_kind"]), "l"),
+          (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_ns"]), ""), (fmt_ms(r["kernel_ns"]), ""),
+          (fmt_ms(r["comm_ns"]), ""), (fmt_ms(r["idle_ns"]), ""), (esc(r["processes"]), ""),
+          (trace_cell(r), "l")]
+         for r in totals.to_dict("records")])
+
+
+def _trace_table(traces: Mapping[str, TraceFiles], sources: Mapping[ProcKey, list[str]]) -> str:
+    procs_of: dict[str, list[str]] = {}
+    for key, srcs in sources.items():
+        for s in srcs:
+            procs_of.setdefault(s, []).append(_short_label(key[1], key[2], key[3]))
+    return '<h2 id="traces">Window traces</h2>' + TRACE_NOTE + table(
+        [("process", "l"), ("source", "l"), ("kind", "l"), ("events", ""), ("Chrome trace", "l"),
+         ("nsys SQLite", "l")],
+        [[(esc(", ".join(procs_of.get(t.source, []))), "l"),
+          (f'<span title="{esc(t.source)}">{esc(t.source)}</span>', "k"), (esc(t.kind), "l"),
+          (f"{t.events:,}" if t.events is not None else "", ""),
+          (f'<a href="{esc(t.chrome)}">{esc(leaf(t.chrome))}</a> {esc(fmt_bytes(t.sizes.get("chrome")))}'
+           if t.chrome else "", "l"),
+          (f'<a href="{esc(t.sqlite)}">.sqlite</a> {esc(fmt_bytes(t.sizes.get("sqlite")))}'
+           if t.sqlite else "", "l")]
+         for t in traces.values()])
+
+
+def _kernel_table(kernels_rows: Any, top: int) -> str:
+    kt = compare.kernel_totals(kernels_rows)
+    head = f"<h2>Top {top} kernels (per step, all processes)</h2>"
+    if kt.empty:
+        return head + "<p>No kernel rows.</p>"
+    grand = float(kt["total_ns"].sum()) or 1.0
+    rows = kt.head(top).to_dict("records")
+    names = kernel_labels([(r["kernel"], r["kernel_short"]) for r in rows])
+    return head + table(
+        [("kernel", "l"), ("category", "l"), ("count", ""), ("total ms", ""), ("share", "")],
+        [[(f'<span title="{esc(r["kernel"])}">{esc(name)}</span>', "k"),
+          (esc(r["category"]), "l"), (f'{int(r["count"]):,}', ""), (fmt_ms(r["total_ns"]), ""),
+          (f'{100 * r["total_ns"] / grand:.1f}%', "")] for r, name in zip(rows, names)])
+
+
+def render_bundle_report(bundle: str | Path, *, title: str | None = None, top: int = 20) -> str:
+    """The page of a finished bundle folder (manifest.json, summaries/, traces/)."""
+    b = Path(bundle)
+    try:
+        manifest = json.loads((b / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInputError(b / "manifest.json", f"not a readable bundle manifest ({type(exc).__name__})") from None
+
+    def table_of(name: str) -> pd.DataFrame:
+        p = b / "summaries" / f"{name}.parquet"
+        return pd.read_parquet(p) if p.is_file() else pd.DataFrame()
+    return render_run_report(table_of("phases"), table_of("kernels"), manifest, steps_rows=table_of("steps"),
+                             bundle=b, title=title, top=top)

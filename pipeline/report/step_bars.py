@@ -1,0 +1,71 @@
+"""Bars that add up: per process, one bar as long as its step, cut into top-level phases and gaps.
+
+Why: the old chart stacked every phase row, so nested ranges and the whole-window `(unattributed)`
+row were counted on top of the phases and a 223 ms step drew as 446 ms. Here a bar is the tiling
+of the step window (processes.py), so its length *is* the step wall. GPU time is not wall time of
+the process: it is drawn as a thin bar of its own under the wall bar, on the same scale, and the
+GPU time of kernels launched outside every range is a labelled figure, never a segment.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .processes import ProcessId, ProcessStep
+from .template import GAP_COLOR, STAGE_COLORS, axis, esc, fmt_ms, nice_max
+
+GPU_BAR_COLOR = "#404040"
+
+
+def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | None], *,
+                  plot_w: int = 760, bar_h: int = 18, gpu_h: int = 5) -> str:
+    """One `<g class="proc">` per process: `g.wall` (the segments, summing to the step wall) and
+    `g.gpu` (GPU busy in the step), the label linked to the process's window trace."""
+    label_w = int(min(360, max(140, 6.5 * max((len(p.label) for p in procs), default=0) + 14)))
+    vmax = nice_max(max((p.wall_ns for p in procs), default=0))
+    scale = plot_w / vmax
+    gap, top = 8, 6
+    row_h = bar_h + gpu_h + 2 + gap
+    height = top + len(procs) * row_h + 34
+    width = label_w + plot_w + 330
+    parts = [f'<svg role="img" class="stepbars" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    parts += axis(label_w, plot_w, vmax, top, height - 34, "ms")
+    y = top
+    for p in procs:
+        href = hrefs.get(p.ident)
+        parts.append(f'<g class="proc" data-proc="{esc(p.label)}">')
+        if href:
+            parts.append(f'<a href="{esc(href)}"><title>{esc(p.label)}: open the window trace</title>')
+        parts.append(f'<text class="lbl" x="{label_w - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">{esc(p.label)}</text>')
+        parts.append('<g class="wall">')
+        for seg in p.segments():
+            x = label_w + (seg.start_ns - p.start_ns) * scale
+            w = seg.wall_ns * scale
+            if seg.phase is None:
+                fill, what = GAP_COLOR, "between phases"
+            else:
+                fill = STAGE_COLORS.get(seg.phase.stage, STAGE_COLORS["other"])
+                what = f"{seg.phase.name} ({seg.phase.stage})"
+                if seg.wall_ns != seg.phase.wall_ns:
+                    what += f", range {fmt_ms(seg.phase.wall_ns)} ms, overlaps its neighbour"
+            parts.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{fill}">'
+                         f'<title>{esc(p.label)} · {esc(what)}: {esc(fmt_ms(seg.wall_ns))} ms</title></rect>')
+        parts.append("</g>")
+        gy = y + bar_h + 2
+        gpu = p.gpu_busy_ns
+        if gpu is not None:
+            share = f" ({100 * gpu / p.wall_ns:.0f}% of the step)" if p.wall_ns > 0 else ""
+            parts.append(f'<g class="gpu"><rect x="{label_w}" y="{gy}" width="{gpu * scale:.2f}" height="{gpu_h}" '
+                         f'fill="{GPU_BAR_COLOR}"><title>{esc(p.label)} · GPU busy: {esc(fmt_ms(gpu))} ms{share}'
+                         f'</title></rect></g>')
+        if href:
+            parts.append("</a>")
+        note = f"{fmt_ms(p.wall_ns)} ms"
+        if gpu is not None:
+            note += f" · GPU {fmt_ms(gpu)} ms"
+        if p.unattributed_gpu_ns:
+            note += f" · unattributed GPU {fmt_ms(p.unattributed_gpu_ns)} ms"
+        parts.append(f'<text x="{label_w + p.wall_ns * scale + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">{esc(note)}</text>')
+        parts.append("</g>")
+        y += row_h
+    parts.append("</svg>")
+    return "".join(parts)

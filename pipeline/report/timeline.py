@@ -1,0 +1,113 @@
+"""A timeline of the chosen step: one lane per process on one absolute time axis.
+
+Why: a bar per process says how long each phase took, not *when*. RL steps go wrong in time:
+a straggler rank everyone waits for, a GPU idle while its process waits on the rollout, a
+collective that is not hidden behind compute. Lanes on one axis (collect aligns every source's
+clock to UTC) show all of that at a glance. Each lane has the process's top-level phase boxes
+and, under them, its GPU activity (kernel/copy intervals merged to pixel size, coloured by
+category), so the page stays small with 64 ranks and thousands of kernels.
+
+Static SVG: hover is the SVG `<title>`, a click on a lane opens that process's window trace.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Mapping, Sequence
+
+from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, busy_ns, pixel_runs
+from .processes import ProcessId, ProcessStep
+from .template import STAGE_COLORS, esc, fmt_ms, nice_max, tick_label
+
+#: Above this many lanes they are drawn thinner and the chart scrolls inside its box.
+COMPACT_LANES = 16
+
+
+def origin_text(t0_ns: int) -> str:
+    """What 0 on the time axis is, in words (UTC, ms precision)."""
+    t = datetime.fromtimestamp(t0_ns // 1_000_000_000, timezone.utc)
+    return f"{t:%Y-%m-%d %H:%M:%S}.{(t0_ns // 1_000_000) % 1000:03d} UTC"
+
+
+def time_range(procs: Sequence[ProcessStep]) -> tuple[int, int]:
+    """[t0, t1]: the earliest start and latest end of any step window or phase."""
+    starts = [p.start_ns for p in procs] + [ph.start_ns for p in procs for ph in p.phases]
+    ends = [p.end_ns for p in procs] + [ph.end_ns for p in procs for ph in p.phases]
+    return min(starts), max(ends)
+
+
+def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuIntervals | None],
+                 hrefs: Mapping[ProcessId, str | None], *, plot_w: int = 1000) -> str:
+    """The lanes as one SVG (`g.lane` per process, `rect.ph` per phase box, `g.gpulane` for GPU)."""
+    if not procs:
+        return ""
+    compact = len(procs) > COMPACT_LANES
+    ph_h, gpu_h, gap = (7, 5, 3) if compact else (14, 8, 8)
+    label_w = int(min(320, max(140, 6.5 * max(len(p.label) for p in procs) + 14)))
+    t0, t1 = time_range(procs)
+    vmax = nice_max(t1 - t0)
+    scale = plot_w / vmax
+    top = 22
+    lane_h = ph_h + 1 + gpu_h + gap
+    height = top + len(procs) * lane_h + 4
+    width = label_w + plot_w + 20
+    x0 = float(label_w)
+    parts = [f'<svg role="img" class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    for i in range(6):
+        v = vmax * i / 5
+        x = x0 + plot_w * i / 5
+        parts.append(f'<g class="tick"><line x1="{x:.2f}" y1="{top - 4}" x2="{x:.2f}" y2="{height}" stroke="#e4e4e4"/>'
+                     f'<text x="{x:.2f}" y="{top - 8}" text-anchor="middle">{tick_label(v / 1e6)}</text></g>')
+    parts.append(f'<text x="{x0 - 6}" y="{top - 8}" text-anchor="end" class="dim">ms from step start</text>')
+    y = top
+    for p in procs:
+        href = hrefs.get(p.ident)
+        parts.append(f'<g class="lane" data-proc="{esc(p.label)}">')
+        if href:
+            parts.append(f'<a href="{esc(href)}"><title>{esc(p.label)}: open the window trace</title>')
+        size = ' font-size="8"' if compact else ""
+        parts.append(f'<text class="lbl" x="{x0 - 6}" y="{y + ph_h - 2 if not compact else y + 7}" '
+                     f'text-anchor="end"{size}>{esc(p.label)}</text>')
+        sx, sw = x0 + (p.start_ns - t0) * scale, p.wall_ns * scale
+        parts.append(f'<rect class="stepwin" x="{sx:.2f}" y="{y}" width="{sw:.2f}" height="{ph_h}" fill="none" '
+                     f'stroke="#999" stroke-dasharray="2,2"><title>{esc(p.label)} · step: '
+                     f'+{esc(fmt_ms(p.start_ns - t0))} ms, {esc(fmt_ms(p.wall_ns))} ms ({esc(p.step_from)})</title></rect>')
+        for ph in p.phases:
+            x, w = x0 + (ph.start_ns - t0) * scale, ph.wall_ns * scale
+            gpu_txt = f", GPU busy {fmt_ms(ph.gpu_busy_ns)} ms" if ph.gpu_busy_ns is not None else ""
+            parts.append(f'<rect class="ph" data-phase="{esc(ph.name)}" x="{x:.2f}" y="{y}" width="{max(w, 0.5):.2f}" '
+                         f'height="{ph_h}" fill="{STAGE_COLORS.get(ph.stage, STAGE_COLORS["other"])}">'
+                         f'<title>{esc(p.label)} · {esc(ph.name)} ({esc(ph.stage)}): starts +{esc(fmt_ms(ph.start_ns - t0))} ms, '
+                         f'{esc(fmt_ms(ph.wall_ns))} ms{esc(gpu_txt)}</title></rect>')
+            if not compact and w > 6.5 * len(ph.name) + 6:
+                parts.append(f'<text x="{x + 3:.2f}" y="{y + ph_h - 3}" font-size="10" style="fill:#fff">{esc(ph.name)}</text>')
+        parts.append(_gpu_lane(p, gpu.get(p.ident), t0, scale, x0, y + ph_h + 1, gpu_h, compact))
+        if href:
+            parts.append("</a>")
+        parts.append("</g>")
+        y += lane_h
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _gpu_lane(p: ProcessStep, iv: GpuIntervals | None, t0: int, scale: float, x0: float, y: float, h: int,
+              compact: bool) -> str:
+    sx, sw = x0 + (p.start_ns - t0) * scale, p.wall_ns * scale
+    if iv is None:
+        return (f'<g class="gpulane"><rect x="{sx:.2f}" y="{y}" width="{sw:.2f}" height="{h}" fill="#fafafa">'
+                f'<title>{esc(p.label)} · GPU: no window trace to read</title></rect></g>')
+    total = busy_ns(iv, p.start_ns, p.end_ns)
+    per = {c: busy_ns(iv, p.start_ns, p.end_ns, [i]) for i, c in enumerate(LANE_CATEGORIES)}
+    share = f" ({100 * total / p.wall_ns:.0f}%)" if p.wall_ns > 0 else ""
+    detail = ", ".join(f"{c} {fmt_ms(v)} ms" for c, v in per.items() if v)
+    title = (f"{p.label} · GPU busy {fmt_ms(total)} of {fmt_ms(p.wall_ns)} ms{share}"
+             + (f": {detail}" if detail else ": no GPU activity in the step"))
+    out = [f'<g class="gpulane"><title>{esc(title)}</title>'
+           f'<rect x="{sx:.2f}" y="{y}" width="{sw:.2f}" height="{h}" fill="#f1f1f1"/>']
+    min_gap = 2.0 if compact else 1.0
+    for i, c in enumerate(LANE_CATEGORIES):
+        runs = pixel_runs(iv, i, p.start_ns, p.end_ns, x0 + (p.start_ns - t0) * scale, scale, min_gap)
+        if runs:
+            d = "".join(f"M{a:.1f} {y}h{max(b - a, 0.4):.1f}v{h}h-{max(b - a, 0.4):.1f}z" for a, b in runs)
+            out.append(f'<path class="gpu-{c}" d="{d}" fill="{LANE_COLORS[c]}"/>')
+    out.append("</g>")
+    return "".join(out)
