@@ -1076,13 +1076,13 @@ class Scrubber:
         """(cleaned text, kinds replaced). `depth` counts decodings already applied to `text`."""
         kinds: list[str] = []
         s = text
+        # 0. companions of anchor tokens (before the anchors themselves are replaced)
+        if self._context:
+            s = self._sub_context(s, kinds)
         # 1. known secret values (plain and encoded), wherever they are
         if self._values_rx is not None and any(f in s for f in self._value_firsts):
             s, n = self._values_rx.subn(REDACTED, s)
             kinds += [KIND_VALUE] * n
-        # 1b. companions of anchor tokens (before the anchors themselves are replaced)
-        if self._context:
-            s = self._sub_context(s, kinds)
         # 2. provider token shapes
         for name, rx, group, entropy in self._patterns:
             if not _hinted(name, s):
