@@ -15,7 +15,6 @@ import gzip
 import json
 import shutil
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -62,12 +61,12 @@ def _pct(s: str) -> str:
     return "".join(f"%{c:02X}" for c in s.encode())
 
 
-# class -> (NVTX texts planted in sequence on the main thread, secrets that must vanish, report kind).
-# The Basic header's blob is a `pattern:bearer` match, so the identity pass already collects it as a
-# known value: scrub reports it as `secret_value` (check, without that pass, as `pattern:bearer`).
+# class -> (NVTX texts planted in sequence on the main thread, secrets that must vanish, the kind
+# `verlprof check` reports). Pattern matches are also collected by scrub's identity pass and then
+# replaced as known values, so scrub_report.json may count them as `secret_value` (SCRUB_KINDS).
 PLANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "base64_unlabelled": ((f"load cfg {_b64('HF_TOKEN=' + TOK_B64)}",), (TOK_B64,), "encoded:base64"),
-    "base64_basic_auth": ((f"GET /x Authorization: Basic {_b64('bob:' + BASIC_PASS)}",), (BASIC_PASS,), "secret_value"),
+    "base64_basic_auth": ((f"GET /x Authorization: Basic {_b64('bob:' + BASIC_PASS)}",), (BASIC_PASS,), "pattern:bearer"),
     "url_fully_encoded": ((f"fetch https://hub.example/api?q={_pct('token=' + TOK_URL_FULL)}",), (TOK_URL_FULL,), "encoded:url"),
     "url_embedded_token": ((f"fetch https://hub.example/api?token%3D{TOK_URL_EQ}&rev=main",), (TOK_URL_EQ,), "pattern:hf"),
     "hex_encoded": ((f"dump {('HF_TOKEN=' + TOK_HEX).encode().hex()}",), (TOK_HEX,), "encoded:hex"),
@@ -76,6 +75,9 @@ PLANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "split_ranges": ((SPLIT_A, SPLIT_B), (SPLIT_A, SPLIT_B, SPLIT_A + SPLIT_B), "split_value"),
     "known_value_base64": ((f"x-auth:{_b64(FIXTURE_HF)}",), (FIXTURE_HF,), "secret_value"),
 }
+
+
+SCRUB_KINDS = {"base64_basic_auth": ("pattern:bearer", "secret_value"), "url_embedded_token": ("pattern:hf", "secret_value")}
 
 
 def _forms(secret: str) -> set[str]:
@@ -178,7 +180,7 @@ def test_collect_bundle_holds_no_planted_value_nor_its_encoded_forms(bundle: Pat
 @pytest.mark.parametrize("cls", sorted(PLANTS))
 def test_scrub_report_names_the_rule_that_removed_each_class(bundle: Path, cls: str) -> None:
     report = json.loads((bundle / "scrub_report.json").read_text())
-    assert report["totals"].get(PLANTS[cls][2], 0) >= 1, report["totals"]
+    assert any(report["totals"].get(k, 0) >= 1 for k in SCRUB_KINDS.get(cls, (PLANTS[cls][2],))), report["totals"]
 
 
 def test_phases_and_kernels_survive_the_plant(bundle: Path) -> None:
@@ -222,7 +224,7 @@ def test_check_fails_on_an_unscrubbed_bundle_holding_each_form(tmp_path: Path, c
         args += ["--values-file", str(values)]
     res = runner.invoke(app, args)
     assert res.exit_code == 1, res.output
-    assert (PLANTS[cls][2] if cls != "base64_basic_auth" else "pattern:bearer") in res.output
+    assert PLANTS[cls][2] in res.output
     for secret in PLANTS[cls][1]:
         for form in _forms(secret):
             assert form not in res.output
@@ -259,24 +261,22 @@ def _scrub_all(policy, out: Path) -> dict[str, dict[str, int]]:
 
 
 def test_new_rules_touch_nothing_on_the_real_fixtures(tmp_path: Path) -> None:
-    """Every fixture scrubbed: entropy, decoders, context and split rules remove 0 strings, and the
-    output equals a scrub with those rules off (kernel names, phase names and counts unchanged)."""
-    on = _scrub_all(POLICY, tmp_path / "on")
-    new = {k for t in on.values() for k in t if k in ("entropy", "split_value") or k.startswith(("encoded:", "context:"))}
-    print("entropy-rule removals per fixture:", {n: t.get("entropy", 0) for n, t in on.items()})
-    assert new == set(), on
-    assert len(on) == 8
-    off_policy = replace(POLICY, entropy_enabled=False, decode_enabled=False, context_rules=(), join_adjacent_nvtx=False)
-    off = _scrub_all(off_policy, tmp_path / "off")
-    assert on == off
+    """Every fixture scrubbed: the entropy rule, decoders, context and split rules remove 0 strings,
+    and every kernel name, NVTX phase name and their counts come out as they went in."""
+    totals = _scrub_all(POLICY, tmp_path / "on")
+    print("entropy-rule removals per fixture:", {n: t.get("entropy", 0) for n, t in totals.items()})
+    new = {k for t in totals.values() for k in t if k in ("entropy", "split_value") or k.startswith(("encoded:", "context:"))}
+    assert new == set(), totals
+    assert len(totals) == 8
+    q = ("SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+         "GROUP BY 1 UNION ALL SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+         "ON s.id = k.shortName GROUP BY 1 UNION ALL SELECT coalesce(e.text, s.value), count(*) FROM NVTX_EVENTS e "
+         "LEFT JOIN StringIds s ON s.id = e.textId GROUP BY 1 ORDER BY 1")
     for src in _fixture_inputs():
         if src.suffix == ".sqlite":
-            q = ("SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
-                 "GROUP BY 1 UNION ALL SELECT coalesce(e.text, s.value), count(*) FROM NVTX_EVENTS e "
-                 "LEFT JOIN StringIds s ON s.id = e.textId GROUP BY 1")
-            a = sqlite3.connect(tmp_path / "on" / src.name).execute(q).fetchall()
-            b = sqlite3.connect(tmp_path / "off" / src.name).execute(q).fetchall()
-            assert a == b and len(a) > 30
+            before = sqlite3.connect(f"file:{src}?mode=ro&immutable=1", uri=True).execute(q).fetchall()
+            after = sqlite3.connect(tmp_path / "on" / src.name).execute(q).fetchall()
+            assert after == before and len(after) > 30
 
 
 def test_rules_carry_their_examples() -> None:
