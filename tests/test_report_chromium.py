@@ -14,9 +14,18 @@ a CSS url(), an SVG <image>) must show exactly those URLs.
 
 How "the charts drew" is checked: the screenshot (PNG, decoded below with zlib only) must hold, in
 each stage colour, at least the pixel area that the page's SVG rectangles of that colour ask for.
+
+How "the bars add up" and "the boxes sit at their start times" are checked (issue 13): a copy of the
+page gets a measuring script (the page itself has none) and Chromium's `--dump-dom` returns what the
+browser laid out: each process bar's left and right edge, each timeline phase box's left edge, and
+the tick lines with their labels. The pixel scale comes from those ticks; the expected lengths and
+start times come from the bundle's own phases.parquet and steps.parquet, computed here. Both the
+real 2-rank sample and a 16-process bundle made from it (ranks replicated with shifted times) are
+measured. With VERLPROF_SCREENSHOTS=DIR the screenshots are also copied there (docs/img).
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -34,6 +43,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 from verlprof.pipeline.cli import app
+from verlprof.pipeline.report import render_bundle_report
 from verlprof.pipeline.report_html import STAGE_COLORS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,10 +92,10 @@ def test_every_trace_is_linked_and_every_link_resolves(bundle: Path) -> None:
     phases = pd.read_parquet(bundle / "summaries" / "phases.parquet")
     chart = _chart(page)
     anchors = list(chart.iter("a"))
-    assert len(anchors) == len(traces)
+    assert len(anchors) == len(_processes(phases))
     for a in anchors:
         label = a.find("text").text
-        rects = a.findall("rect")
+        rects = list(a.iter("rect"))
         assert rects, label
         # Labels name a process by "<role> rank <r> [<kind>]" or "... pid <p> [<kind>]".
         m = re.search(r"(pid|rank) (\d+) \[(\w+)\]", label)
@@ -270,3 +280,192 @@ def chart_drawn(shot: np.ndarray, chart: ET.Element) -> int:
             return ok
     raise AssertionError(f"no place in the screenshot shows the chart's {len(big)} segments "
                          f"({len(corners)} candidate corners of {rfill})")
+
+
+# ----------------------------------------------------------------------------------------------
+# Issue 13: bars as long as the step, one timeline lane per process, boxes at their start times
+# ----------------------------------------------------------------------------------------------
+
+_MEASURE = """<script>
+const box = e => e.getBoundingClientRect();
+const ticks = svg => [...svg.querySelectorAll('g.tick')].map(t => [t.querySelector('text').textContent,
+                                                                  box(t.querySelector('line')).left]);
+const bars = document.querySelector('svg.stepbars'), tl = document.querySelector('svg.timeline');
+const out = {bar_ticks: ticks(bars), tl_ticks: ticks(tl), bars: [], lanes: []};
+for (const g of bars.querySelectorAll('g.proc')) {
+  const r = [...g.querySelectorAll('g.wall rect')].map(box);
+  out.bars.push([g.dataset.proc, Math.min(...r.map(b => b.left)), Math.max(...r.map(b => b.right))]);
+}
+for (const g of tl.querySelectorAll('g.lane')) {
+  const a = g.querySelector('a');
+  out.lanes.push([g.dataset.proc, a ? a.getAttribute('href') : null,
+                  [...g.querySelectorAll('rect.ph')].map(r => [r.dataset.phase, box(r).left, box(r).width])]);
+}
+const pre = document.createElement('pre'); pre.id = 'measure'; pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"""
+
+
+def _processes(phases: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    """(role, rank, pid) -> the rows the page draws for it: nsys rows where the process has any."""
+    out = {}
+    for key, grp in phases.groupby(["role", "rank", "pid"], dropna=False):
+        kinds = set(grp["source_kind"])
+        out[key] = grp[grp["source_kind"] == ("nsys" if "nsys" in kinds else sorted(kinds)[0])]
+    return out
+
+
+def _step_window(rows: pd.DataFrame, steps: pd.DataFrame) -> tuple[int, int]:
+    """A process's step: its own `step` range, else the steps table's chosen step of its sources."""
+    step = rows[rows["stage"] == "step"]
+    if len(step):
+        return int(step["start_ns"].iloc[0]), int(step["start_ns"].iloc[0] + step["wall_ns"].iloc[0])
+    mine = steps[steps["chosen"] & steps["source"].isin(rows["source"]) & (steps["pid"] == rows["pid"].iloc[0])]
+    return int(mine["start_ns"].min()), int((mine["start_ns"] + mine["wall_ns"]).max())
+
+
+def _top_level(rows: pd.DataFrame) -> pd.DataFrame:
+    step = rows[rows["stage"] == "step"]
+    if len(step):
+        return rows[rows["parent"] == step["phase"].iloc[0]]
+    return rows[(rows["depth"] == 0) & (rows["phase"] != "(unattributed)")]
+
+
+def _label(key: tuple, kind: str) -> str:
+    role, rank, pid = key
+    return f"{role} rank {int(rank)} [{kind}]" if not pd.isna(rank) else f"{role} pid {int(pid)} [{kind}]"
+
+
+def _scale(ticks: list) -> tuple[float, float]:
+    """(x of 0 ms, px per ms) from the rendered tick lines and their labels."""
+    vals = [(float(t.replace(",", "")), x) for t, x in ticks]
+    assert vals[0][0] == 0 and len(vals) >= 3
+    (v0, x0), (v1, x1) = vals[0], vals[-1]
+    return x0, (x1 - x0) / v1
+
+
+def _measure(page: Path, out: Path) -> dict:
+    """Lay the page out in headless Chromium and return what the measuring script read."""
+    out.mkdir(parents=True, exist_ok=True)
+    probe = out / "measure.html"
+    probe.write_text(page.read_text().replace("</body>", _MEASURE + "</body>", 1))
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+           "--force-device-scale-factor=1", "--host-resolver-rules=MAP * ~NOTFOUND",
+           f"--user-data-dir={out / 'profile'}", f"--window-size={WINDOW[0]},{WINDOW[1]}", "--dump-dom", probe.as_uri()]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    m = re.search(r'<pre id="measure">(.*?)</pre>', res.stdout, re.S)
+    assert m, res.stderr[-2000:]
+    return json.loads(html.unescape(m.group(1)))
+
+
+def synthetic_bundle(src: Path, dst: Path, n: int = 16) -> Path:
+    """A bundle of `n` actor ranks made from the real 2-rank sample: each rank is a copy of rank
+    (r % 2)'s nsys rows, steps and window traces under a new pid, shifted by 0.4 ms per rank
+    (rank 11 by 6 ms more: a straggler). Rendering only; the numbers are the sample's own."""
+    shutil.copytree(src, dst)
+    phases = pd.read_parquet(dst / "summaries" / "phases.parquet")
+    steps = pd.read_parquet(dst / "summaries" / "steps.parquet")
+    manifest = json.loads((dst / "manifest.json").read_text())
+    traces = {t["source"]: t for t in manifest["traces"]}
+    actors = phases[(phases["source_kind"] == "nsys") & phases["rank"].notna()]
+    base = {int(r): s for r, s in actors.groupby("rank")["source"].first().items()}
+    assert set(base) == {0, 1}
+    new_ph, new_st, new_tr = [], [], []
+    for rank in range(n):
+        src_name = base[rank % 2]
+        old_pid = int(actors[actors["source"] == src_name]["pid"].iloc[0])
+        pid, shift = 20000 + rank, rank * 400_000 + (6_000_000 if rank == 11 else 0)
+        source = src_name.replace(f"worker_process_{old_pid}", f"worker_process_{pid}")
+        for df, acc in ((actors, new_ph), (steps[steps["source"] == src_name], new_st)):
+            part = df[df["source"] == src_name]
+            acc.append(part.assign(rank=rank, pid=pid, source=source, start_ns=part["start_ns"] + shift))
+        outputs = {}
+        for kind, rel in traces[src_name]["outputs"].items():
+            outputs[kind] = rel.replace(f"worker_process_{old_pid}", f"worker_process_{pid}")
+            shutil.copyfile(dst / rel, dst / outputs[kind])
+        new_tr.append({**traces[src_name], "source": source, "outputs": outputs})
+    pd.concat(new_ph, ignore_index=True).to_parquet(dst / "summaries" / "phases.parquet")
+    pd.concat(new_st, ignore_index=True).to_parquet(dst / "summaries" / "steps.parquet")
+    manifest["traces"] = new_tr
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    (dst / "report.html").write_text(render_bundle_report(dst))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def bundle16(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthetic_bundle(bundle, tmp_path_factory.mktemp("report16") / "b")
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (CI: bash .ci/install_chromium.sh)")
+@pytest.mark.parametrize("which", ["sample", "sixteen"])
+def test_rendered_bars_and_timeline_match_the_summaries(which: str, bundle: Path, bundle16: Path,
+                                                        tmp_path: Path) -> None:
+    b = bundle if which == "sample" else bundle16
+    phases = pd.read_parquet(b / "summaries" / "phases.parquet")
+    steps = pd.read_parquet(b / "summaries" / "steps.parquet")
+    procs = _processes(phases)
+    assert len(procs) == (3 if which == "sample" else 16)
+    got = _measure(b / "report.html", tmp_path / "m")
+
+    # Every process's bar is as long as its step wall, within 1 px, and starts at 0 ms.
+    x0, scale = _scale(got["bar_ticks"])
+    bars = {label: (left, right) for label, left, right in got["bars"]}
+    assert len(bars) == len(procs)
+    for key, rows in procs.items():
+        start, end = _step_window(rows, steps)
+        left, right = bars[_label(key, rows["source_kind"].iloc[0])]
+        assert abs(left - x0) <= 1
+        assert abs((right - left) - (end - start) / 1e6 * scale) <= 1, (key, right - left, (end - start) / 1e6)
+
+    # One lane per process; each top-level phase box sits at its start time (0 ms = the earliest
+    # step or phase start of the drawn rows), within 1 px; each lane opens its process's trace.
+    t0 = min(min(_step_window(r, steps)[0] for r in procs.values()),
+             min(int(r["start_ns"].min()) for r in procs.values()))
+    x0, scale = _scale(got["tl_ticks"])
+    lanes = {label: (href, boxes) for label, href, boxes in got["lanes"]}
+    assert len(got["lanes"]) == len(lanes) == len(procs)
+    manifest = json.loads((b / "manifest.json").read_text())
+    chrome_of = {t["source"]: t["outputs"]["chrome"] for t in manifest["traces"]}
+    checked = 0
+    for key, rows in procs.items():
+        href, boxes = lanes[_label(key, rows["source_kind"].iloc[0])]
+        assert unquote(href) in {chrome_of[s] for s in rows["source"].unique() if s in chrome_of}
+        top = _top_level(rows)
+        assert sorted(p for p, _, _ in boxes) == sorted(top["phase"])
+        at = {p: (left, width) for p, left, width in boxes}
+        for r in top.itertuples():
+            left, width = at[r.phase]
+            assert abs(left - (x0 + (r.start_ns - t0) / 1e6 * scale)) <= 1, (key, r.phase)
+            assert abs(width - r.wall_ns / 1e6 * scale) <= 1, (key, r.phase)
+            checked += 1
+    assert checked >= len(procs) * 4
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="chromium is not installed (CI: bash .ci/install_chromium.sh)")
+def test_screenshots_of_the_sample_and_sixteen_processes(bundle: Path, bundle16: Path, tmp_path: Path) -> None:
+    """Both pages draw offline and stay small; VERLPROF_SCREENSHOTS=DIR keeps the pictures."""
+    shots = {}
+    for name, b, size in (("report-sample", bundle, (1400, 1050)), ("report-16-processes", bundle16, (1400, 1750))):
+        page = (b / "report.html").read_text()
+        assert len(page.encode()) < 2_000_000
+        outside = [u for u in re.findall(r'(?:href|src)="([^"]*)"', page) if ":" in u]
+        assert outside == []
+        out = tmp_path / name
+        out.mkdir()
+        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--no-first-run", "--disable-component-update", "--hide-scrollbars", "--force-device-scale-factor=1",
+               "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={out / 'profile'}",
+               f"--screenshot={out / 'shot.png'}", f"--window-size={size[0]},{size[1]}", (b / "report.html").as_uri()]
+        subprocess.run(cmd, capture_output=True, timeout=60, check=True)
+        shot = read_png(out / "shot.png")
+        assert shot.shape[:2] == (size[1], size[0])
+        # The actor_update boxes of every lane are painted (the stage's colour fills a real area).
+        assert (shot == _rgb(STAGE_COLORS["actor_update"])).all(axis=2).sum() > 2000
+        shots[name] = out / "shot.png"
+    keep = os.environ.get("VERLPROF_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for name, path in shots.items():
+            shutil.copyfile(path, Path(keep) / f"{name}.png")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .processes import ProcessId, ProcessStep
-from .template import GAP_COLOR, STAGE_COLORS, axis, esc, fmt_ms, nice_max
+from .template import GAP_COLOR, STAGE_COLORS, axis, esc, fmt_ms, nice_ticks
 
 GPU_BAR_COLOR = "#404040"
 
@@ -21,14 +21,14 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
     """One `<g class="proc">` per process: `g.wall` (the segments, summing to the step wall) and
     `g.gpu` (GPU busy in the step), the label linked to the process's window trace."""
     label_w = int(min(360, max(140, 6.5 * max((len(p.label) for p in procs), default=0) + 14)))
-    vmax = nice_max(max((p.wall_ns for p in procs), default=0))
+    vmax, n_ticks = nice_ticks(max((p.wall_ns for p in procs), default=0))
     scale = plot_w / vmax
     gap, top = 8, 6
     row_h = bar_h + gpu_h + 2 + gap
     height = top + len(procs) * row_h + 34
     width = label_w + plot_w + 330
     parts = [f'<svg role="img" class="stepbars" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
-    parts += axis(label_w, plot_w, vmax, top, height - 34, "ms")
+    parts += axis(label_w, plot_w, vmax, top, height - 34, "ms", n_ticks)
     y = top
     for p in procs:
         href = hrefs.get(p.ident)

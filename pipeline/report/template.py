@@ -87,11 +87,24 @@ def nice_max(v: float) -> float:
     return 10 * exp
 
 
+def nice_ticks(v: float, most: int = 6) -> tuple[float, int]:
+    """(axis end, number of intervals) for a value: the interval is a 1/2/2.5/5 x 10^k step and at
+    most `most` of them cover `v`, so the axis ends just past the data (105 ms -> 0..125 by 25)."""
+    if v <= 0:
+        return 1.0, 1
+    raw = v / most
+    exp = 10 ** math.floor(math.log10(raw))
+    step = next(m * exp for m in (1, 2, 2.5, 5, 10) if raw <= m * exp)
+    n = max(1, math.ceil(v / step - 1e-9))
+    return step * n, n
+
+
 def tick_label(ms: float) -> str:
     return "0" if ms == 0 else f"{ms:,.0f}" if abs(ms) >= 1000 else f"{ms:.4g}"
 
 
-def axis(x0: float, width: float, vmax_ns: float, y_top: float, y_bot: float, unit: str, n: int = 4) -> list[str]:
+def axis(x0: float, width: float, vmax_ns: float, y_top: float, y_bot: float, unit: str, n: int = 4,
+         label_y: float | None = None) -> list[str]:
     """Vertical grid lines with their labels (ms) below: each tick is a `<g class="tick">` whose
     line sits at the value its text names, so a reader (or a test) can read the scale off the page."""
     parts = []
@@ -99,9 +112,10 @@ def axis(x0: float, width: float, vmax_ns: float, y_top: float, y_bot: float, un
         v = vmax_ns * i / n
         x = x0 + width * i / n
         parts.append(f'<g class="tick"><line x1="{x:.2f}" y1="{y_top:.1f}" x2="{x:.2f}" y2="{y_bot:.1f}" '
-                     f'stroke="#e4e4e4"/><text x="{x:.2f}" y="{y_bot + 13:.1f}" text-anchor="middle">'
-                     f'{tick_label(v / 1e6)}</text></g>')
-    parts.append(f'<text x="{x0 + width:.1f}" y="{y_bot + 27:.1f}" text-anchor="end">{esc(unit)}</text>')
+                     f'stroke="#e4e4e4"/><text x="{x:.2f}" y="{y_bot + 13 if label_y is None else label_y:.1f}" '
+                     f'text-anchor="middle">{tick_label(v / 1e6)}</text></g>')
+    if label_y is None:
+        parts.append(f'<text x="{x0 + width:.1f}" y="{y_bot + 27:.1f}" text-anchor="end">{esc(unit)}</text>')
     return parts
 
 

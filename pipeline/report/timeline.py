@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, busy_ns, pixel_runs
 from .processes import ProcessId, ProcessStep
-from .template import STAGE_COLORS, esc, fmt_ms, nice_max, tick_label
+from .template import STAGE_COLORS, axis, esc, fmt_ms, nice_ticks
 
 #: Above this many lanes they are drawn thinner and the chart scrolls inside its box.
 COMPACT_LANES = 16
@@ -44,7 +44,7 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
     ph_h, gpu_h, gap = (7, 5, 3) if compact else (14, 8, 8)
     label_w = int(min(320, max(140, 6.5 * max(len(p.label) for p in procs) + 14)))
     t0, t1 = time_range(procs)
-    vmax = nice_max(t1 - t0)
+    vmax, n_ticks = nice_ticks(t1 - t0)
     scale = plot_w / vmax
     top = 22
     lane_h = ph_h + 1 + gpu_h + gap
@@ -52,11 +52,7 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
     width = label_w + plot_w + 20
     x0 = float(label_w)
     parts = [f'<svg role="img" class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
-    for i in range(6):
-        v = vmax * i / 5
-        x = x0 + plot_w * i / 5
-        parts.append(f'<g class="tick"><line x1="{x:.2f}" y1="{top - 4}" x2="{x:.2f}" y2="{height}" stroke="#e4e4e4"/>'
-                     f'<text x="{x:.2f}" y="{top - 8}" text-anchor="middle">{tick_label(v / 1e6)}</text></g>')
+    parts += axis(x0, plot_w, vmax, top - 4, height, "ms", n_ticks, label_y=top - 8)
     parts.append(f'<text x="{x0 - 6}" y="{top - 8}" text-anchor="end" class="dim">ms from step start</text>')
     y = top
     for p in procs:
