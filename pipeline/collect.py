@@ -65,6 +65,7 @@ class CollectOptions:
     pack: bool = False
     traces: bool = True
     strict: bool = False      # a failed artifact fails the run: no bundle (exit 3)
+    step_range: str | None = None   # --step-range REGEX: ranges that mark a step (issue 10)
 
 
 @dataclass
@@ -422,7 +423,7 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
     from ..stages.summarize import SummarizeOptions
     from ..stages.window import identity_from_artifact
 
-    sopts = SummarizeOptions(step=opts.step, top=opts.top)
+    sopts = SummarizeOptions(step=opts.step, top=opts.top, step_range=opts.step_range)
     sources = [(art, res) for art, res in scrubbed if art.kind in (
         ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.TORCH_TRACE)]
     items = [(Path(res.dst), identity_from_artifact(art)) for art, res in sources]

@@ -105,7 +105,7 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
     options = options or summarize_stage.SummarizeOptions()
     ex = executor or InlineExecutor()
     errors: list[tuple[str, str]] = []
-    found = run_all(ex, summarize_stage.source_steps_item, [(str(p), ident) for p, ident in items])
+    found = run_all(ex, summarize_stage.source_steps_item, [(str(p), ident) for p, ident in items], options)
     srcs: list[SourceSteps] = []
     kept: list[tuple[str, SourceIdentity]] = []
     for (p, ident), res in zip(items, found):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"   # 2: phases grouped by normalised name path, inherited GPU attribution, rank_source
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,9 @@ _KEYS = [
 
 SCHEMAS: dict[str, list[Column]] = {
     "phases": _KEYS + [
-        _c("phase", pa.string(), "", "verl's own range name (NVTX / user_annotation)"),
+        _c("phase", pa.string(), "", "range name (NVTX / user_annotation), normalised: per-instance suffixes "
+           "(`, seq = N`, `, op_id = N`, `, sizes = [...]`), trailing `#N` counters and addresses removed; "
+           "the raw names stay in the trace windows"),
         _c("stage", pa.string(), "", "canonical stage (see stages/core/phases.py), `other` when unknown"),
         _c("parent", pa.string(), "", "enclosing range name, null at the top"),
         _c("depth", pa.int32(), "", "nesting depth of the range (0 = outermost)"),
@@ -59,6 +61,19 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("idle_ns", pa.int64(), "ns", "wall_ns minus gpu_busy_ns (GPU idle inside the range)", "lower"),
         _c("api_ns", pa.int64(), "ns", "CUDA runtime/driver API time on the range's thread", "lower"),
         _c("mem_peak_bytes", pa.int64(), "B", "peak device memory in the range (null when no memory data)", "lower"),
+        _c("instances", pa.int64(), "", "ranges of this process and step with this name path (their numbers add up)"),
+        _c("path", pa.string(), "", "normalised names from the outermost range to this one, joined by ` > ` "
+           "(one row per source, process, step and path)"),
+        _c("gpu_busy_inherited_ns", pa.int64(), "ns", "like gpu_busy_ns, but each GPU operation counted under its "
+           "*inherited* home range: NVIDIA's same-thread range, except that an operation launched from a "
+           "thread with no open range goes to the innermost range open on its process's main thread at "
+           "launch, and one launched inside an emit_nvtx backward range (`XBackward0, seq = N`) goes to the "
+           "forward op with that seq. Inclusive of nested ranges; the `(unattributed)` row holds what no "
+           "rule placed. This is the figure meant by 'GPU time of update_actor'", "lower"),
+        _c("kernel_inherited_ns", pa.int64(), "ns", "sum of kernel durations by the inherited rule (see gpu_busy_inherited_ns)", "lower"),
+        _c("kernel_count_inherited", pa.int64(), "", "number of kernels by the inherited rule"),
+        _c("rank_source", pa.string(), "", "where `rank` came from: artifact (file name / report identity), RANK env, "
+           "LOCAL_RANK env, CUDA device, or `unknown: ...` with the reason"),
     ],
     "kernels": _KEYS + [
         _c("phase", pa.string(), "", "innermost range the kernel was launched from"),
@@ -76,7 +91,7 @@ SCHEMAS: dict[str, list[Column]] = {
     "steps": _KEYS + [
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),
         _c("wall_ns", pa.int64(), "ns", "step duration", "lower"),
-        _c("boundary", pa.string(), "", "how the step was found: nvtx_step | capture_range | aligned | discrete | stage_sequence | file_name | profiler_step | snapshot_dir | whole_file"),
+        _c("boundary", pa.string(), "", "how the step was found: nvtx_step | profiler_step (ProfilerStep#N) | step_name (step<N> range) | step_range (--step-range REGEX) | capture_range | aligned | discrete | stage_sequence (verl stage names only) | file_name | snapshot_dir | whole_file (no markers: the whole capture)"),
         _c("chosen", pa.bool_(), "", "true for the steady-state step summarised in phases/kernels"),
         _c("reason", pa.string(), "", "one line: why this step was (not) chosen"),
     ],

@@ -44,6 +44,9 @@ def collect(
     nsys: Optional[str] = typer.Option(None, "--nsys", envvar="VERLPROF_NSYS", help="nsys binary to export reports with."),
     step: str = typer.Option("2", "--step", help="Steady-state step to summarize: N or 'auto'."),
     top: int = typer.Option(50, "--top", help="Top kernels per phase in kernels.parquet."),
+    top_phases: int = typer.Option(15, "--top-phases", help="Phases per process shown here (all are in phases.parquet)."),
+    step_range: Optional[str] = typer.Option(None, "--step-range", metavar="REGEX",
+                                             help="Ranges whose name matches REGEX mark the steps (for captures without step markers)."),
     html: bool = typer.Option(False, "--html", help="Also write report.html."),
     pack: bool = typer.Option(False, "--pack", help="Also write OUT.tar.gz with SHA256SUMS."),
     ray: bool = typer.Option(False, "--ray", help="Collect on every node of the running Ray cluster (address auto)."),
@@ -65,16 +68,17 @@ def collect(
             raise VerlprofError(None, "no SOURCE given and no Ray nsight folder or ./outputs/profile found")
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     opts = CollectOptions(sources=srcs, out=out, work_dir=work or default_work_dir(), jobs=jobs, nsys=nsys,
-                          step=step_arg, top=top, html=html, pack=pack, strict=strict)
+                          step=step_arg, top=top, html=html, pack=pack, strict=strict,
+                          step_range=_step_range(step_range))
     console = Console()
     try:
         with stage_progress() as progress:
             result = run_collect(opts, progress)
     except RunFailedError as err:
         if err.result is not None:          # nothing (or, with --strict, not all) summarized
-            print_collect_table(err.result, console)
+            print_collect_table(err.result, console, top_phases)
         raise
-    print_collect_table(result, console)
+    print_collect_table(result, console, top_phases)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
@@ -106,7 +110,15 @@ def _int_step(step: str) -> int:
     return n
 
 
-def print_collect_table(result: CollectResult, console: Console) -> None:
+def _step_range(pattern: str | None) -> str | None:
+    """`--step-range` checked before any work starts (a bad regex is a one-line error)."""
+    from ...stages.window import compile_step_range
+
+    compile_step_range(pattern)
+    return pattern
+
+
+def print_collect_table(result: CollectResult, console: Console, top_phases: int = 15) -> None:
     """One row per artifact (final status, and why when not done), the closing line, the window
     choice, the chosen step's phases, doctor's findings and where the bundle is."""
     for line in artifact_lines(result, console.width):
@@ -127,7 +139,7 @@ def print_collect_table(result: CollectResult, console: Console) -> None:
         phases = list(result.rows["phases"])
         sources = list(dict.fromkeys(r.get("source") for r in phases))
         shown = set(sources[:_MAX_SOURCE_TABLES])
-        render_phase_table([r for r in phases if r.get("source") in shown], console)
+        render_phase_table([r for r in phases if r.get("source") in shown], console, top_phases)
         if len(sources) > len(shown):
             console.print(f"... and {len(sources) - len(shown)} more sources in summaries/phases.parquet")
     if result.doctor:

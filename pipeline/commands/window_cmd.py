@@ -60,6 +60,9 @@ def window(
     inputs: list[Path] = typer.Argument(..., help="nsys SQLite exports or torch traces, or folders holding them."),
     step: str = typer.Option("2", "--step", help="Step to summarize: N, or 'auto' (median-duration step after the first)."),
     top: int = typer.Option(50, "--top", help="Top kernels per phase (with -o)."),
+    top_phases: int = typer.Option(15, "--top-phases", help="Phases per process shown with --phases."),
+    step_range: Optional[str] = typer.Option(None, "--step-range", metavar="REGEX",
+                                             help="Ranges whose name matches REGEX mark the steps."),
     phases: bool = typer.Option(False, "--phases", help="Also summarize the chosen step and print its phases."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write phases/kernels/steps.parquet into this folder."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
@@ -84,14 +87,19 @@ def window(
     console = Console()
     files = _inputs(inputs)
     idents = [(p, identity_from_path(p)) for p in files]
-    options = SummarizeOptions(step=parse_step(step), top=top)  # type: ignore[arg-type]
+    from ...stages.window import compile_step_range
+
+    compile_step_range(step_range)
+    options = SummarizeOptions(step=parse_step(step), top=top, step_range=step_range,  # type: ignore[arg-type]
+                               top_phases=top_phases)
     if phases or out is not None:
         res = summarize_sources(idents, options, make_executor(jobs))
         resolved, choice, rows = res.sources, res.choice, res.rows
         for source, err in res.errors:
             console.print(f"[yellow]skipped {source}: {err}[/yellow]")
     else:
-        resolved, choice = run_window([source_steps_item((str(p), ident)) for p, ident in idents], options.step)
+        resolved, choice = run_window([source_steps_item((str(p), ident), options) for p, ident in idents],
+                                      options.step)
         rows = {"steps": steps_rows(resolved, choice)}
     t = Table(title="profiled steps", title_justify="left")
     for col in ("source", "pid", "step", "wall ms", "boundary", "chosen", "flags"):
@@ -105,7 +113,7 @@ def window(
     for w in choice.warnings:
         console.print(f"[yellow]warning: {w}[/yellow]")
     if phases and rows.get("phases"):
-        render_phase_table(rows["phases"], console)
+        render_phase_table(rows["phases"], console, top_phases)
     if out is not None:
         meta = summary_metadata(
             inputs=[(ident.source, sha256_file(p)) for p, ident in idents],

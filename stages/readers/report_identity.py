@@ -83,8 +83,8 @@ _RANGE_TYPES = "59,60,70,71"      # NVTX push/pop and start/end ranges (see nsys
 _PID_SHIFT, _TID_MASK = 24, 0xFFFFFF
 _COMM_LEN = 15                    # Linux cuts process/thread names (comm) to 15 characters
 _MIN_PREFIX = 4                   # a cut class name must keep this much to be matched
-_ENV_KEYS = ("RANK", "WORLD_SIZE", "WG_PREFIX")
-_ENV_RE = re.compile(r"(?:^|[;\x00])(RANK|WORLD_SIZE|WG_PREFIX)=([^;\x00]*)")
+_ENV_KEYS = ("RANK", "WORLD_SIZE", "WG_PREFIX", "LOCAL_RANK")
+_ENV_RE = re.compile(r"(?:^|[;\x00])(RANK|WORLD_SIZE|WG_PREFIX|LOCAL_RANK)=([^;\x00]*)")
 _PROC_ENV_RE = re.compile(r"^PROCESS_(\d+):ENVIRONMENT")
 _PROC_PID_RE = re.compile(r"^PROCESS_(\d+):PID$")
 _POLICY = ("actor", "rollout", "ref")
@@ -130,6 +130,47 @@ def identify_report(sqlite_path: str | Path, pid: int | None = None) -> ReportId
         return _Reader(path, con, frozenset(info.tables)).identify(pid)
     finally:
         con.close()
+
+
+# Where a per-process rank came from (fixed labels, never a value read from the export).
+RANK_ENV = "RANK env"
+LOCAL_RANK_ENV = "LOCAL_RANK env"
+RANK_DEVICE = "CUDA device"
+
+
+def process_ranks(con: sqlite3.Connection, tables: Iterable[str], pids: Iterable[int],
+                  path: str | Path = "") -> dict[int, tuple[int | None, str]]:
+    """Rank of every process of one report, and the source that gave it.
+
+    Why: one report may hold several processes (torchrun under one `nsys profile`, a Ray node's
+    workers), each its own rank. In order of trust: the process's own `RANK`, else `LOCAL_RANK`
+    (nsys 2024+ records the environment of the processes it launched; a single-process report
+    also has the session's), else the CUDA device its kernels ran on. NCCL's communicator rank
+    lives in NVTX extended payloads, which `nsys export` (2022.4-2025.3) writes without their
+    bytes, so it cannot be read here. When several processes share one device, the device says
+    nothing about rank: rank stays unknown and the source says why.
+    """
+    reader = _Reader(Path(path), con, frozenset(tables))
+    pids = sorted({int(p) for p in pids})
+    envs = reader.process_envs()
+    single_env = reader._device_env() if len(pids) == 1 and not envs else {}
+    out: dict[int, tuple[int | None, str]] = {}
+    devices: dict[int, int | None] = {}
+    for pid in pids:
+        env = envs.get(pid) or (envs.get(0) if len(pids) == 1 else None) or single_env
+        for key, label in (("RANK", RANK_ENV), ("LOCAL_RANK", LOCAL_RANK_ENV)):
+            v = _int_env(env.get(key)) if env else None
+            if v is not None:
+                out[pid] = (v, label)
+                break
+        if pid not in out:
+            devices[pid] = reader.device_of(pid)
+    shared = {d for d in devices.values() if d is not None and list(devices.values()).count(d) > 1}
+    for pid, dev in devices.items():
+        if dev is None:
+            continue
+        out[pid] = (None, f"unknown: processes share {RANK_DEVICE} {dev}") if dev in shared else (dev, RANK_DEVICE)
+    return out
 
 
 class _Reader:
@@ -207,6 +248,40 @@ class _Reader:
                                    f"{_TID_MASK}) = ? LIMIT 1", [pid]))
         return False
 
+    # -- per process ---------------------------------------------------------------------------
+
+    def process_envs(self) -> dict[int, dict[str, str]]:
+        """pid -> RANK/LOCAL_RANK/WORLD_SIZE/WG_PREFIX of every process nsys recorded an environment
+        for (`PROCESS_<n>:PID` = 0 is the launched process: key 0)."""
+        if not self.has("META_DATA_CAPTURE", "name", "value"):
+            return {}
+        likes = " OR ".join(f"instr(CAST(value AS BLOB), CAST('{k}=' AS BLOB)) > 0" for k in _ENV_KEYS)
+        per_proc: dict[int, dict[str, str]] = {}
+        pids: dict[int, int] = {}
+        for name, value in self.query(
+                "SELECT name, CAST(value AS BLOB) FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS%' "
+                f"AND (name LIKE '%:PID' OR ({likes}))"):
+            m = _PROC_PID_RE.match(str(name))
+            if m:
+                p = _int_env(_text(value))
+                pids[int(m.group(1))] = p if p is not None else 0
+                continue
+            m = _PROC_ENV_RE.match(str(name))
+            picked = _pick_env(value) if m else {}
+            if m and picked:
+                per_proc.setdefault(int(m.group(1)), {}).update(picked)
+        return {pids.get(n, 0): env for n, env in per_proc.items()}
+
+    def device_of(self, pid: int) -> int | None:
+        """CUDA device of the first kernel (else memcpy) the process ran; None without GPU work."""
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
+            if self.has(table, "globalPid", "deviceId"):
+                rows = self.query(f"SELECT deviceId FROM {table} WHERE ((globalPid >> {_PID_SHIFT}) & "
+                                  f"{_TID_MASK}) = ? LIMIT 1", [pid])
+                if rows and rows[0][0] is not None:
+                    return int(rows[0][0])
+        return None
+
     # -- environment ---------------------------------------------------------------------------
 
     def _environment(self, pid: int | None) -> tuple[dict[str, str], str]:
@@ -237,7 +312,7 @@ class _Reader:
                     pids[int(m.group(1))] = p
                 continue
             m = _PROC_ENV_RE.match(name)
-            picked = _pick_env(value) if m else {}
+            picked = {k: v for k, v in _pick_env(value).items() if k != "LOCAL_RANK"} if m else {}
             if m and picked:
                 per_proc.setdefault(int(m.group(1)), {}).update(picked)
         if not per_proc:
@@ -391,8 +466,9 @@ def _pick_env(value: object) -> dict[str, str]:
 
 
 def _int_env(value: str | None) -> int | None:
-    """A non-negative decimal number, else None (an odd value is never echoed anywhere)."""
+    """A non-negative decimal number (nsys 2025 quotes values: `RANK="1"`), else None (an odd
+    value is never echoed anywhere)."""
     if value is None:
         return None
-    v = value.strip()
+    v = value.strip().strip('"').strip("'").strip()
     return int(v) if v.isdigit() and len(v) <= 9 else None

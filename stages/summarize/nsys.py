@@ -8,6 +8,16 @@ collective time and how much of it compute did not hide, CUDA API time and peak 
 Kernels launched in the step from no range at all (e.g. PyTorch's autograd thread has no NVTX
 ranges) are kept as a `(unattributed)` phase so totals stay honest.
 
+Phases group by name path: range names are normalised first (`aten::mul, seq = 3, op_id = 9` ->
+`aten::mul`, `core/phases.normalize_range_name`), so one row per (process, step, path) carries
+an `instances` count. Beside NVIDIA's same-thread numbers every phase has *inherited* ones
+(`*_inherited` columns): what a user means by "GPU time of update_actor". Each GPU operation gets
+one home range: NVIDIA's, except that (a) an operation launched from a thread with no open range
+goes to the innermost range open on its process's main thread at launch time, and (b) an operation
+launched inside an emit_nvtx backward range (`MmBackward0, seq = N` on autograd's thread) goes to
+the forward op of the same `seq` on the main thread. Inherited figures are inclusive of nested
+ranges, like NVIDIA's; what no rule places stays in the `(unattributed)` row's inherited figures.
+
 Outputs: `phases`, `kernels` and `steps` rows (SummaryRows), written by `write_summaries` as
 Parquet with key-value metadata. `kernel_summary` and `project_ranges` give NVIDIA-comparable
 whole-report numbers (gpukernsum, nvtxgpuproj) for checks and the benchmark.
@@ -27,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.atomic import atomic_path
-from ..core.phases import canonical_stage
+from ..core.phases import autograd_seq, canonical_stage, normalize_range_name
 from ..readers.nsys_sqlite import KERNEL, MEMORY, NsysExport, NvtxRanges, pid_of_gtid, tid_of_gtid
 from ..readers.nvtx_tree import RangeIndex
 from ..schema import SCHEMAS, arrow_schema
@@ -45,7 +55,7 @@ from ..window import (
 from . import intervals
 from .kernel_category import categorize
 from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, ProjectionResult, project
-from .types import SummarizeOptions, SummaryRows
+from .types import DEFAULT_TOP_PHASES, SummarizeOptions, SummaryRows
 
 UNATTRIBUTED = "(unattributed)"
 OTHER_KERNELS = "other"
@@ -98,13 +108,14 @@ def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions
         own_steps_rows: list[dict[str, Any]] = []
         src = None
         if spans is None:
-            src = source_steps_from_ranges(ident, str(path), offset, r)
+            src = source_steps_from_ranges(ident, str(path), offset, r, (), options.step_range)
             resolved, choice = run_window([src], options.step)
             src = resolved[0]
             spans = window_spans(src, choice.step)
             own_steps_rows = steps_rows(resolved, choice)
         index = RangeIndex.build(r)
         rel_spans = [(s.start_ns - offset, s.end_ns - offset, s.pid, s.step) for s in spans]
+        ranks = _process_ranks(db, ident, r)
         pids = r.pid
         selected = np.zeros(len(r), bool)
         for lo, hi, pid, _ in rel_spans:
@@ -118,6 +129,12 @@ def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions
         res.ops["copy_kind"] = _copy_direction(res.ops["copy_kind"], db.copy_kind_names())
         mem = _memory_levels(db, window) if window is not None else {}
         phases, kernels = _phase_rows(ident, offset, r, index, res, selected, rel_spans, names, mem, options.top)
+        for row in phases + kernels:
+            got = ranks.get(row["pid"])
+            if got is not None and (row.get("rank") is None or len(ranks) > 1):
+                row["rank"], row["rank_source"] = got
+            elif row.get("rank") is not None:
+                row["rank_source"] = "artifact"
         facts = {"nsys_version": db.nsys_version, "schema_version": db.schema_version}
     rows: SummaryRows = {"phases": phases, "kernels": kernels, "steps": own_steps_rows}
     return NsysScan(rows, src, r, res, facts)
@@ -239,15 +256,23 @@ def _phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeI
         parts = [np.arange(np.searchsorted(rng, i, "left"), np.searchsorted(rng, i, "right")) for i in ids]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-    # Group selected phase ranges by (pid, name, parent name, depth): repeated instances add up.
+    # Group selected phase ranges by (pid, path of normalised names): repeated instances add up.
+    irng = _inherited_ranges(r, index, ops, selected, is_phase)
+    iorder = np.argsort(irng, kind="stable")
+    irng_sorted = irng[iorder]
+
+    def inherited_slice(ids: Iterable[int]) -> np.ndarray:
+        parts = [iorder[np.searchsorted(irng_sorted, i, "left"):np.searchsorted(irng_sorted, i, "right")] for i in ids]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    paths = _phase_paths(r, index, owner, np.flatnonzero(selected & is_phase))
     groups: dict[tuple, list[int]] = {}
     for i in np.flatnonzero(selected & is_phase).tolist():
-        p = owner[index.parent[i]] if index.parent[i] >= 0 else -1
-        key = (int(pids[i]), r.text[i], r.text[p] if p >= 0 else None, int(index.depth[i]))
-        groups.setdefault(key, []).append(i)
+        groups.setdefault((int(pids[i]), paths[i]), []).append(i)
     phases: list[dict[str, Any]] = []
-    for (pid, name, parent, depth), members in groups.items():
-        sel_ops = op_slice(j for i in members for j in index.subtree(i).tolist())
+    for (pid, path), members in groups.items():
+        tree = [j for i in members for j in index.subtree(i).tolist()]
+        sel_ops = op_slice(tree)
         starts = [int(r.start[i]) for i in members]
         ends = [int(r.end[i]) for i in members]
         lvl = mem.get(pid)
@@ -256,30 +281,164 @@ def _phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeI
             peak = max((_mem_peak(lvl, s, e) or 0) for s, e in zip(starts, ends))
         row = _numbers(ops, cat, sel_ops)
         wall = int(sum(e - s for s, e in zip(starts, ends)))
+        name = path[-1]
         phases.append({
             **ident.keys(step_of_pid.get(pid, default_step)), "pid": pid,
-            "phase": name, "stage": canonical_stage(name, ident.role), "parent": parent, "depth": depth,
+            "phase": name, "stage": canonical_stage(name, ident.role), "parent": path[-2] if len(path) > 1 else None,
+            "depth": len(path) - 1, "path": PATH_SEP.join(path), "instances": len(members),
             "start_ns": offset + min(starts), "wall_ns": wall, **row,
+            **_inherited_numbers(ops, inherited_slice(tree)),
             "idle_ns": max(0, wall - row["gpu_busy_ns"]),
             "api_ns": int(sum(api_incl[i] for i in members)), "mem_peak_bytes": peak,
         })
     # GPU work in the step that no range launched (other threads, no NVTX): one row per process.
     un = np.flatnonzero(rng < 0)
+    un_inh = np.flatnonzero(irng < 0)
     for lo, hi, pid, step in spans:
         ids = un if pid is None else un[ops["pid"][un] == pid]
         ids = ids[(ops["start"][ids] >= lo) & (ops["start"][ids] <= hi)]
         if ids.size == 0:
             continue
+        left = un_inh if pid is None else un_inh[ops["pid"][un_inh] == pid]
+        left = left[(ops["start"][left] >= lo) & (ops["start"][left] <= hi)]
         row = _numbers(ops, cat, ids)
         wall = hi - lo
         phases.append({
             **ident.keys(step), "pid": pid if pid is not None else int(ops["pid"][ids[0]]),
-            "phase": UNATTRIBUTED, "stage": "other", "parent": None, "depth": 0,
-            "start_ns": offset + lo, "wall_ns": wall, **row, "idle_ns": max(0, wall - row["gpu_busy_ns"]),
-            "api_ns": None, "mem_peak_bytes": None,
+            "phase": UNATTRIBUTED, "stage": "other", "parent": None, "depth": 0, "path": UNATTRIBUTED,
+            "instances": 1, "start_ns": offset + lo, "wall_ns": wall, **row, **_inherited_numbers(ops, left),
+            "idle_ns": max(0, wall - row["gpu_busy_ns"]), "api_ns": None, "mem_peak_bytes": None,
         })
     kernels = _kernel_rows(ident, r, ops, cat, names, owner, pids, step_of_pid, default_step, spans, top)
     return phases, kernels
+
+
+PATH_SEP = " > "
+_AUTOGRAD_ROOT = "autograd::engine::evaluate_function"
+
+
+def _process_ranks(db: NsysExport, ident: SourceIdentity, r: NvtxRanges) -> dict[int, tuple[int | None, str]]:
+    """pid -> (rank, where it came from) for every process with ranges in the export."""
+    from ..readers.report_identity import process_ranks
+
+    pids = np.unique(r.pid).tolist() if len(r) else ([ident.pid] if ident.pid else [])
+    if not pids:
+        return {}
+    return process_ranks(db.con, db.tables, pids, db.path)
+
+
+def _phase_paths(r: NvtxRanges, index: RangeIndex, owner: np.ndarray, ids: np.ndarray) -> dict[int, tuple[str, ...]]:
+    """Range index -> names of its phase ancestors and itself, normalised (`step > gen > aten::mm`).
+
+    Library-domain ranges (NCCL, cuBLAS) take no place in a path; their work belongs to the phase
+    around them (`owner`)."""
+    memo: dict[int, tuple[str, ...]] = {}
+    norm: dict[str, str] = {}
+
+    def name(i: int) -> str:
+        t = r.text[i]
+        if t not in norm:
+            norm[t] = normalize_range_name(t)
+        return norm[t]
+
+    def path(i: int) -> tuple[str, ...]:
+        chain = []
+        j = i
+        while j >= 0 and j not in memo:
+            chain.append(j)
+            p = index.parent[j]
+            j = int(owner[p]) if p >= 0 else -1
+        base = memo[j] if j >= 0 else ()
+        for k in reversed(chain):
+            base = base + (name(k),)
+            memo[k] = base
+        return memo[i]
+
+    return {int(i): path(int(i)) for i in ids.tolist()}
+
+
+def _main_threads(r: NvtxRanges, index: RangeIndex) -> dict[int, int]:
+    """pid -> globalTid of its main (range-issuing) thread: the thread whose id is the pid when it
+    opened ranges, else the thread with most ranges."""
+    out: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    for g in index.threads:
+        counts[g] = int(np.count_nonzero(r.gtid == g))
+    for g in sorted(index.threads, key=lambda g: -counts[g]):
+        pid = int(pid_of_gtid(g))
+        if int(tid_of_gtid(g)) == pid:
+            out[pid] = g
+        else:
+            out.setdefault(pid, g)
+    return out
+
+
+def _seq_homes(r: NvtxRanges, index: RangeIndex, main: dict[int, int]) -> np.ndarray:
+    """Range index -> the forward op range (main thread) whose autograd `seq` it shares, for ranges
+    on other threads (emit_nvtx backward ops and everything nested in them); autograd's
+    `evaluate_function` wrappers without one go to the main thread's range open when they start;
+    -1 elsewhere."""
+    n = len(r)
+    home = np.full(n, -1, np.int64)
+    seq = {i: autograd_seq(t) for i, t in enumerate(r.text) if "seq" in t}
+    if not seq:
+        return home
+    mains = set(main.values())
+    forward: dict[tuple[int, int], list[int]] = {}
+    for i, q in seq.items():
+        if q is not None and int(r.gtid[i]) in mains:
+            forward.setdefault((int(pid_of_gtid(int(r.gtid[i]))), q), []).append(i)
+    if not forward:
+        return home
+    for i in range(n):  # parents sort before children
+        if int(r.gtid[i]) in mains:
+            continue
+        q = seq.get(i)
+        f = -1
+        if q is not None:
+            cands = [c for c in forward.get((int(pid_of_gtid(int(r.gtid[i]))), q), ()) if r.start[c] <= r.start[i]]
+            if cands:  # the outermost op of that seq, the latest forward pass before this backward
+                f = min(cands, key=lambda c: (index.depth[c], -int(r.start[c])))
+        if f < 0 and index.parent[i] >= 0:
+            f = int(home[index.parent[i]])
+        elif f < 0 and r.text[i].startswith(_AUTOGRAD_ROOT) and pid_of_gtid(int(r.gtid[i])) in main:
+            # autograd's own wrapper around a backward op: the range open on the main thread then
+            g = main[int(pid_of_gtid(int(r.gtid[i])))]
+            f = int(index.innermost(g, r.start[i:i + 1], r.start[i:i + 1])[0])
+        home[i] = f
+    return home
+
+
+def _inherited_ranges(r: NvtxRanges, index: RangeIndex, ops: dict[str, np.ndarray], selected: np.ndarray,
+                      is_phase: np.ndarray) -> np.ndarray:
+    """Each kept GPU operation's home range for the inherited figures (module docstring), -1 when none."""
+    rng = ops["rng"]
+    irng = rng.copy()
+    if len(r) == 0 or rng.size == 0:
+        return np.full(rng.size, -1, np.int64)
+    main = _main_threads(r, index)
+    home = _seq_homes(r, index, main)
+    on = rng >= 0
+    h = np.where(on, home[np.maximum(rng, 0)], -1)
+    irng = np.where(h >= 0, h, irng)
+    orphan = (rng < 0) & (ops["launch"] >= 0)
+    for pid in np.unique(ops["pid"][orphan]).tolist():
+        g = main.get(int(pid))
+        if g is None:
+            continue
+        m = np.flatnonzero(orphan & (ops["pid"] == pid))
+        irng[m] = index.innermost(g, ops["launch"][m], ops["launch"][m])
+    ok = irng >= 0
+    ok[ok] = selected[irng[ok]]
+    return np.where(ok, irng, -1)
+
+
+def _inherited_numbers(ops: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, int]:
+    """GPU busy, kernel time and kernel count of the operations a phase inherits."""
+    k = ops["kind"][ids] == KIND_KERNEL
+    dur = ops["end"][ids] - ops["start"][ids]
+    return {"gpu_busy_inherited_ns": intervals.union_length(ops["start"][ids], ops["end"][ids]),
+            "kernel_inherited_ns": int(dur[k].sum()), "kernel_count_inherited": int(k.sum())}
 
 
 def _numbers(ops: dict[str, np.ndarray], cat: np.ndarray, ids: np.ndarray) -> dict[str, int]:
@@ -319,7 +478,9 @@ def _kernel_rows(ident: SourceIdentity, r: NvtxRanges, ops: dict[str, np.ndarray
         return []
     rng = ops["rng"][k]
     own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1)
-    phase = [r.text[o] if o >= 0 else UNATTRIBUTED for o in own.tolist()]
+    norm: dict[int, str] = {}
+    phase = [(norm.get(o) or norm.setdefault(o, normalize_range_name(r.text[o]))) if o >= 0 else UNATTRIBUTED
+             for o in own.tolist()]
     df = pd.DataFrame({
         "pid": ops["pid"][k], "phase": phase, "name": ops["name"][k],
         "dur": ops["end"][k] - ops["start"][k], "cat": cat[k],
@@ -456,7 +617,7 @@ def source_steps_item(item: tuple[str, SourceIdentity], options: Any = None) -> 
         from .torch_profile import torch_steps_item
 
         return torch_steps_item(item, options)
-    return nsys_source_steps(*item)
+    return nsys_source_steps(*item, step_range=getattr(options, "step_range", None))
 
 
 def summarize_any_item(item: Any, options: SummarizeOptions) -> SummaryRows:
@@ -531,8 +692,46 @@ def _ms(ns: Any) -> str:
     return "" if ns is None else f"{ns / 1e6:,.1f}"
 
 
-def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: Any = None) -> Any:
-    """A rich table per (role, rank, process) of the chosen step's phases; printed when `console`."""
+_NAME_WIDTH = 40
+
+
+def _top_phases(part: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The `top` phases of one process by wall time (ancestors of a shown phase are shown too, so
+    the tree reads; the `(unattributed)` row always), in start order; and the rest."""
+    by_path = {r.get("path") or r.get("phase"): r for r in part}
+    ranked = sorted((r for r in part if r.get("phase") != UNATTRIBUTED),
+                    key=lambda x: (-(x.get("wall_ns") or 0), x.get("start_ns") or 0))
+    shown: dict[int, dict[str, Any]] = {id(r): r for r in part if r.get("phase") == UNATTRIBUTED}
+    for row in ranked:
+        if len(shown) >= top + 1:
+            break
+        chain = [row]
+        path = str(row.get("path") or "")
+        while PATH_SEP in path:
+            path = path.rsplit(PATH_SEP, 1)[0]
+            if path in by_path:
+                chain.append(by_path[path])
+        for r in chain:
+            shown[id(r)] = r
+    rest = [r for r in part if id(r) not in shown]
+
+    def tree_order(x: dict[str, Any]) -> tuple:
+        path = str(x.get("path") or x.get("phase") or "")
+        root = by_path.get(path.split(PATH_SEP, 1)[0], x)
+        return (x.get("phase") == UNATTRIBUTED, root.get("start_ns") or 0, path)
+
+    return sorted(shown.values(), key=tree_order), rest
+
+
+def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: Any = None,
+                       top: int = DEFAULT_TOP_PHASES) -> Any:
+    """A rich table per (role, rank, process) of the chosen step's phases; printed when `console`.
+
+    At most `top` phases per process (the longest by wall time, with their enclosing phases), then
+    one line saying how many more are in phases.parquet, so no input prints hundreds of rows. GPU
+    time is shown twice: NVIDIA's same-thread figure and the inherited one (what the phase caused,
+    backward kernels of autograd's thread included); the `(unattributed)` row's inherited figure is
+    what no rule could place."""
     from rich.console import Console
     from rich.table import Table
 
@@ -543,16 +742,34 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
         groups.setdefault((row.get("role"), row.get("rank"), row.get("pid"), row.get("source")), []).append(row)
     for (role, rank, pid, source), part in groups.items():
         step = part[0].get("step")
-        title = f"{role or 'role ?'} rank {rank if rank is not None else '?'} (pid {pid}) step {step}: {source}"
+        how = part[0].get("rank_source")
+        rank_txt = f"{rank if rank is not None else '?'}" + (f" ({how})" if how and how != "artifact" else "")
+        title = f"{role or 'role ?'} rank {rank_txt} (pid {pid}) step {step}: {source}"
         t = Table(title=title, title_justify="left")
-        for col, just in (("phase", "left"), ("stage", "left"), ("wall ms", "right"), ("GPU busy ms", "right"),
-                          ("kernels", "right"), ("comm ms", "right"), ("mem peak GiB", "right")):
-            t.add_column(col, justify=just, no_wrap=True, min_width=len(col))  # type: ignore[arg-type]
-        for row in sorted(part, key=lambda x: (x.get("phase") == UNATTRIBUTED, x.get("start_ns") or 0)):
+        for col, just in (("phase", "left"), ("stage", "left"), ("n", "right"), ("wall ms", "right"),
+                          ("GPU ms", "right"), ("GPU inh. ms", "right"), ("kernels", "right"),
+                          ("comm ms", "right"), ("mem GiB", "right")):
+            t.add_column(col, justify=just, no_wrap=True, min_width=max(3, len(col)),  # type: ignore[arg-type]
+                         max_width=_NAME_WIDTH if col == "phase" else None)
+        shown, rest = _top_phases(part, max(1, top))
+        for row in shown:
             peak = row.get("mem_peak_bytes")
-            t.add_row("  " * int(row.get("depth") or 0) + str(row.get("phase")), str(row.get("stage")),
-                      _ms(row.get("wall_ns")), _ms(row.get("gpu_busy_ns")), f"{row.get('kernel_count') or 0:,}",
-                      _ms(row.get("comm_ns")), "" if peak is None else f"{peak / 2**30:.2f}")
+            inh = row.get("gpu_busy_inherited_ns")
+            label = "  " * int(row.get("depth") or 0) + str(row.get("phase"))
+            t.add_row(label if len(label) <= _NAME_WIDTH else label[:_NAME_WIDTH - 1] + "…", str(row.get("stage")),
+                      str(row.get("instances") or 1), _ms(row.get("wall_ns")), _ms(row.get("gpu_busy_ns")),
+                      ("left " if row.get("phase") == UNATTRIBUTED else "") + _ms(inh),
+                      f"{row.get('kernel_count') or 0:,}", _ms(row.get("comm_ns")),
+                      "" if peak is None else f"{peak / 2**30:.2f}")
+        if rest:
+            shown_paths = {r.get("path") for r in shown}
+            # only the outermost hidden phases: nested ones are inside their time already
+            outer = [r for r in rest if str(r.get("path") or "").rsplit(PATH_SEP, 1)[0] in shown_paths
+                     or PATH_SEP not in str(r.get("path") or "")]
+            hidden_ms = sum((r.get("wall_ns") or 0) for r in outer) / 1e6
+            t.caption = f"{len(rest)} more phases ({hidden_ms:,.1f} ms wall) in phases.parquet"
+            t.caption_style = "none"
+            t.caption_justify = "left"
         tables.append(t)
     if console is None:
         console = Console()

@@ -13,6 +13,12 @@ some range are kept, as sorted (process, correlationId) keys (`CallMap`). GPU op
 and looked up by key. Every number is first attributed to the innermost range and then rolled up
 to the enclosing ranges, so nested ranges are each exact (as NVIDIA computes them independently).
 Memory is O(ranges + API calls inside ranges), never a whole table as Python objects.
+
+Beyond NVIDIA's rule (inherited attribution, issue 10): when a `window` is given, the same sweep
+also keeps the launch time and thread of every API call in the window that no range encloses
+(autograd's backward thread, a thread pool). Operations those calls launched carry it in
+`ops["launch"]` / `ops["launch_tid"]`, so summarize can hand them to the range open on the
+process's main thread at that moment. NVIDIA's numbers are untouched by this.
 """
 from __future__ import annotations
 
@@ -41,6 +47,8 @@ class OpBatch:
     nbytes: list[np.ndarray] = field(default_factory=list)
     copy_kind: list[np.ndarray] = field(default_factory=list)
     pid: list[np.ndarray] = field(default_factory=list)
+    launch: list[np.ndarray] = field(default_factory=list)      # launch time of rng < 0 ops, else -1
+    launch_tid: list[np.ndarray] = field(default_factory=list)  # launching globalTid of rng < 0 ops, else -1
 
     def add(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
@@ -48,7 +56,7 @@ class OpBatch:
 
     def arrays(self) -> dict[str, np.ndarray]:
         out = {}
-        for k in ("rng", "start", "end", "kind", "name", "nbytes", "copy_kind", "pid"):
+        for k in ("rng", "start", "end", "kind", "name", "nbytes", "copy_kind", "pid", "launch", "launch_tid"):
             parts = getattr(self, k)
             out[k] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return out
@@ -184,18 +192,33 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
     #    The thread comes back as a small index instead of the 15-digit globalTid (SQLite's integer
     #    formatting is much of the cost). start/end stay raw: arithmetic in SQL would read a
     #    corrupt text value as 0 silently, while numpy's parser refuses it.
+    #    With a window, calls in it outside every range are kept too (`orphans`, for inheritance):
+    #    the thread column then carries -2 - globalTid for threads without ranges.
     threads = sorted(index.threads)
     t_lo = int(min(index.threads[g].bounds[0] for g in threads)) if threads else 0
+    orphans = _Orphans(proc_keys)
     if threads:
         t_hi = int(max(index.threads[g].bounds[-1] for g in threads))
         tid_list = ",".join(str(g) for g in threads)
         thread_of = " ".join(f"WHEN {g} THEN {i}" for i, g in enumerate(threads))
-        exprs = ["start", "end", "correlationId", f"CASE globalTid {thread_of} ELSE -1 END"]
+        other = "-2 - globalTid" if window is not None else "-1"
+        exprs = ["start", "end", "correlationId", f"CASE globalTid {thread_of} ELSE {other} END"]
         for table in (RUNTIME, DRIVER):
             if not db.has(table, "start", "end", "correlationId", "globalTid"):
                 continue
             where = f"globalTid IN ({tid_list}) AND start >= ? AND start <= ?"
-            for s, e, corr, g in db.iter_columns(table, exprs, where, (t_lo, t_hi)):
+            params: tuple[int, ...] = (t_lo, t_hi)
+            if window is not None:
+                where = f"({where}) OR (start >= ? AND start <= ?)"
+                params = (t_lo, t_hi, int(window[0]), int(window[1]))
+            for s, e, corr, g in db.iter_columns(table, exprs, where, params):
+                if window is not None:
+                    free = g < 0
+                    if free.any():
+                        orphans.add(s[free], corr[free], -2 - g[free])
+                        s, e, corr, g = s[~free], e[~free], corr[~free], g[~free]
+                    if s.size == 0:
+                        continue
                 for gi in (np.unique(g) if len(threads) > 1 else (0,)):
                     if gi < 0:
                         continue
@@ -203,6 +226,11 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
                     gval = threads[int(gi)]
                     ss, ee, cc = s[m], e[m], corr[m]
                     inner = index.innermost(gval, ss, ee)
+                    if window is not None:
+                        out_rng = (inner < 0) & (ss >= window[0]) & (ss <= window[1])
+                        if out_rng.any():
+                            orphans.add(ss[out_rng], cc[out_rng], np.full(int(out_rng.sum()), gval, np.int64))
+                        inner = np.where((ss >= t_lo) & (ss <= t_hi), inner, -1)
                     hit = inner >= 0
                     if not hit.any():
                         continue
@@ -212,6 +240,7 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
                     ok = (cc >= 0) & (cc < (1 << _CORR_BITS)) & (pidx >= 0)
                     calls.add((pidx[ok] << _CORR_BITS) | cc[ok], inner[ok])
     calls.finish()
+    orphans.finish()
     seen = np.zeros(len(calls), bool)
 
     proj_start = np.full(n, _I64_MAX, np.int64)
@@ -233,7 +262,7 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
         seen[pos[found]] = True
         return out
 
-    def attribute(kind: int, s: np.ndarray, e: np.ndarray, rr: np.ndarray, gpid: np.ndarray,
+    def attribute(kind: int, s: np.ndarray, e: np.ndarray, rr: np.ndarray, gpid: np.ndarray, corr: np.ndarray,
                   name: np.ndarray | None = None, nbytes: np.ndarray | None = None,
                   ck: np.ndarray | None = None) -> None:
         hit = rr >= 0
@@ -246,11 +275,13 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
         if keep.any():
             size = int(keep.sum())
             neg = np.full(size, -1, np.int64)
-            batch.add(rng=rr[keep], start=s[keep], end=e[keep], kind=np.full(size, kind, np.int64),
+            rk = rr[keep]
+            launch, ltid = orphans.lookup(corr[keep], gpid[keep], rk < 0)
+            batch.add(rng=rk, start=s[keep], end=e[keep], kind=np.full(size, kind, np.int64),
                       name=name[keep] if name is not None else neg,
                       nbytes=nbytes[keep] if nbytes is not None else neg,
                       copy_kind=ck[keep] if ck is not None else neg,
-                      pid=pid_of_gtid(gpid[keep]))
+                      pid=pid_of_gtid(gpid[keep]), launch=launch, launch_tid=ltid)
 
     # 2. Kernels.
     if db.has(KERNEL, "start", "end", "correlationId", "globalPid"):
@@ -263,7 +294,7 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
             if hit.any():
                 kernel_ns += np.bincount(rr[hit], weights=dur[hit], minlength=n).astype(np.int64)
                 kernel_count += np.bincount(rr[hit], minlength=n)
-            attribute(KIND_KERNEL, s, e, rr, gpid, name=name)
+            attribute(KIND_KERNEL, s, e, rr, gpid, corr, name=name)
             if kernel_totals:
                 kt_parts.append(_pack_name_dur(name, dur))
     # 3. Copies and memsets.
@@ -272,17 +303,60 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
         b = "bytes" if "bytes" in cols else "-1"
         ck = "copyKind" if "copyKind" in cols else "-1"
         for s, e, corr, gpid, nb, kind in db.iter_columns(MEMCPY, ["start", "end", "correlationId", "globalPid", b, ck]):
-            attribute(KIND_MEMCPY, s, e, lookup(corr, gpid), gpid, nbytes=nb, ck=kind)
+            attribute(KIND_MEMCPY, s, e, lookup(corr, gpid), gpid, corr, nbytes=nb, ck=kind)
     if db.has(MEMSET, "start", "end", "correlationId", "globalPid"):
         b = "bytes" if "bytes" in db.columns(MEMSET) else "-1"
         for s, e, corr, gpid, nb in db.iter_columns(MEMSET, ["start", "end", "correlationId", "globalPid", b]):
-            attribute(KIND_MEMSET, s, e, lookup(corr, gpid), gpid, nbytes=nb)
+            attribute(KIND_MEMSET, s, e, lookup(corr, gpid), gpid, corr, nbytes=nb)
 
     n_ops = (np.bincount(calls.range_at(np.flatnonzero(seen)), minlength=n).astype(np.int64)
              if len(calls) else np.zeros(n, np.int64))
     totals = _kernel_totals(kt_parts) if kernel_totals else None
     return ProjectionResult(index, proj_start, proj_end, n_ops, kernel_ns, kernel_count, api_ns,
                             batch.arrays(), totals, len(calls))
+
+
+class _Orphans:
+    """API calls in the window that no range encloses: (process, correlationId) -> launch time and
+    thread. Small: only the window's calls outside ranges are kept."""
+
+    def __init__(self, proc_keys: np.ndarray) -> None:
+        self.proc_keys = proc_keys
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.keys = np.zeros(0, np.int64)
+        self.start = np.zeros(0, np.int64)
+        self.gtid = np.zeros(0, np.int64)
+
+    def add(self, start: np.ndarray, corr: np.ndarray, gtid: np.ndarray) -> None:
+        pidx = _pid_index(self.proc_keys, gtid >> PID_SHIFT)
+        ok = (pidx >= 0) & (corr >= 0) & (corr < (1 << _CORR_BITS))
+        self.parts.append(((pidx[ok] << _CORR_BITS) | corr[ok], start[ok], gtid[ok]))
+
+    def finish(self) -> None:
+        if not self.parts:
+            return
+        keys = np.concatenate([p[0] for p in self.parts])
+        order = np.argsort(keys, kind="stable")
+        self.keys = keys[order]
+        self.start = np.concatenate([p[1] for p in self.parts])[order]
+        self.gtid = np.concatenate([p[2] for p in self.parts])[order]
+        self.parts = []
+
+    def lookup(self, corr: np.ndarray, gpid: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(launch time, launching globalTid) of the operations where `want`, else -1."""
+        launch = np.full(corr.size, -1, np.int64)
+        tid = np.full(corr.size, -1, np.int64)
+        if self.keys.size == 0 or not want.any():
+            return launch, tid
+        idx = np.flatnonzero(want)
+        pidx = _pid_index(self.proc_keys, gpid[idx] >> PID_SHIFT)
+        ok = (pidx >= 0) & (corr[idx] >= 0) & (corr[idx] < (1 << _CORR_BITS))
+        idx, key = idx[ok], (pidx[ok] << _CORR_BITS) | corr[idx][ok]
+        pos = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
+        found = self.keys[pos] == key
+        launch[idx[found]] = self.start[pos[found]]
+        tid[idx[found]] = self.gtid[pos[found]]
+        return launch, tid
 
 
 def _pack_name_dur(name: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -20,12 +20,21 @@ SummaryRows = dict[str, Union[list[dict[str, Any]], pa.Table]]
 DEFAULT_TOP = 50
 
 
+DEFAULT_TOP_PHASES = 15
+
+
 @dataclass(frozen=True)
 class SummarizeOptions:
-    """What the user asked for: which step (`--step N` or `auto`) and how many top kernels (`--top`)."""
+    """What the user asked for: which step (`--step N` or `auto`), how many top kernels per phase
+    go to kernels.parquet (`--top`), how many phases per process the terminal shows
+    (`--top-phases`), and which ranges mark a step when the capture has no markers verlprof knows
+    (`--step-range REGEX`)."""
 
     step: StepArg = DEFAULT_STEP
     top: int = DEFAULT_TOP
+    # Added later (additive)
+    step_range: str | None = None
+    top_phases: int = DEFAULT_TOP_PHASES
 
 
 def empty_rows() -> SummaryRows:

@@ -3,6 +3,7 @@ with one line saying why."""
 from .steps import (
     SourceSteps,
     TopRange,
+    compile_step_range,
     identity_from_artifact,
     identity_from_path,
     is_phase_range,
@@ -14,7 +15,7 @@ from .steps import (
 from .types import DEFAULT_STEP, SourceIdentity, SourceKind, StepArg, StepSpan, WindowChoice
 
 __all__ = [
-    "SourceSteps", "TopRange", "identity_from_artifact", "identity_from_path", "is_phase_range",
+    "SourceSteps", "TopRange", "compile_step_range", "identity_from_artifact", "identity_from_path", "is_phase_range",
     "nsys_source_steps", "run_window", "source_steps_from_ranges", "window_spans", "DEFAULT_STEP",
     "SourceIdentity", "SourceKind", "StepArg", "StepSpan", "WindowChoice",
 ]

@@ -9,14 +9,20 @@ one line.
 
 Step boundaries, by source:
 - `step` NVTX ranges of the controller/trainer: the k-th instance is step k (or the k-th entry of
-  the config's `global_profiler.steps` when known) -> boundary `nvtx_step`.
+  the config's `global_profiler.steps` when known) -> boundary `nvtx_step`. Other real markers:
+  torch's `ProfilerStep#N` (-> step N+1, `profiler_step`), `step<N>` names (-> step N,
+  `step_name`) and ranges matching the user's `--step-range REGEX` (numbered in order,
+  `step_range`; when given, only they cut steps).
 - capture-range reports `<base>.<k>`: the files of one `<base>` are ordered by k and their step
   units (step ranges, else the whole file) numbered in that order, from the config's profiled
   steps when known -> boundary `capture_range`.
 - files without step ranges (discrete mode: one file per stage call; continuous windows of a
   worker): top-level stage ranges are aligned on absolute time with a controller's `step` ranges
   when one is present (`aligned`), else cut where the stage sequence starts repeating (`discrete`
-  / `stage_sequence`).
+  / `stage_sequence`). Only verl's own stage names take part in that: a capture of another
+  framework (torch emit_nvtx op ranges, Megatron, vLLM) has no step structure verlprof could know,
+  so without markers its window is the whole capture (`whole_file`, one span per process) and the
+  reason says so; steps are never invented.
 - torch traces and memory snapshots bring their own spans (`file_name`, `snapshot_dir`,
   `profiler_step`) through `SourceSteps.from_spans`.
 
@@ -33,7 +39,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core.errors import VerlprofError
-from ..core.phases import UNSTEADY_STAGES, canonical_stage
+from ..core.phases import UNSTEADY_STAGES, canonical_stage, step_marker, verl_stage
 from ..readers.nsys_sqlite import NsysExport, NvtxRanges
 from .types import DEFAULT_STEP, SourceIdentity, StepArg, StepSpan, WindowChoice
 
@@ -45,6 +51,23 @@ LIBRARY_DOMAINS = frozenset({
 
 _CAPTURE_RE = re.compile(r"^(?P<base>.+?)\.(?P<k>\d+)(?:\.nsys-rep|\.sqlite|\.qdstrm)?$")
 _STEP_IN_NAME = re.compile(r"(?:^|[^a-z])step[_-]?(\d+)(?:[^0-9]|$)", re.IGNORECASE)
+
+#: Boundaries that come from a real step marker inside a source (not from file grouping).
+MARKER_BOUNDARIES = frozenset({"nvtx_step", "profiler_step", "step_name", "step_range"})
+#: Marker boundaries numbered by their order in the source (the others carry their own number).
+_ORDERED_MARKERS = frozenset({"nvtx_step", "step_range"})
+NO_MARKERS = ("no step markers (verl `step` ranges, capture-range files, ProfilerStep#N or step<N> ranges); "
+              "pass --step-range REGEX to name the range that marks a step")
+
+
+def compile_step_range(pattern: str | None) -> "re.Pattern[str] | None":
+    """The user's `--step-range REGEX`, compiled; a one-line VerlprofError when it is not valid."""
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise VerlprofError(None, f"--step-range {pattern!r} is not a valid regular expression ({exc})") from None
 
 
 def is_phase_range(domain: str | None) -> bool:
@@ -80,10 +103,12 @@ class SourceSteps:
     span: tuple[int, int] | None = None
     notes: tuple[str, ...] = ()
     tool_version: str | None = None     # nsys (or torch) version that wrote the source
+    # Added later (additive): (pid, start, end) of every process's ranges, for whole-capture windows.
+    pid_spans: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def has_step_ranges(self) -> bool:
-        return any(s.boundary == "nvtx_step" for s in self.steps)
+        return any(s.boundary in MARKER_BOUNDARIES for s in self.steps)
 
     @classmethod
     def from_spans(cls, ident: SourceIdentity, spans: Sequence[StepSpan], path: str = "",
@@ -100,25 +125,27 @@ class SourceSteps:
 # ----------------------------------------------------------------------------------------------
 
 
-def nsys_source_steps(path: str | Path, ident: SourceIdentity) -> SourceSteps:
+def nsys_source_steps(path: str | Path, ident: SourceIdentity, step_range: str | None = None) -> SourceSteps:
     """Step ranges, top-level stage ranges and unsteady ranges of one nsys export."""
     with NsysExport.open(path) as db:
         offset = db.session_start_ns()
         ranges = db.nvtx_ranges()
         notes = () if offset is not None else ("no TARGET_INFO_SESSION_START_TIME: times are relative",)
-        src = source_steps_from_ranges(ident, str(path), offset or 0, ranges, notes)
+        src = source_steps_from_ranges(ident, str(path), offset or 0, ranges, notes, step_range)
         return replace(src, tool_version=db.nsys_version)
 
 
 def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: NvtxRanges,
-                             notes: tuple[str, ...] = ()) -> SourceSteps:
-    """Build a SourceSteps from already-read NVTX ranges (export-relative times)."""
+                             notes: tuple[str, ...] = (), step_range: str | None = None) -> SourceSteps:
+    """Build a SourceSteps from already-read NVTX ranges (export-relative times). `step_range`:
+    the user's regex; when given, only ranges it matches (`re.search` on the raw name) are steps."""
     from ..readers.nvtx_tree import RangeIndex
 
     n = len(r)
     if n == 0:
         return SourceSteps(ident, path, offset, notes=notes + ("no NVTX ranges",))
     keep = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
+    user_re = compile_step_range(step_range)
     ix = RangeIndex.build(r)
     pids = r.pid
     steps: list[StepSpan] = []
@@ -128,27 +155,32 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
     for i in range(n):
         if not keep[i]:
             continue
-        stage = canonical_stage(r.text[i], ident.role)
+        stage = verl_stage(r.text[i], ident.role)
         s_abs, e_abs = offset + int(r.start[i]), offset + int(r.end[i])
         pid = int(pids[i])
-        if stage == "step":
+        marker = (("step_range", None) if user_re.search(r.text[i]) else None) if user_re else step_marker(r.text[i])
+        if marker is not None:
             k = per_pid_k.get(pid, 0) + 1
             per_pid_k[pid] = k
-            steps.append(StepSpan(k, s_abs, e_abs, "nvtx_step", ident.source, (), pid))
+            steps.append(StepSpan(marker[1] or k, s_abs, e_abs, marker[0], ident.source, (), pid))
             continue
         if stage in UNSTEADY_STAGES:
             unsteady.append(TopRange(r.text[i], stage, s_abs, e_abs, pid))
         p = ix.parent[i]
-        if p < 0 or not keep[p] or canonical_stage(r.text[p], ident.role) == "step":
+        if p < 0 or not keep[p] or (user_re is None and step_marker(r.text[p]) is not None) or (
+                user_re is not None and user_re.search(r.text[p])):
             top.append(TopRange(r.text[i], stage, s_abs, e_abs, pid))
     span = (offset + int(r.start.min()), offset + int(r.end.max()))
-    return SourceSteps(ident, path, offset, tuple(steps), tuple(top), tuple(unsteady), span, notes)
+    pid_spans = tuple((int(p), offset + int(r.start[pids == p].min()), offset + int(r.end[pids == p].max()))
+                      for p in np.unique(pids[keep])) if keep.any() else ()
+    return SourceSteps(ident, path, offset, tuple(steps), tuple(top), tuple(unsteady), span, notes,
+                       pid_spans=pid_spans)
 
 
 def steps_of_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
     """Picklable per-artifact function for executors: (path, identity) -> SourceSteps."""
     path, ident = item
-    return nsys_source_steps(path, ident)
+    return nsys_source_steps(path, ident, getattr(options, "step_range", None))
 
 
 def identity_from_path(path: str | Path, source_kind: str | None = None) -> SourceIdentity:
@@ -237,12 +269,18 @@ def _capture_step(ident: SourceIdentity, first: SourceIdentity, i: int) -> int:
     return k
 
 
+def _verl_tops(top: Sequence[TopRange]) -> list[TopRange]:
+    """The top-level ranges named like verl's stages: the only ones stage sequences are cut from."""
+    return [t for t in top if t.stage != "other"]
+
+
 def _segment_by_sequence(top: Sequence[TopRange]) -> list[list[TopRange]]:
-    """Cut a time-ordered run of stage ranges into steps where a stage repeats."""
+    """Cut a time-ordered run of verl stage ranges into steps where a stage repeats (other names
+    take no part: cutting an unknown framework's ranges would invent steps)."""
     groups: list[list[TopRange]] = []
     seen: set[str] = set()
-    for t in sorted(top, key=lambda t: t.start_ns):
-        key = t.stage if t.stage != "other" else t.name
+    for t in sorted(_verl_tops(top), key=lambda t: t.start_ns):
+        key = t.stage
         if not groups or key in seen:
             groups.append([])
             seen = set()
@@ -292,7 +330,7 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
             continue
         if reference:
             out[i] = replace(src, steps=tuple(_align(src, reference)))
-        elif src.top:
+        elif _verl_tops(src.top):
             groups = _segment_by_sequence(src.top)
             nums = _numbers(len(groups), src.ident)
             out[i] = replace(src, steps=tuple(
@@ -300,9 +338,13 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
                 for n, g in zip(nums, groups)))
         elif src.span is not None:
             n = src.ident.step_hint or 1
-            out[i] = replace(src, steps=(StepSpan(n, src.span[0], src.span[1],
-                                                  "file_name" if src.ident.step_hint else "whole_file",
-                                                  src.ident.source, (), src.ident.pid),))
+            boundary = "file_name" if src.ident.step_hint else "whole_file"
+            if len(src.pid_spans) > 1:  # one report, several processes: each its own span
+                out[i] = replace(src, steps=tuple(StepSpan(n, lo, hi, boundary, src.ident.source, (), p)
+                                                  for p, lo, hi in src.pid_spans))
+            else:
+                out[i] = replace(src, steps=(StepSpan(n, src.span[0], src.span[1], boundary,
+                                                      src.ident.source, (), src.ident.pid),))
         else:
             out[i] = src
     return [_flag_unsteady(out[i]) for i in range(len(sources))]
@@ -315,8 +357,10 @@ def _renumber_step_ranges(src: SourceSteps) -> list[StepSpan]:
     steps: list[StepSpan] = []
     for pid_steps in by_pid.values():
         pid_steps.sort(key=lambda s: s.start_ns)
-        nums = _numbers(len(pid_steps), src.ident)
-        steps.extend(replace(s, step=n) for s, n in zip(pid_steps, nums))
+        ordered = [s for s in pid_steps if s.boundary in _ORDERED_MARKERS]
+        nums = _numbers(len(ordered), src.ident)
+        steps.extend(replace(s, step=n) for s, n in zip(ordered, nums))
+        steps.extend(s for s in pid_steps if s.boundary not in _ORDERED_MARKERS)  # numbered by their name
     return steps
 
 
@@ -333,6 +377,10 @@ def _chain_units(sources: Sequence[SourceSteps], members: list[int], aligned_lat
         return units
     if aligned_later:
         return []  # no own boundaries: aligned on the controller's step ranges instead
+    if not any(_verl_tops(sources[j].top) for j in members):
+        # No verl stage names: each capture-range file is one unit (its own real boundary).
+        return [(j, *sources[j].span, sources[j].ident.pid, "capture_range", gi)
+                for gi, j in enumerate(m for m in members if sources[m].span is not None)]
     if len(members) == 1:
         src = sources[members[0]]
         groups = _segment_by_sequence(src.top) if src.top else []
@@ -345,7 +393,8 @@ def _chain_units(sources: Sequence[SourceSteps], members: list[int], aligned_lat
     calls: list[tuple[int, TopRange]] = []
     for j in members:
         src = sources[j]
-        tops = src.top or ((TopRange(src.ident.source, "other", *src.span, src.ident.pid),) if src.span else ())
+        tops = _verl_tops(src.top) or (
+            (TopRange(src.ident.source, "other", *src.span, src.ident.pid),) if src.span else ())
         calls.extend((j, t) for t in tops)
     calls.sort(key=lambda c: c[1].start_ns)
     groups: list[list[tuple[int, TopRange]]] = []
@@ -420,7 +469,10 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
     nums = sorted(walls)
     listing = ", ".join(f"{n}: {_fmt_ms(walls[n])}" for n in nums)
     warnings: list[str] = []
-    if len(nums) == 1:
+    if all(s.boundary == "whole_file" for s in all_spans):
+        chosen = nums[0]
+        reason = f"the whole capture ({_fmt_ms(walls[chosen])}, labelled step {chosen}): {NO_MARKERS}"
+    elif len(nums) == 1:
         chosen = nums[0]
         warnings.append(f"only one step was profiled (step {chosen}): it may include warm-up costs")
         reason = f"step {chosen}: the only profiled step ({listing})"
