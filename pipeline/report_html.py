@@ -5,10 +5,23 @@ their imports keep working; new code imports from `.report`.
 """
 from __future__ import annotations
 
-from .report import (STAGE_COLORS, esc, fmt_ms, fmt_rel, isnull, kernel_labels, render_bundle_report,
-                     render_compare_report, render_run_report, svg_grouped_bars, trace_href)
+from .report import (
+    STAGE_COLORS,
+    esc,
+    fmt_ms,
+    fmt_rel,
+    isnull,
+    kernel_labels,
+    render_bundle_report,
+    render_compare_report,
+    render_run_report,
+    svg_grouped_bars,
+    trace_href,
+)
 
 _isnull = isnull   # the name summarize_cmd.py imports
 
-__all__ = ["render_run_report", "render_bundle_report", "render_compare_report", "svg_grouped_bars", "esc",
-           "fmt_ms", "fmt_rel", "trace_href", "STAGE_COLORS", "kernel_labels"]
+__all__ = [
+    "STAGE_COLORS", "esc", "fmt_ms", "fmt_rel", "kernel_labels", "render_bundle_report",
+    "render_compare_report", "render_run_report", "svg_grouped_bars", "trace_href",
+]

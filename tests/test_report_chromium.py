@@ -69,7 +69,7 @@ def _hrefs(page: str) -> list[str]:
 
 def _chart(page: str) -> ET.Element:
     """The stage chart (first inline SVG chart), parsed as XML."""
-    return ET.fromstring(re.search(r'<svg role="img".*?</svg>', page, re.S).group(0))
+    return ET.fromstring(re.search(r'<svg role="img".*?</svg>', page, re.DOTALL).group(0))
 
 
 def test_every_trace_is_linked_and_every_link_resolves(bundle: Path) -> None:
@@ -311,7 +311,7 @@ def _processes(phases: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
     out = {}
     for key, grp in phases.groupby(["role", "rank", "pid"], dropna=False):
         kinds = set(grp["source_kind"])
-        out[key] = grp[grp["source_kind"] == ("nsys" if "nsys" in kinds else sorted(kinds)[0])]
+        out[key] = grp[grp["source_kind"] == ("nsys" if "nsys" in kinds else min(kinds))]
     return out
 
 
@@ -340,7 +340,7 @@ def _scale(ticks: list) -> tuple[float, float]:
     """(x of 0 ms, px per ms) from the rendered tick lines and their labels."""
     vals = [(float(t.replace(",", "")), x) for t, x in ticks]
     assert vals[0][0] == 0 and len(vals) >= 3
-    (v0, x0), (v1, x1) = vals[0], vals[-1]
+    (_, x0), (v1, x1) = vals[0], vals[-1]
     return x0, (x1 - x0) / v1
 
 
@@ -353,8 +353,8 @@ def _measure(page: Path, out: Path) -> dict:
            "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
            "--force-device-scale-factor=1", "--host-resolver-rules=MAP * ~NOTFOUND",
            f"--user-data-dir={out / 'profile'}", f"--window-size={WINDOW[0]},{WINDOW[1]}", "--dump-dom", probe.as_uri()]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    m = re.search(r'<pre id="measure">(.*?)</pre>', res.stdout, re.S)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    m = re.search(r'<pre id="measure">(.*?)</pre>', res.stdout, re.DOTALL)
     assert m, res.stderr[-2000:]
     return json.loads(html.unescape(m.group(1)))
 

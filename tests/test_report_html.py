@@ -2,13 +2,11 @@
 nothing fetched from outside. Numbers are checked against the real whole_1873 H200 capture."""
 from __future__ import annotations
 
-import html
 import importlib.util
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from verlprof.pipeline import batch, compare
@@ -47,7 +45,7 @@ def whole() -> dict:
 
 def svgs(page: str) -> list[ET.Element]:
     """Every inline SVG of the page, parsed as XML (so each one is well-formed)."""
-    return [ET.fromstring(m) for m in re.findall(r"<svg role=\"img\".*?</svg>", page, re.S)]
+    return [ET.fromstring(m) for m in re.findall(r"<svg role=\"img\".*?</svg>", page, re.DOTALL)]
 
 
 def chart(page: str, cls: str) -> ET.Element:
@@ -127,7 +125,7 @@ def test_timeline_places_phases_at_their_start_times(whole) -> None:
 
 def test_sixty_four_lanes_stay_small(whole) -> None:
     """64 ranks of the real step with its 4,500 kernels each: a scrolling, compact page under 2 MB."""
-    ph, steps = whole["phases"], whole["steps"]
+    ph = whole["phases"]
     iv = read_nsys_window(WHOLE)[1873]
     many, gpu = [], {}
     for rank in range(64):

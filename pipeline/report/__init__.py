@@ -9,5 +9,7 @@ from .links import trace_href
 from .run_page import render_bundle_report, render_run_report
 from .template import STAGE_COLORS, esc, fmt_ms, fmt_rel, isnull, kernel_labels
 
-__all__ = ["render_run_report", "render_bundle_report", "render_compare_report", "svg_grouped_bars",
-           "trace_href", "STAGE_COLORS", "esc", "fmt_ms", "fmt_rel", "isnull", "kernel_labels"]
+__all__ = [
+    "STAGE_COLORS", "esc", "fmt_ms", "fmt_rel", "isnull", "kernel_labels", "render_bundle_report",
+    "render_compare_report", "render_run_report", "svg_grouped_bars", "trace_href",
+]

@@ -5,11 +5,25 @@ Numbers come from pipeline/compare.py, so the page, the terminal table and compa
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .. import compare
-from .template import (RUN_COLORS, axis, cell, delta_class, esc, fmt_ms, fmt_rel, isnull, kernel_labels, legend,
-                       nice_max, page, table)
+from .template import (
+    RUN_COLORS,
+    axis,
+    cell,
+    delta_class,
+    esc,
+    fmt_ms,
+    fmt_rel,
+    isnull,
+    kernel_labels,
+    legend,
+    nice_ticks,
+    page,
+    table,
+)
 
 
 def svg_grouped_bars(groups: Sequence[str], series: Sequence[str], value: Callable[[str, str], float | None],
@@ -18,14 +32,14 @@ def svg_grouped_bars(groups: Sequence[str], series: Sequence[str], value: Callab
     """Horizontal grouped bars: one group per label, one bar per series (run) inside it; `note`
     adds text after a bar's value (the change against the baseline)."""
     vals = [v for g in groups for s in series if (v := value(g, s)) is not None]
-    vmax = nice_max(max(vals) if vals else 0)
+    vmax, n_ticks = nice_ticks(max(vals) if vals else 0)
     gap = 10
     group_h = len(series) * bar_h + gap
     top = 6
     height = top + len(groups) * group_h + 34
     width = label_w + plot_w + 150
     parts = [f'<svg role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
-    parts += axis(label_w, plot_w, vmax, top, height - 34, unit)
+    parts += axis(label_w, plot_w, vmax, top, height - 34, unit, n_ticks)
     y = top
     for g in groups:
         parts.append(f'<text x="{label_w - 6}" y="{y + len(series) * bar_h / 2 + 4:.1f}" text-anchor="end">{esc(g)}</text>')
@@ -77,8 +91,8 @@ def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows:
                         "config_hash") if c in runs_df.columns]
     body.append(table(
         [("run", "l")] + [(c.replace("_", " "), "l") for c in cols],
-        [[(f'<i style="display:inline-block;width:10px;height:10px;background:{colors[r["run"]]}"></i> '
-           f'{esc(r["run"])}{" (baseline)" if r["run"] == baseline else ""}', "l")]
+        [[((f'<i style="display:inline-block;width:10px;height:10px;background:{colors[r["run"]]}"></i> '
+            f'{esc(r["run"])}{" (baseline)" if r["run"] == baseline else ""}'), "l")]
          + [(esc(cell(r.get(c))), "l") for c in cols] for r in runs_df.to_dict("records")]))
 
     m = cmp_df[cmp_df["metric"] == metric] if not cmp_df.empty else cmp_df
@@ -114,8 +128,8 @@ def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows:
                 if c is None or isnull(c["value_ns"]):
                     cells.append(("–", ""))
                 else:
-                    cells.append((f'{fmt_ms(c["value_ns"])} <span class="{delta_class(c["delta_ns"])}">'
-                                  f'({fmt_rel(c["delta_rel"])})</span>', ""))
+                    cells.append(((f'{fmt_ms(c["value_ns"])} <span class="{delta_class(c["delta_ns"])}">'
+                                   f'({fmt_rel(c["delta_rel"])})</span>'), ""))
             rows.append(cells)
         body.append(table(heads, rows))
     else:

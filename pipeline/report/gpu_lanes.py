@@ -8,9 +8,10 @@ attention, comm, memcpy, other) and hands the timeline merged, pixel-sized runs.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ class GpuIntervals:
     cat: np.ndarray
 
     @classmethod
-    def empty(cls) -> "GpuIntervals":
+    def empty(cls) -> GpuIntervals:
         z = np.zeros(0, np.int64)
         return cls(z, z.copy(), np.zeros(0, np.int8))
 

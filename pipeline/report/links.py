@@ -7,8 +7,9 @@ pointing elsewhere. Perfetto is named in text only, so the page holds no outside
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import quote
 
 

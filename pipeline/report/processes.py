@@ -15,8 +15,9 @@ process is one bar and one lane.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 

@@ -8,7 +8,7 @@ GPU time of kernels launched outside every range is a labelled figure, never a s
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from .processes import ProcessId, ProcessStep
 from .template import GAP_COLOR, STAGE_COLORS, axis, esc, fmt_ms, nice_ticks

@@ -12,8 +12,9 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ...stages.core.phases import STAGES
 
@@ -74,17 +75,6 @@ def delta_class(delta: Any) -> str:
     if isnull(delta) or delta == 0:
         return ""
     return "up" if delta > 0 else "down"
-
-
-def nice_max(v: float) -> float:
-    """The axis end: the smallest 1/2/2.5/5 x 10^k at or above `v`."""
-    if v <= 0:
-        return 1.0
-    exp = 10 ** math.floor(math.log10(v))
-    for m in (1, 2, 2.5, 5, 10):
-        if v <= m * exp:
-            return m * exp
-    return 10 * exp
 
 
 def nice_ticks(v: float, most: int = 6) -> tuple[float, int]:

@@ -11,8 +11,8 @@ Static SVG: hover is the SVG `<title>`, a click on a lane opens that process's w
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Mapping, Sequence
 
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, busy_ns, pixel_runs
 from .processes import ProcessId, ProcessStep
@@ -97,8 +97,8 @@ def _gpu_lane(p: ProcessStep, iv: GpuIntervals | None, t0: int, scale: float, x0
     detail = ", ".join(f"{c} {fmt_ms(v)} ms" for c, v in per.items() if v)
     title = (f"{p.label} · GPU busy {fmt_ms(total)} of {fmt_ms(p.wall_ns)} ms{share}"
              + (f": {detail}" if detail else ": no GPU activity in the step"))
-    out = [f'<g class="gpulane"><title>{esc(title)}</title>'
-           f'<rect x="{sx:.2f}" y="{y}" width="{sw:.2f}" height="{h}" fill="#f1f1f1"/>']
+    out = [(f'<g class="gpulane"><title>{esc(title)}</title>'
+            f'<rect x="{sx:.2f}" y="{y}" width="{sw:.2f}" height="{h}" fill="#f1f1f1"/>')]
     min_gap = 2.0 if compact else 1.0
     for i, c in enumerate(LANE_CATEGORIES):
         runs = pixel_runs(iv, i, p.start_ns, p.end_ns, x0 + (p.start_ns - t0) * scale, scale, min_gap)
