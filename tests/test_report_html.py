@@ -282,3 +282,31 @@ def test_unsafe_trace_paths_are_never_linked(rows) -> None:
     page = render_run_report(_three_ranks(phases), kernels, {"traces": entries})
     bars = chart(page, "stepbars")
     assert [a.get("href") for a in bars.iter("a")] == ["traces/javascript%3Ax%3F.trace.json.gz"]
+
+
+TORCH_STEP2 = (WHOLE.parents[2] / "h200-torch-2.11"
+               / "actor-rollout-ref_train_step2_rank0-of-1_pid754_20261202085621396.json.gz")
+
+
+def test_a_torch_trace_draws_its_mini_batches_and_gpu_lane_on_the_same_clock() -> None:
+    """The real H200 torch trace: one `train` range around everything, so its children are the
+    bar's phases; its kernels (read from the trace, absolute UTC) fall inside the step; the rows
+    of a memory snapshot (allocation times of another process) are not a lane."""
+    from verlprof.pipeline.report.gpu_lanes import LANE_CATEGORIES, read_torch_window
+    from verlprof.stages.summarize.torch_profile import summarize_torch_trace
+    from verlprof.stages.window import identity_from_path
+
+    rows = summarize_torch_trace(TORCH_STEP2, identity_from_path(TORCH_STEP2))
+    ph = pd.DataFrame(rows["phases"])
+    memory = ph.assign(source_kind="memory", role=None, pid=804, start_ns=ph.start_ns + 20_000_000_000)
+    (proc,) = process_steps(pd.concat([ph, memory]), pd.DataFrame(rows["steps"]), {})
+    train = ph[ph.phase == "train"].iloc[0]
+    assert (proc.start_ns, proc.wall_ns) == (train.start_ns, train.wall_ns)
+    assert [p.name for p in proc.phases] == ["mini_batch0", "mini_batch1"]
+    assert sum(s.wall_ns for s in proc.segments()) == train.wall_ns
+    assert proc.gpu_busy_ns == train.gpu_busy_ns
+    iv = read_torch_window(TORCH_STEP2)
+    inside = busy_ns(iv, proc.start_ns, proc.end_ns)
+    assert inside == busy_ns(iv, int(iv.start.min()), int(iv.end.max())) > 0.9 * train.gpu_busy_ns
+    gemm = LANE_CATEGORIES.index("gemm")
+    assert busy_ns(iv, proc.start_ns, proc.end_ns, [gemm]) > 0

@@ -11,7 +11,9 @@ ranks by collect).
 
 A process is one (role, rank, pid). When a bundle has it from several source kinds (an nsys report
 and a torch trace of the same worker), the nsys rows are drawn (compare.py's preference), so each
-process is one bar and one lane.
+process is one bar and one lane. Memory-snapshot rows are not drawn: their times are allocation
+events, not ranges of the step. Where a process has no `step` range but one range around all the
+others (a torch trace's `train`), that range's children are its top-level phases.
 """
 from __future__ import annotations
 
@@ -161,6 +163,8 @@ def process_steps(phases_rows: Any, steps_rows: Any = None, manifest: Mapping[st
 
     by_proc: dict[ProcessId, dict[str, list[Mapping[str, Any]]]] = {}
     for r in df.to_dict("records"):
+        if r.get("source_kind") == "memory":   # allocation times of a snapshot, not a timing source
+            continue
         pid = _int(r.get("pid"))
         ident = (_str(r.get("role")), _int(r.get("rank")), pid if pid is not None else _str(r.get("source")))
         by_proc.setdefault(ident, {}).setdefault(_str(r.get("source_kind")) or "?", []).append(r)
@@ -184,10 +188,14 @@ def _one_process(ident: ProcessId, kind: str, pid: int | None, sources: list[str
     unattributed = [r for r in rows if r.get("phase") == UNATTRIBUTED]
     ranged = [r for r in rows if r.get("phase") != UNATTRIBUTED]
     step_rows = [r for r in ranged if r.get("stage") == "step"]
+    roots = [r for r in ranged if depth(r) == min(depth(x) for x in ranged)] if ranged else []
+    container = None
+    if not step_rows and len(roots) == 1 and any(_str(r.get("parent")) == roots[0]["phase"] for r in ranged):
+        container = roots[0]    # one range around everything (torch's `train`): its children are the phases
     step_row = min(step_rows, key=depth) if step_rows else None
-    if step_row is not None:
-        d = depth(step_row)
-        top = [r for r in ranged if depth(r) == d + 1 and _str(r.get("parent")) == step_row["phase"]]
+    if step_row is not None or container is not None:
+        outer = step_row if step_row is not None else container
+        top = [r for r in ranged if depth(r) == depth(outer) + 1 and _str(r.get("parent")) == outer["phase"]]
     else:
         d0 = min((depth(r) for r in ranged), default=0)
         top = [r for r in ranged if depth(r) == d0]
@@ -207,8 +215,8 @@ def _one_process(ident: ProcessId, kind: str, pid: int | None, sources: list[str
         start, end, how = first, max(int(r["start_ns"]) + int(r["wall_ns"]) for r in rows), "phase span"
 
     un_gpu = sum(_int(r.get("gpu_busy_ns")) or 0 for r in unattributed)
-    if step_row is not None:
-        gpu = _int(step_row.get("gpu_busy_ns"))
+    if step_row is not None or container is not None:
+        gpu = _int((step_row if step_row is not None else container).get("gpu_busy_ns"))
     else:
         parts = [p.gpu_busy_ns for p in phases if p.gpu_busy_ns is not None]
         gpu = (sum(parts) + un_gpu) if parts or unattributed else None

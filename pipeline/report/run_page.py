@@ -15,13 +15,23 @@ from typing import Any
 import pandas as pd
 
 from ...stages.core.errors import BadInputError
-from ...stages.core.phases import STAGES
 from .. import compare
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, read_bundle_gpu
 from .links import TRACE_NOTE, TraceFiles, fmt_bytes, leaf, traces_of
 from .processes import ProcessId, ProcessStep, process_steps
 from .step_bars import GPU_BAR_COLOR, svg_step_bars
-from .template import GAP_COLOR, STAGE_COLORS, esc, fmt_ms, isnull, kernel_labels, legend, page, table
+from .template import (
+    GAP_COLOR,
+    esc,
+    fmt_ms,
+    isnull,
+    kernel_labels,
+    legend,
+    page,
+    stage_color,
+    stage_order,
+    table,
+)
 from .timeline import COMPACT_LANES, origin_text, svg_timeline, time_range
 
 ProcKey = tuple[Any, Any, Any, Any]   # (source_kind, role, rank, pid), nulls as None, numbers as int
@@ -126,8 +136,8 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
     if not procs:
         body.append("<p>No phase rows.</p>")
     else:
-        present = [s for s in STAGES if any(ph.stage == s for p in procs for ph in p.phases)]
-        body.append(legend([(s, STAGE_COLORS[s]) for s in present]
+        present = stage_order(ph.stage for p in procs for ph in p.phases)
+        body.append(legend([(s, stage_color(s)) for s in present]
                            + [("between phases", GAP_COLOR), ("GPU busy", GPU_BAR_COLOR)]))
         body.append(_BARS_NOTE)
         body.append(svg_step_bars(procs, hrefs))
@@ -135,7 +145,7 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
         gpu, problems = _gpu_lanes(procs, traces, bundle_dir)
         step_no = window.get("step")
         body.append(f'<h2 id="timeline">Timeline of step {esc(step_no) if step_no is not None else ""}</h2>')
-        body.append(legend([(s, STAGE_COLORS[s]) for s in present]
+        body.append(legend([(s, stage_color(s)) for s in present]
                            + [(f"GPU: {c}", LANE_COLORS[c]) for c in reversed(LANE_CATEGORIES)]))
         body.append(_timeline_note(time_range(procs)[0], len(procs)))
         if bundle_dir is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .processes import ProcessId, ProcessStep
-from .template import GAP_COLOR, STAGE_COLORS, axis, esc, fmt_ms, nice_ticks
+from .template import GAP_COLOR, axis, esc, fmt_ms, nice_ticks, stage_color
 
 GPU_BAR_COLOR = "#404040"
 
@@ -43,7 +43,7 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
             if seg.phase is None:
                 fill, what = GAP_COLOR, "between phases"
             else:
-                fill = STAGE_COLORS.get(seg.phase.stage, STAGE_COLORS["other"])
+                fill = stage_color(seg.phase.stage)
                 what = f"{seg.phase.name} ({seg.phase.stage})"
                 if seg.wall_ns != seg.phase.wall_ns:
                     what += f", range {fmt_ms(seg.phase.wall_ns)} ms, overlaps its neighbour"

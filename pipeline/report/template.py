@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import zlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -19,10 +20,14 @@ from typing import Any
 from ...stages.core.phases import STAGES
 
 # One fixed colour per canonical stage (same colour on every page), and a palette for runs.
-STAGE_COLORS: dict[str, str] = dict(zip(STAGES, (
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
-    "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295", "#8c8c8c",
-)))
+STAGE_COLORS: dict[str, str] = {
+    "step": "#4e79a7", "generation": "#f28e2b", "reward": "#e15759", "old_log_prob": "#76b7b2",
+    "ref_log_prob": "#59a14f", "values": "#edc948", "advantage": "#b07aa1", "actor_update": "#ff9da7",
+    "critic_update": "#9c755f", "weight_sync": "#bab0ac", "checkpoint": "#86bcb6", "validation": "#d37295",
+    "other": "#8c8c8c",
+}
+#: Colours for stage names the table above does not know yet (summarize may add stages).
+_EXTRA_COLORS = ("#1f9e89", "#6a51a3", "#b5651d", "#2b8cbe", "#c51b8a", "#7a9a01", "#e6550d", "#3182bd")
 RUN_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
               "#ff9da7", "#9c755f", "#bab0ac")
 #: Wall time between a process's top-level phases (inside its step, outside every phase).
@@ -43,6 +48,17 @@ svg text{font:11px system-ui,sans-serif;fill:#333}svg text.dim{fill:#777}
 a{color:#1558b0}svg a text.lbl{fill:#1558b0;text-decoration:underline}svg a:hover rect,svg a:hover path{opacity:.75}
 .note{font-size:12px;color:#555;margin:4px 0 8px}code{font-size:12px}small{color:#777}
 """
+
+
+def stage_color(stage: str) -> str:
+    """A stage's fixed colour; a stage unknown here gets a stable one of its own (by name hash)."""
+    return STAGE_COLORS.get(stage) or _EXTRA_COLORS[zlib.crc32(stage.encode()) % len(_EXTRA_COLORS)]
+
+
+def stage_order(stages: Iterable[str]) -> list[str]:
+    """Stages in pipeline order (stages/core/phases.py), unknown ones after, by name."""
+    known = {s: i for i, s in enumerate(STAGES) if s != "other"}
+    return sorted(set(stages), key=lambda s: (0, known[s], "") if s in known else (2 if s == "other" else 1, 0, s))
 
 
 def isnull(v: Any) -> bool:

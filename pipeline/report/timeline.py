@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, busy_ns, pixel_runs
 from .processes import ProcessId, ProcessStep
-from .template import STAGE_COLORS, axis, esc, fmt_ms, nice_ticks
+from .template import axis, esc, fmt_ms, nice_ticks, stage_color
 
 #: Above this many lanes they are drawn thinner and the chart scrolls inside its box.
 COMPACT_LANES = 16
@@ -71,7 +71,7 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
             x, w = x0 + (ph.start_ns - t0) * scale, ph.wall_ns * scale
             gpu_txt = f", GPU busy {fmt_ms(ph.gpu_busy_ns)} ms" if ph.gpu_busy_ns is not None else ""
             parts.append(f'<rect class="ph" data-phase="{esc(ph.name)}" x="{x:.2f}" y="{y}" width="{max(w, 0.5):.2f}" '
-                         f'height="{ph_h}" fill="{STAGE_COLORS.get(ph.stage, STAGE_COLORS["other"])}">'
+                         f'height="{ph_h}" fill="{stage_color(ph.stage)}">'
                          f'<title>{esc(p.label)} · {esc(ph.name)} ({esc(ph.stage)}): starts +{esc(fmt_ms(ph.start_ns - t0))} ms, '
                          f'{esc(fmt_ms(ph.wall_ns))} ms{esc(gpu_txt)}</title></rect>')
             if not compact and w > 6.5 * len(ph.name) + 6:
