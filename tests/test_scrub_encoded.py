@@ -316,3 +316,19 @@ def test_entropy_allow_keys_keep_trace_ids_but_not_secrets_in_them() -> None:
     assert sc.scrub_keyed("trace_id", "EA965E6C6FB74601B987C126767E5698", "l") == "EA965E6C6FB74601B987C126767E5698"
     assert sc.scrub_keyed("trace_id", TOK_B64, "l") == REDACTED
     assert sc.scrub_keyed("note", "EA965E6C6FB74601B987C126767E5698", "l") == REDACTED
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("[entropy.allow.x]\nregex = '('\nexamples = ['a']\n", "regex is not valid"),
+    ("[entropy.allow.x]\nregex = 'zz[0-9]+'\nexamples = ['nothing here']\n", "does not match its example"),
+    ("[entropy.allow.x]\nregex = 'zz[0-9]+'\n", "has no examples"),
+    ("[context]\nenabled = ['nope']\n", "unknown context rule"),
+])
+def test_bad_new_policy_sections_are_one_line_errors(tmp_path: Path, content: str, msg: str) -> None:
+    from verlprof.stages.core.errors import BadInputError
+
+    f = tmp_path / "p.toml"
+    f.write_text(content)
+    with pytest.raises(BadInputError) as exc:
+        Scrubber(load_policy(f, use_local_environment=False), Pseudonyms())
+    assert msg in str(exc.value) and "\n" not in str(exc.value)
