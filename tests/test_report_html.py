@@ -127,18 +127,18 @@ def test_sixty_four_lanes_stay_small(whole) -> None:
     """64 ranks of the real step with its 4,500 kernels each: a scrolling, compact page under 2 MB."""
     ph = whole["phases"]
     iv = read_nsys_window(WHOLE)[1873]
-    many, gpu = [], {}
-    for rank in range(64):
-        shift = rank * 150_000
-        many.append(ph.assign(rank=rank, pid=5000 + rank, start_ns=ph.start_ns + shift))
-        gpu[("trainer", rank, 5000 + rank)] = GpuIntervals(iv.start + shift, iv.end + shift, iv.cat)
-    ph64 = pd.concat(many, ignore_index=True)
+    shift = {5000 + rank: rank * 150_000 for rank in range(64)}
+    ph64 = pd.concat([ph.assign(rank=pid - 5000, pid=pid, start_ns=ph.start_ns + d) for pid, d in shift.items()],
+                     ignore_index=True)
     procs = process_steps(ph64, None, {"window": {"step": 2}})
     assert len(procs) == 64 and all(p.step_from == "step range" for p in procs)
+    gpu = {p.ident: GpuIntervals(iv.start + shift[p.pid], iv.end + shift[p.pid], iv.cat) for p in procs}
     svg = svg_timeline(procs, gpu, {})
     page = render_run_report(ph64, whole["kernels"], {"window": {"step": 2}})
     assert len(page.encode()) + len(svg.encode()) < 2_000_000, (len(page), len(svg))
-    assert len([g for g in ET.fromstring(svg).iter("g") if g.get("class") == "lane"]) == 64
+    lanes = [g for g in ET.fromstring(svg).iter("g") if g.get("class") == "lane"]
+    assert len(lanes) == 64
+    assert all(len(list(g.iter("path"))) >= 3 for g in lanes)          # every GPU lane is drawn
     assert 'class="lanes"' in page and "scroll inside the box" in page
 
 
