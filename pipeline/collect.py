@@ -301,18 +301,32 @@ def _identify_reports(gathered: gather_stage.GatherResult, exports: list[Any],
 def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts: CollectOptions,
                   executor: Executor, progress: Any, staging: Path, outcomes: list[StageOutcome],
                   salt: str) -> dict[str, Any]:
-    """Scrub, window, summarize and cut window traces into `staging`; return manifest entries."""
-    from ..stages import scrub as scrub_stage
+    """Identify, window, summarize and cut window traces into `staging`; return manifest entries.
 
+    Only what is published is scrubbed (issue 11): the raw exports, traces and snapshots stay in
+    the WORK dir and are read there; the strings of the summary rows and of the window facts, and
+    each window trace file, are scrubbed with the bundle's one pseudonym map before they are
+    written into `staging`; the final `check` over `staging` still guards publishing.
+    """
     inputs = _scrub_inputs(gathered.artifacts, exports, opts.work_dir)
     options = _scrub_options(inputs, executor, progress, salt)
-    scrubbed = _scrub(inputs, options, opts, executor, progress, outcomes)
-    scrub_stage.write_report(staging / "scrub_report.json", [r for _, r in scrubbed], options)
+    sources = [(item.artifact, _RawInput(Path(item.task.src))) for item in inputs]
     extra: dict[str, Any] = {"_known": options.pseudonyms}
-    ok = [(art, res) for art, res in scrubbed if res.status == "done"]
-    if ok:
-        extra.update(_summarize(ok, opts, executor, progress, staging, outcomes))
+    scrubbed: list[Any] = []
+    if sources:
+        extra.update(_summarize(sources, opts, executor, progress, staging, outcomes, options, scrubbed))
+    from ..stages import scrub as scrub_stage
+
+    scrub_stage.write_report(staging / "scrub_report.json", scrubbed, options)
     return extra
+
+
+@dataclass(frozen=True)
+class _RawInput:
+    """An input read where it lies (a raw export in the WORK dir, or the user's trace/snapshot)."""
+
+    dst: Path
+    status: str = "done"
 
 
 @dataclass(frozen=True)
@@ -362,59 +376,14 @@ def _scrub_options(inputs: list[_ScrubInput], executor: Executor, progress: Any,
     return build_options([r.value for r in res if r.error is None], policy, salt=salt)
 
 
-def _scrub(inputs: list[_ScrubInput], options: Any, opts: CollectOptions, executor: Executor,
-           progress: Any, outcomes: list[StageOutcome]) -> list[tuple[Artifact, Any]]:
-    """Pass 2: scrub every input; reuse scrubbed copies made with the same pseudonym map."""
-    from ..stages.core.done_records import DoneRecords
-    from ..stages.scrub import ScrubResult, scrub_task
-
-    done = DoneRecords(opts.work_dir, "scrub")
-    fingerprint = {"options": repr(options)}
-    results: list[Any] = [None] * len(inputs)
-    todo: list[int] = []
-    for i, item in enumerate(inputs):
-        rec = done.lookup(f"{item.artifact.key}-{Path(item.task.dst).name}", fingerprint)
-        if rec is not None:
-            results[i] = ScrubResult(**rec["info"]["result"])
-        else:
-            todo.append(i)
-    if inputs:
-        task = progress.add_task("scrub", total=len(inputs), completed=len(inputs) - len(todo), last="")
-        fresh = run_all(executor, scrub_task, [inputs[i].task for i in todo], options,
-                        lambda r: progress.advance(task))
-        for i, r in zip(todo, fresh):
-            item = inputs[i]
-            if r.error is not None:
-                results[i] = ScrubResult(rel=item.artifact.rel, kind=item.task.kind, dst=str(item.task.dst),
-                                         status="failed", detail=r.error)
-                continue
-            results[i] = r.value
-            if r.value.status == "done":
-                done.record(f"{item.artifact.key}-{Path(item.task.dst).name}", fingerprint,
-                            {"scrubbed": str(item.task.dst)}, {"result": _jsonable(r.value)})
-    fresh_index = set(todo)
-    for i, (item, res) in enumerate(zip(inputs, results)):
-        status = "cached" if i not in fresh_index and res.status == "done" else res.status
-        detail = res.detail or ""
-        if status in ("failed", "refused", "skipped"):
-            detail = _plain(detail, item.artifact)
-        outcomes.append(StageOutcome("scrub", item.artifact.rel, status, detail))
-    return [(item.artifact, res) for item, res in zip(inputs, results)]
-
-
-def _jsonable(result: Any) -> dict[str, Any]:
-    import dataclasses as _dc
-
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in _dc.asdict(result).items()}
-
-
 # ------------------------------------------------------------------------------------------------
 # window + summarize, window traces
 # ------------------------------------------------------------------------------------------------
 
 
 def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, executor: Executor, progress: Any,
-               staging: Path, outcomes: list[StageOutcome]) -> dict[str, Any]:
+               staging: Path, outcomes: list[StageOutcome], scrub_options: Any,
+               scrub_results: list[Any]) -> dict[str, Any]:
     """Window + summarize the scrubbed copies; write summaries, window traces and the HTML page.
 
     Every scrubbed artifact leaves one `summarize` outcome: done (it has rows), skipped (it holds
@@ -442,10 +411,25 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
         tools={"nsys": [o.info.get("nsys_version", "") for o in outcomes if o.stage == "export"],
                **_trace_versions(scrubbed)},
         choice=result.choice)
+    from ..stages.scrub import Scrubber, scrub_summary_rows, scrub_values
+
+    task = progress.add_task("scrub", total=1, last="summaries")
+    rows, rows_scrub = scrub_summary_rows(rows, scrub_options)
+    scrub_results.append(rows_scrub)
+    sc = Scrubber(scrub_options.policy, scrub_options.pseudonyms)
+    meta = scrub_values(meta, sc, "summaries.metadata")
+    window = scrub_values(result.choice.to_manifest(), sc, "manifest.window")
+    progress.update(task, completed=1)
     summarize_stage.write_summaries(rows, staging / "summaries", meta)
-    extra: dict[str, Any] = {"window": result.choice.to_manifest()}
+    extra: dict[str, Any] = {"window": window}
     if opts.traces and result.sources:
-        extra["traces"] = _window_traces(result, scrubbed, staging, executor, progress, outcomes)
+        traces = _window_traces(result, scrubbed, staging, executor, progress, outcomes, scrub_options,
+                                opts.work_dir)
+        for t in traces:
+            rep = t.pop("scrub", None)
+            if rep is not None:
+                scrub_results.append(_scrub_result(rep))
+        extra["traces"] = scrub_values(traces, sc, "manifest.traces")
     extra["_rows"] = rows
     return extra
 
@@ -547,8 +531,10 @@ def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None,
 
 
 def _window_traces(result: Any, scrubbed: list[tuple[Artifact, Any]], staging: Path, executor: Executor,
-                   progress: Any, outcomes: list[StageOutcome]) -> list[dict[str, Any]]:
-    """The chosen step of every source as small scrubbed SQLite + Chrome JSON under traces/."""
+                   progress: Any, outcomes: list[StageOutcome], scrub_options: Any,
+                   work_dir: Path) -> list[dict[str, Any]]:
+    """The chosen step of every source as small scrubbed SQLite + Chrome JSON under traces/: the
+    window is cut from the raw input into the work dir and only the scrubbed window enters staging."""
     from ..stages.traces import TraceJob, make_window_traces
     from ..stages.window import window_spans
 
@@ -561,7 +547,8 @@ def _window_traces(result: Any, scrubbed: list[tuple[Artifact, Any]], staging: P
             continue
         kind = "torch" if src.ident.source_kind == "torch" else "nsys"
         jobs.append(TraceJob(kind, dst_of[rel], rel, staging,
-                             min(s.start_ns for s in spans), max(s.end_ns for s in spans)))
+                             min(s.start_ns for s in spans), max(s.end_ns for s in spans),
+                             scrub=scrub_options, work_dir=work_dir))
     if not jobs:
         return []
     task = progress.add_task("traces", total=len(jobs), last="")
@@ -573,6 +560,13 @@ def _window_traces(result: Any, scrubbed: list[tuple[Artifact, Any]], staging: P
         else:
             out.append(_trace_facts(r.value))
     return out
+
+
+def _scrub_result(report: dict[str, Any]) -> Any:
+    """A window's scrub report (JSON-safe) back as a ScrubResult for scrub_report.json."""
+    from ..stages.scrub import ScrubResult
+
+    return ScrubResult(**{**report, "dst": ""})
 
 
 def _trace_facts(info: dict[str, Any]) -> dict[str, Any]:

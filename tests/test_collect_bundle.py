@@ -100,15 +100,22 @@ def test_bundle_has_traces_report_and_no_raw_exports(fixture_bundle: Path) -> No
     assert "<svg" in html and "http://" not in html.replace("http://www.w3.org", "")
 
 
-def test_second_collect_reuses_scrubbed_copies(tmp_path: Path) -> None:
+def test_second_collect_reuses_exports_and_scrubs_only_what_is_published(tmp_path: Path) -> None:
+    """Issue 11: no whole-file scrubbed copy is made (only the windows and summaries that are
+    published are scrubbed), and a second collect redoes no export; both bundles are equal."""
     run = tmp_path / "run"
     shutil.copytree(FIXTURES / "h200-nsys-2025.3" / "ray-continuous", run)
     args = ["collect", str(run), "--work", str(tmp_path / "work"), "--jobs", "1"]
     assert runner.invoke(app, [*args, "-o", str(tmp_path / "a")]).exit_code == 0
     assert runner.invoke(app, [*args, "-o", str(tmp_path / "b")]).exit_code == 0
-    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
-    scrub = [s["status"] for a in manifest["artifacts"] for s in a["stages"] if s["stage"] == "scrub"]
-    assert scrub and set(scrub) == {"cached"}
+    assert not (tmp_path / "work" / "scrubbed").exists()
+    assert not list((tmp_path / "work" / "windows").glob("*")), "raw windows are removed once scrubbed"
+    report = json.loads((tmp_path / "b" / "scrub_report.json").read_text())
+    scrubbed = {a["rel"] for a in report["artifacts"]}
+    assert "summaries" in scrubbed and any(r.endswith(".sqlite") for r in scrubbed)
+    sizes = [a["bytes_in"] for a in report["artifacts"] if a["kind"] == "nsys_sqlite"]
+    inputs = [p.stat().st_size for p in run.glob("*.sqlite")]
+    assert sizes and max(sizes) < min(inputs), "only windows are scrubbed, never a whole export"
     a = pq.read_table(tmp_path / "a" / "summaries" / "phases.parquet").to_pylist()
     b = pq.read_table(tmp_path / "b" / "summaries" / "phases.parquet").to_pylist()
     assert a == b

@@ -2,6 +2,7 @@
 and `check` (re-scan) anything before it is shared."""
 from .check import Checker, check_paths, format_findings
 from .secrets import Policy, Pseudonyms, Scrubber, load_policy, local_identities, read_values_file
+from .values import scrub_summary_rows, scrub_values
 from .tasks import (
     SCRUBBABLE,
     ScrubOptions,
@@ -19,6 +20,7 @@ from .tasks import (
 )
 
 __all__ = [
+    "scrub_summary_rows", "scrub_values",
     "Checker", "check_paths", "format_findings", "Policy", "Pseudonyms", "Scrubber", "load_policy",
     "local_identities", "read_values_file", "SCRUBBABLE", "ScrubOptions", "ScrubResult", "ScrubRun",
     "ScrubTask", "build_options", "bundle_salt", "finish_scrub", "identities_task", "output_name",

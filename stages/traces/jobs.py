@@ -17,6 +17,7 @@ pipeline and the HTML report use: file names, and one picklable per-artifact fun
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,10 @@ class TraceJob:
     out_dir: Path
     start_ns_abs: int
     end_ns_abs: int
+    # When set, `src` is a RAW input: the window is cut into `work_dir` first and only the scrubbed
+    # window is written under `out_dir` (stages.scrub.ScrubOptions of the bundle).
+    scrub: Any = None
+    work_dir: Path | None = None
 
 
 def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -92,6 +97,8 @@ def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> 
     opts = options or {}
     out: dict[str, Any] = {"source": job.source_rel, "kind": job.kind, "outputs": {}, "counts": {}}
     chrome_rel = trace_file_name(job.source_rel)
+    if job.scrub is not None:
+        return _raw_window_traces(job, opts, out, chrome_rel)
     if job.kind == "nsys":
         sqlite_rel = trace_sqlite_name(job.source_rel)
         w = window_nsys_sqlite(job.src, job.out_dir / sqlite_rel, job.start_ns_abs, job.end_ns_abs)
@@ -107,4 +114,52 @@ def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> 
         out["events"] = dict(t.kept, metadata=t.metadata)
     else:
         raise ValueError(f"unknown trace kind {job.kind!r}")
+    return out
+
+
+def _raw_window_traces(job: TraceJob, opts: dict[str, Any], out: dict[str, Any], chrome_rel: str) -> dict[str, Any]:
+    """Cut the window of a RAW input into the work dir, scrub only that window into the bundle, and
+    (nsys) convert the scrubbed window to Chrome JSON. `out["scrub"]` is the scrub result's report.
+
+    Why this order: the window is a small fraction of a report, so scrubbing it instead of the whole
+    export is what makes collect cost about one read of its input; nothing unscrubbed reaches
+    `out_dir` (the raw window lives in the work dir and is removed once scrubbed).
+    """
+    from ..core.errors import BadInputError
+    from ..scrub import ScrubTask, scrub_task
+
+    if job.work_dir is None:
+        raise ValueError("a raw-input trace job needs a work_dir")
+    key = hashlib.sha256(f"{job.src}|{job.start_ns_abs}|{job.end_ns_abs}".encode()).hexdigest()[:12]
+    scratch = Path(job.work_dir) / "windows"
+    scratch.mkdir(parents=True, exist_ok=True)
+    stem = f"{trace_stem(job.source_rel)}-{key}"
+    if job.kind == "nsys":
+        raw = scratch / f"{stem}.sqlite"
+        sqlite_rel = trace_sqlite_name(job.source_rel)
+        w = window_nsys_sqlite(job.src, raw, job.start_ns_abs, job.end_ns_abs)
+        task = ScrubTask(str(raw), str(job.out_dir / sqlite_rel), "nsys_sqlite", job.source_rel)
+    elif job.kind == "torch":
+        raw = scratch / f"{stem}.trace.json.gz"
+        t = window_chrome_trace_utc(job.src, raw, job.start_ns_abs, job.end_ns_abs)
+        task = ScrubTask(str(raw), str(job.out_dir / chrome_rel), "torch_trace", job.source_rel)
+    else:
+        raise ValueError(f"unknown trace kind {job.kind!r}")
+    try:
+        res = scrub_task(task, job.scrub)
+    finally:
+        raw.unlink(missing_ok=True)
+    if res.status != "done":
+        raise BadInputError(None, f"{job.source_rel}: its window could not be scrubbed ({res.detail})")
+    out["scrub"] = res.to_report()
+    if job.kind == "nsys":
+        c = nsys_sqlite_to_chrome(job.out_dir / sqlite_rel, job.out_dir / chrome_rel,
+                                  flows=bool(opts.get("flows", True)))
+        out["outputs"] = {"sqlite": sqlite_rel, "chrome": chrome_rel}
+        out["counts"] = {"sqlite": dataclasses.asdict(w), "chrome": dataclasses.asdict(c)}
+        out["events"] = dict(c.events)
+    else:
+        out["outputs"] = {"chrome": chrome_rel}
+        out["counts"] = {"chrome": dataclasses.asdict(t)}
+        out["events"] = dict(t.kept, metadata=t.metadata)
     return out

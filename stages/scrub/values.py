@@ -1,0 +1,58 @@
+"""Scrub values built in memory from raw inputs: summary rows, window facts, manifest entries.
+
+Why: `collect` summarizes and cuts windows from the raw exports in the WORK dir (a whole-file scrub
+of a 1 GB export costs more than the summary itself and its output never leaves the machine). Every
+string such a summary or window takes from a raw input passes through here, with the same
+Scrubber, policy and pseudonym map as a file scrub, before it is written into the bundle; the
+bundle's final `check` still guards publishing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from .secrets import Scrubber
+from .tasks import ScrubOptions, ScrubResult
+
+
+def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
+    """A copy of `obj` (dicts, lists, tuples, Arrow tables, scalars) with every string scrubbed.
+
+    Dict keys are left as they are: in every structure passed here they are verlprof's own names
+    (schema columns, metadata and fact keys). Strings are cached per call, since names repeat.
+    """
+    cache: dict[str, str] = {}
+
+    def one(text: str, where: str) -> str:
+        hit = cache.get(text)
+        if hit is None:
+            hit = scrubber.scrub(text, where)
+            cache[text] = hit
+        return hit
+
+    def walk(v: Any, where: str) -> Any:
+        if isinstance(v, str):
+            return one(v, where)
+        if isinstance(v, dict):
+            return {k: walk(x, f"{where}.{k}" if isinstance(k, str) and k.isidentifier() else where)
+                    for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            out = [walk(x, where) for x in v]
+            return out if isinstance(v, list) else tuple(out)
+        if isinstance(v, pa.Table):
+            return pa.Table.from_pylist([walk(r, where) for r in v.to_pylist()], schema=v.schema)
+        return v
+
+    return walk(obj, location)
+
+
+def scrub_summary_rows(rows: dict[str, Any], options: ScrubOptions) -> tuple[dict[str, Any], ScrubResult]:
+    """Summary rows (schema name -> rows) with every string scrubbed, and what was replaced, as a
+    ScrubResult for scrub_report.json (counts per location, never values)."""
+    sc = Scrubber(options.policy, options.pseudonyms)
+    clean = {name: scrub_values(part, sc, f"summaries.{name}") for name, part in rows.items()}
+    counts = sc.report_counts()
+    total = sum(n for k in counts.values() for n in k.values())
+    return clean, ScrubResult(rel="summaries", kind="summary_rows", dst="", status="done",
+                              detail=f"{total} replacements", counts=counts)
