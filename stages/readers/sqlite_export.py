@@ -146,8 +146,19 @@ def _read_meta(con: sqlite3.Connection, tables: tuple[str, ...]) -> dict[str, st
             if len(cols) < 2:
                 continue
             key_col, val_col = ("name", "value") if {"name", "value"} <= set(cols) else (cols[0], cols[1])
-            rows = con.execute(f'SELECT "{key_col}", "{val_col}" FROM "{name}"').fetchall()
+            # as bytes: nsys 2022 wrote the user name in the host's encoding (`Gei\xe1`), which
+            # sqlite3's UTF-8 text decoding refuses for the whole query
+            rows = con.execute(f'SELECT CAST("{key_col}" AS BLOB), CAST("{val_col}" AS BLOB) FROM "{name}"').fetchall()
         except sqlite3.DatabaseError:
             continue  # metadata is a nicety; a damaged meta table must not hide a usable export
-        return {str(k): "" if v is None else str(v) for k, v in rows if k is not None}
+        return {_text(k): _text(v) for k, v in rows if k is not None}
     return {}
+
+
+def _text(value: object) -> str:
+    """A metadata value as text (bytes decoded as UTF-8, undecodable bytes replaced)."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)

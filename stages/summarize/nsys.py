@@ -46,6 +46,7 @@ from ..window import (
     SourceSteps,
     StepSpan,
     WindowChoice,
+    gpu_only_spans,
     is_phase_range,
     nsys_source_steps,
     run_window,
@@ -109,13 +110,14 @@ def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions
         src = None
         if spans is None:
             src = source_steps_from_ranges(ident, str(path), offset, r, (), options.step_range)
+            if len(r) == 0:
+                src = gpu_only_spans(db, src, offset)
             resolved, choice = run_window([src], options.step)
             src = resolved[0]
             spans = window_spans(src, choice.step)
             own_steps_rows = steps_rows(resolved, choice)
         index = RangeIndex.build(r)
         rel_spans = [(s.start_ns - offset, s.end_ns - offset, s.pid, s.step) for s in spans]
-        ranks = _process_ranks(db, ident, r)
         pids = r.pid
         selected = np.zeros(len(r), bool)
         for lo, hi, pid, _ in rel_spans:
@@ -129,6 +131,7 @@ def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions
         res.ops["copy_kind"] = _copy_direction(res.ops["copy_kind"], db.copy_kind_names())
         mem = _memory_levels(db, window) if window is not None else {}
         phases, kernels = _phase_rows(ident, offset, r, index, res, selected, rel_spans, names, mem, options.top)
+        ranks = _process_ranks(db, ident, {int(p) for p in np.unique(r.pid)} | {int(row["pid"]) for row in phases})
         for row in phases + kernels:
             got = ranks.get(row["pid"])
             if got is not None and (row.get("rank") is None or len(ranks) > 1):
@@ -317,11 +320,10 @@ PATH_SEP = " > "
 _AUTOGRAD_ROOT = "autograd::engine::evaluate_function"
 
 
-def _process_ranks(db: NsysExport, ident: SourceIdentity, r: NvtxRanges) -> dict[int, tuple[int | None, str]]:
-    """pid -> (rank, where it came from) for every process with ranges in the export."""
+def _process_ranks(db: NsysExport, ident: SourceIdentity, pids: set[int]) -> dict[int, tuple[int | None, str]]:
+    """pid -> (rank, where it came from) for every summarised process of the export."""
     from ..readers.report_identity import process_ranks
 
-    pids = np.unique(r.pid).tolist() if len(r) else ([ident.pid] if ident.pid else [])
     if not pids:
         return {}
     return process_ranks(db.con, db.tables, pids, db.path)
@@ -477,7 +479,7 @@ def _kernel_rows(ident: SourceIdentity, r: NvtxRanges, ops: dict[str, np.ndarray
     if not k.any():
         return []
     rng = ops["rng"][k]
-    own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1)
+    own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1) if owner.size else np.full(rng.size, -1, np.int64)
     norm: dict[int, str] = {}
     phase = [(norm.get(o) or norm.setdefault(o, normalize_range_name(r.text[o]))) if o >= 0 else UNATTRIBUTED
              for o in own.tolist()]

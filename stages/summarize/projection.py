@@ -284,10 +284,13 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
                       pid=pid_of_gtid(gpid[keep]), launch=launch, launch_tid=ltid)
 
     # 2. Kernels.
-    if db.has(KERNEL, "start", "end", "correlationId", "globalPid"):
+    # A table without globalPid (pruned exports) still has kernels: their process is unknown (0),
+    # so no range claims them, but whole-report totals count them.
+    if db.has(KERNEL, "start", "end", "correlationId"):
         kcols = db.columns(KERNEL)
         name_col = next((c for c in (kernel_name, "demangledName", "shortName") if c in kcols), "-1")
-        for s, e, corr, gpid, name in db.iter_columns(KERNEL, ["start", "end", "correlationId", "globalPid", name_col]):
+        pid_col = "globalPid" if "globalPid" in kcols else "0"
+        for s, e, corr, gpid, name in db.iter_columns(KERNEL, ["start", "end", "correlationId", pid_col, name_col]):
             dur = e - s
             rr = lookup(corr, gpid)
             hit = rr >= 0
@@ -298,15 +301,17 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
             if kernel_totals:
                 kt_parts.append(_pack_name_dur(name, dur))
     # 3. Copies and memsets.
-    if db.has(MEMCPY, "start", "end", "correlationId", "globalPid"):
+    if db.has(MEMCPY, "start", "end", "correlationId"):
         cols = db.columns(MEMCPY)
         b = "bytes" if "bytes" in cols else "-1"
         ck = "copyKind" if "copyKind" in cols else "-1"
-        for s, e, corr, gpid, nb, kind in db.iter_columns(MEMCPY, ["start", "end", "correlationId", "globalPid", b, ck]):
+        pid_col = "globalPid" if "globalPid" in cols else "0"
+        for s, e, corr, gpid, nb, kind in db.iter_columns(MEMCPY, ["start", "end", "correlationId", pid_col, b, ck]):
             attribute(KIND_MEMCPY, s, e, lookup(corr, gpid), gpid, corr, nbytes=nb, ck=kind)
-    if db.has(MEMSET, "start", "end", "correlationId", "globalPid"):
+    if db.has(MEMSET, "start", "end", "correlationId"):
         b = "bytes" if "bytes" in db.columns(MEMSET) else "-1"
-        for s, e, corr, gpid, nb in db.iter_columns(MEMSET, ["start", "end", "correlationId", "globalPid", b]):
+        pid_col = "globalPid" if "globalPid" in db.columns(MEMSET) else "0"
+        for s, e, corr, gpid, nb in db.iter_columns(MEMSET, ["start", "end", "correlationId", pid_col, b]):
             attribute(KIND_MEMSET, s, e, lookup(corr, gpid), gpid, corr, nbytes=nb)
 
     n_ops = (np.bincount(calls.range_at(np.flatnonzero(seen)), minlength=n).astype(np.int64)

@@ -4,6 +4,7 @@ from .steps import (
     SourceSteps,
     TopRange,
     compile_step_range,
+    gpu_only_spans,
     identity_from_artifact,
     identity_from_path,
     is_phase_range,
@@ -15,7 +16,7 @@ from .steps import (
 from .types import DEFAULT_STEP, SourceIdentity, SourceKind, StepArg, StepSpan, WindowChoice
 
 __all__ = [
-    "SourceSteps", "TopRange", "compile_step_range", "identity_from_artifact", "identity_from_path", "is_phase_range",
+    "SourceSteps", "TopRange", "compile_step_range", "gpu_only_spans", "identity_from_artifact", "identity_from_path", "is_phase_range",
     "nsys_source_steps", "run_window", "source_steps_from_ranges", "window_spans", "DEFAULT_STEP",
     "SourceIdentity", "SourceKind", "StepArg", "StepSpan", "WindowChoice",
 ]

@@ -132,6 +132,8 @@ def nsys_source_steps(path: str | Path, ident: SourceIdentity, step_range: str |
         ranges = db.nvtx_ranges()
         notes = () if offset is not None else ("no TARGET_INFO_SESSION_START_TIME: times are relative",)
         src = source_steps_from_ranges(ident, str(path), offset or 0, ranges, notes, step_range)
+        if len(ranges) == 0:
+            src = gpu_only_spans(db, src, offset or 0)
         return replace(src, tool_version=db.nsys_version)
 
 
@@ -175,6 +177,24 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
                       for p in np.unique(pids[keep])) if keep.any() else ()
     return SourceSteps(ident, path, offset, tuple(steps), tuple(top), tuple(unsteady), span, notes,
                        pid_spans=pid_spans)
+
+
+def gpu_only_spans(db: NsysExport, src: SourceSteps, offset: int) -> SourceSteps:
+    """A capture without NVTX ranges (plain CUDA, MPI codes): its window is the whole capture,
+    per process the span of its GPU work, so its kernels are still summarised (unattributed)."""
+    from ..readers.nsys_sqlite import KERNEL, pid_of_gtid
+
+    if not db.has(KERNEL, "start", "end"):
+        return src
+    pid_col = "globalPid" if db.has(KERNEL, "globalPid") else "0"   # pruned exports lack it
+    rows = db.query(f"SELECT {pid_col} AS p, min(start), max(end) FROM {KERNEL} GROUP BY p")
+    spans = tuple((int(pid_of_gtid(int(g))), offset + int(lo), offset + int(hi))
+                  for g, lo, hi in rows if g is not None and lo is not None and hi is not None)
+    if not spans:
+        return src
+    whole = (min(s[1] for s in spans), max(s[2] for s in spans))
+    return replace(src, span=whole, pid_spans=spans if len(spans) > 1 else (),
+                   notes=src.notes + ("no NVTX ranges: the GPU work of the whole capture",))
 
 
 def steps_of_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
