@@ -332,3 +332,19 @@ def test_bad_new_policy_sections_are_one_line_errors(tmp_path: Path, content: st
     with pytest.raises(BadInputError) as exc:
         Scrubber(load_policy(f, use_local_environment=False), Pseudonyms())
     assert msg in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_split_halves_found_in_a_raw_export_are_redacted_wherever_met(tmp_path: Path) -> None:
+    """For summaries built from a raw export and scrubbed string by string (no adjacency there):
+    the halves are found on the raw export first and then redacted as whole strings."""
+    from verlprof.stages.scrub.sqlite import split_nvtx_texts
+
+    raw = tmp_path / "raw.sqlite"
+    _plant_sqlite(raw, ["reward", SPLIT_A, SPLIT_B, "adv"])
+    sc = Scrubber(POLICY, Pseudonyms())
+    assert sc.scrub(SPLIT_A, "l") == SPLIT_A and sc.scrub(SPLIT_B, "l") == SPLIT_B   # alone: clean
+    halves = split_nvtx_texts(raw, sc)
+    assert halves == {SPLIT_A, SPLIT_B}                       # phase names next to them stay
+    sc.force_redact(halves)
+    assert sc.scrub(SPLIT_A, "phases.phase") == REDACTED and sc.findings(SPLIT_B) == ("split_value",)
+    assert sc.scrub("reward", "l") == "reward" and sc.counts[("split_value", "phases.phase")] == 1

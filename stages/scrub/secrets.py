@@ -903,6 +903,7 @@ class Scrubber:
         self.counts: Counter[tuple[str, str]] = Counter()
         self._cache: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._join_cache: dict[tuple[str, str], tuple[bool, bool]] = {}
+        self._forced: dict[str, str] = {}
         self._patterns = _compile_patterns(policy)
         self._keep_users = frozenset(policy.keep_users)
         self._common = frozenset(w.lower() for w in policy.common_words)
@@ -942,9 +943,22 @@ class Scrubber:
         self._entropy_keys = frozenset(k.lower() for k in policy.entropy_allow_keys)
 
     # -- public API ---------------------------------------------------------------------------
+    def force_redact(self, texts: Iterable[str], kind: str = KIND_SPLIT) -> None:
+        """Whole strings that are secret through context outside themselves (the halves of a value
+        split across NVTX ranges, found by `sqlite.split_nvtx_texts` on a raw export): `scrub`
+        replaces them and `findings` reports them, wherever they are met later (summary rows)."""
+        for t in texts:
+            if t:
+                self._forced[t] = kind
+
     def scrub(self, text: str, location: str) -> str:
         if not text:
             return text
+        if self._forced:
+            forced = self._forced.get(text)
+            if forced is not None:
+                self.counts[(forced, location)] += 1
+                return REDACTED
         hit = self._cache.get(text)
         if hit is None:
             hit = self._apply(text)
@@ -960,6 +974,8 @@ class Scrubber:
         """Kinds of secret/personal content in `text` (cosmetic rules excluded)."""
         if not text:
             return ()
+        if self._forced and text in self._forced:
+            return (self._forced[text],)
         hit = self._cache.get(text)
         if hit is None:
             hit = self._apply(text)

@@ -413,6 +413,30 @@ def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
     return n
 
 
+def split_nvtx_texts(path: Path, scrubber: Scrubber) -> set[str]:
+    """The raw texts of a RAW export's NVTX ranges that hold half of a split secret.
+
+    For callers that read a raw export and scrub the strings they keep one by one (summary rows):
+    `scrubber.force_redact(split_nvtx_texts(raw, scrubber))` first, so a split value is redacted
+    there too. Halves are judged scrubbed (`update_actor api_key=...` alone keeps its own, finer
+    redaction); the raw text is what the caller will meet.
+    """
+    conn = open_ro(path)
+    out: set[str] = set()
+    try:
+        for first, second in iter_adjacent_nvtx(conn):
+            a = scrubber.scrub(first[2], SPLIT_LOCATION)
+            b = scrubber.scrub(second[2], SPLIT_LOCATION)
+            for raw, involved in zip((first[2], second[2]), scrubber.joined_halves(a, b)):
+                if involved:
+                    out.add(raw)
+    except sqlite3.DatabaseError as exc:
+        raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
+    finally:
+        conn.close()
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Identities (the cheap first pass) and cell iteration (shared with check)
 # --------------------------------------------------------------------------------------------
