@@ -275,3 +275,21 @@ def test_other_frameworks_ranges_map_to_stages() -> None:
                         ("nccl:all_reduce", "collective"), ("execute_model", "generation"),
                         ("update_actor", "actor_update"), ("my_own_range", "other")):
         assert canonical_stage(name) == stage, name
+
+
+def test_window_command_step_range_and_top_phases() -> None:
+    """`verlprof window --step-range REGEX --phases --top-phases N` end to end; a bad regex is a
+    one-line error naming the option, before any work."""
+    from typer.testing import CliRunner
+    from verlprof.pipeline.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["window", str(WHOLE), "--step-range", "^update_actor$", "--phases", "--top-phases", "4"],
+                        env={"COLUMNS": "120"})
+    assert res.exit_code == 0, res.output
+    assert res.output.count("step_range") == 3 and "more phases" in res.output
+    table = [ln for ln in res.output.splitlines() if ln.startswith("│")]
+    assert 4 <= len(table) <= 4 + 3 + 1            # 4 phases, their enclosing phases, (unattributed)
+    bad = runner.invoke(app, ["window", str(WHOLE), "--step-range", "(gen"])
+    assert bad.exit_code != 0 and "\n" not in str(bad.exception)
+    assert "--step-range '(gen' is not a valid regular expression" in str(bad.exception)

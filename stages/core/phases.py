@@ -7,6 +7,7 @@ names below. Unknown names are kept and mapped to `other`, never dropped.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 STAGES: tuple[str, ...] = (
     "step", "generation", "reward", "old_log_prob", "ref_log_prob", "values", "advantage",
@@ -70,6 +71,7 @@ def verl_stage(phase: str, role: str | None = None) -> str:
     return _ALIASES.get(name, "other")
 
 
+@lru_cache(maxsize=1 << 16)   # names repeat by the thousand in a trace; the rules are regexes
 def canonical_stage(phase: str, role: str | None = None) -> str:
     """Map a range name to its canonical stage: verl's names first (`train_batch` is an update on
     the critic), then other frameworks' names where the meaning is clear; `other` when unknown."""
@@ -99,6 +101,7 @@ _OBJECT_AT = re.compile(r"<([\w.]+) object at 0x\?>")
 _SEQ = re.compile(r",\s*seq\s*=\s*(\d+)")
 
 
+@lru_cache(maxsize=1 << 16)
 def normalize_range_name(name: str) -> str:
     """The name a range groups under: per-instance suffixes (`, seq = N`, `, op_id = N`,
     `, sizes = [...]`, ...), a trailing `#N` counter and hex addresses removed.

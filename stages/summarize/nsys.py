@@ -694,7 +694,7 @@ def _ms(ns: Any) -> str:
     return "" if ns is None else f"{ns / 1e6:,.1f}"
 
 
-_NAME_WIDTH = 40
+_NAME_WIDTH = 36
 
 
 def _top_phases(part: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -717,10 +717,18 @@ def _top_phases(part: list[dict[str, Any]], top: int) -> tuple[list[dict[str, An
             shown[id(r)] = r
     rest = [r for r in part if id(r) not in shown]
 
+    first: dict[str, int] = {}      # path prefix -> earliest start under it (prefixes without a row too)
+    for r in part:
+        parts = str(r.get("path") or r.get("phase") or "").split(PATH_SEP)
+        for k in range(len(parts)):
+            key = PATH_SEP.join(parts[:k + 1])
+            first[key] = min(first.get(key, 1 << 62), int(r.get("start_ns") or 0))
+
     def tree_order(x: dict[str, Any]) -> tuple:
-        path = str(x.get("path") or x.get("phase") or "")
-        root = by_path.get(path.split(PATH_SEP, 1)[0], x)
-        return (x.get("phase") == UNATTRIBUTED, root.get("start_ns") or 0, path)
+        """Depth-first, siblings by start time: each ancestor's start, outermost first."""
+        parts = str(x.get("path") or x.get("phase") or "").split(PATH_SEP)
+        return (x.get("phase") == UNATTRIBUTED,
+                tuple((first[PATH_SEP.join(parts[:k + 1])], parts[k]) for k in range(len(parts))))
 
     return sorted(shown.values(), key=tree_order), rest
 
@@ -738,6 +746,14 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
     from rich.table import Table
 
     rows = phases_rows.to_pylist() if isinstance(phases_rows, pa.Table) else list(phases_rows)
+    if console is None:
+        console = Console()
+    narrow = (console.width or 80) < 110          # an 80-column terminal: the figures that matter most
+    width = 30 if narrow else _NAME_WIDTH
+    cols = [("phase", "left"), ("stage", "left"), ("n", "right"), ("wall ms", "right"), ("GPU ms", "right"),
+            ("GPU inh. ms", "right"), ("kernels", "right"), ("comm ms", "right"), ("mem GiB", "right")]
+    if narrow:
+        cols = [c for c in cols if c[0] not in ("stage", "comm ms", "mem GiB")]
     tables = []
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for row in rows:
@@ -748,21 +764,22 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
         rank_txt = f"{rank if rank is not None else '?'}" + (f" ({how})" if how and how != "artifact" else "")
         title = f"{role or 'role ?'} rank {rank_txt} (pid {pid}) step {step}: {source}"
         t = Table(title=title, title_justify="left")
-        for col, just in (("phase", "left"), ("stage", "left"), ("n", "right"), ("wall ms", "right"),
-                          ("GPU ms", "right"), ("GPU inh. ms", "right"), ("kernels", "right"),
-                          ("comm ms", "right"), ("mem GiB", "right")):
+        for col, just in cols:
             t.add_column(col, justify=just, no_wrap=True, min_width=max(3, len(col)),  # type: ignore[arg-type]
-                         max_width=_NAME_WIDTH if col == "phase" else None)
+                         max_width=width if col == "phase" else 12 if col == "stage" else None)
         shown, rest = _top_phases(part, max(1, top))
         for row in shown:
             peak = row.get("mem_peak_bytes")
             inh = row.get("gpu_busy_inherited_ns")
             label = "  " * int(row.get("depth") or 0) + str(row.get("phase"))
-            t.add_row(label if len(label) <= _NAME_WIDTH else label[:_NAME_WIDTH - 1] + "…", str(row.get("stage")),
-                      str(row.get("instances") or 1), _ms(row.get("wall_ns")), _ms(row.get("gpu_busy_ns")),
-                      ("left " if row.get("phase") == UNATTRIBUTED else "") + _ms(inh),
-                      f"{row.get('kernel_count') or 0:,}", _ms(row.get("comm_ns")),
-                      "" if peak is None else f"{peak / 2**30:.2f}")
+            cells = {
+                "phase": label if len(label) <= width else label[:width - 1] + "…", "stage": str(row.get("stage")),
+                "n": str(row.get("instances") or 1), "wall ms": _ms(row.get("wall_ns")),
+                "GPU ms": _ms(row.get("gpu_busy_ns")),
+                "GPU inh. ms": ("left " if row.get("phase") == UNATTRIBUTED else "") + _ms(inh),
+                "kernels": f"{row.get('kernel_count') or 0:,}", "comm ms": _ms(row.get("comm_ns")),
+                "mem GiB": "" if peak is None else f"{peak / 2**30:.2f}"}
+            t.add_row(*(cells[c] for c, _ in cols))
         if rest:
             shown_paths = {r.get("path") for r in shown}
             # only the outermost hidden phases: nested ones are inside their time already
@@ -773,8 +790,6 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
             t.caption_style = "none"
             t.caption_justify = "left"
         tables.append(t)
-    if console is None:
-        console = Console()
     for t in tables:
         console.print(t)
     return tables
