@@ -414,7 +414,8 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
     from ..stages.scrub import Scrubber, scrub_summary_rows, scrub_values
 
     task = progress.add_task("scrub", total=1, last="summaries")
-    rows, rows_scrub = scrub_summary_rows(rows, scrub_options)
+    nsys_raw = [res.dst for art, res in sources if art.kind != ArtifactKind.TORCH_TRACE]
+    rows, rows_scrub = scrub_summary_rows(rows, scrub_options, raw_exports=nsys_raw)
     scrub_results.append(rows_scrub)
     sc = Scrubber(scrub_options.policy, scrub_options.pseudonyms)
     meta = scrub_values(meta, sc, "summaries.metadata")

@@ -166,15 +166,11 @@ def test_planted_rows_are_where_a_reader_finds_them(planted_run: Path) -> None:
     assert set(_planted_texts()) <= {r[0] for r in rows}
 
 
-# Since issue 11, collect summarizes the RAW export and scrubs summary strings one by one; the
-# split halves then survive in phases/kernels.parquet until collect passes its raw exports to
-# `scrub_summary_rows(..., raw_exports=...)` (pipeline/collect.py is not this issue's file). The
-# window traces are clean already (scrub_task joins adjacent ranges). Strict: flips when wired.
-_SPLIT_NOT_WIRED = pytest.mark.xfail(strict=True, reason="collect does not pass raw exports to scrub_summary_rows yet")
+# Since issue 11, collect summarizes the RAW export and scrubs summary strings one by one; it
+# passes its raw exports to `scrub_summary_rows(..., raw_exports=...)` so split halves are found there.
 
 
-@pytest.mark.parametrize("cls", [pytest.param(c, marks=_SPLIT_NOT_WIRED) if c == "split_ranges" else c
-                                 for c in sorted(PLANTS)])
+@pytest.mark.parametrize("cls", sorted(PLANTS))
 def test_collect_bundle_holds_no_planted_value_nor_its_encoded_forms(bundle: Path, cls: str) -> None:
     everything = _all_text(bundle)
     texts, secrets, _kind = PLANTS[cls]

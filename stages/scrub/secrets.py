@@ -950,6 +950,8 @@ class Scrubber:
         for t in texts:
             if t:
                 self._forced[t] = kind
+        # Summary strings also hold them inside longer text (a phase path "a > b > <half>").
+        self._forced_re = re.compile("|".join(re.escape(t) for t in sorted(self._forced, key=len, reverse=True)))
 
     def scrub(self, text: str, location: str) -> str:
         if not text:
@@ -959,6 +961,11 @@ class Scrubber:
             if forced is not None:
                 self.counts[(forced, location)] += 1
                 return REDACTED
+            if self._forced_re.search(text):
+                kinds = {self._forced[m.group(0)] for m in self._forced_re.finditer(text)}
+                for k in kinds:
+                    self.counts[(k, location)] += 1
+                text = self._forced_re.sub(REDACTED, text)
         hit = self._cache.get(text)
         if hit is None:
             hit = self._apply(text)
@@ -974,8 +981,8 @@ class Scrubber:
         """Kinds of secret/personal content in `text` (cosmetic rules excluded)."""
         if not text:
             return ()
-        if self._forced and text in self._forced:
-            return (self._forced[text],)
+        if self._forced and self._forced_re.search(text):
+            return tuple(sorted({self._forced[m.group(0)] for m in self._forced_re.finditer(text)}))
         hit = self._cache.get(text)
         if hit is None:
             hit = self._apply(text)
