@@ -120,7 +120,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, action="append", help="export size(s) in MB (default 100)")
     ap.add_argument("--many", type=int, default=0, help="also collect this many copies of the 100 MB export at once")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="workers for the --many run")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="collect --jobs (default: the cores, as a user gets)")
     ap.add_argument("--tmp", type=Path, default=None, help="scratch folder (default: a temp dir)")
     args = ap.parse_args()
     sizes = args.mb or [100]
@@ -134,7 +134,7 @@ def main() -> int:
         if not src.exists():
             subprocess.run([sys.executable, str(ROOT / "bench" / "make_big_sqlite.py"), "--mb", str(mb)], check=True)
         _warm([src])
-        col = run_collect([src], 1, tmp)
+        col = run_collect([src], args.jobs, tmp)
         ns = run_nsys_kernsum(nsys, report, src, tmp) if nsys else {"seconds": None, "rss_mb": None}
         rows.append((f"{src.name}", src.stat().st_size / 1e6, col, ns))
     print(f"{'input':24} {'MB':>6} {'collect s':>9} {'peak MB':>8} {'nsys s':>7} {'nsys MB':>8} {'ratio':>6}")

@@ -397,7 +397,18 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
         ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.TORCH_TRACE)]
     items = [(Path(res.dst), identity_from_artifact(art)) for art, res in sources]
     task = progress.add_task("summarize", total=None, last="")
-    result = stage_runs.summarize_sources(items, sopts, executor, unreadable_raises=False)
+    jobs: list[Any] = []
+
+    def trace_jobs(resolved: list[Any], choice: Any) -> list[tuple[Any, Any, Any]]:
+        # the window traces are cut while the summaries are made (one executor queue)
+        from ..stages.traces import make_window_traces
+
+        if opts.traces:
+            jobs.extend(_trace_jobs(resolved, choice, scrubbed, staging, scrub_options, opts.work_dir))
+        return [(make_window_traces, job, None) for job in jobs]
+
+    result, trace_results = stage_runs.summarize_with(items, sopts, executor, unreadable_raises=False,
+                                                      side_jobs=trace_jobs)
     step = result.choice.step if result.choice is not None else None
     rows = result.rows
     memory = [(art, res) for art, res in scrubbed if art.kind == ArtifactKind.MEMORY_SNAPSHOT]
@@ -423,9 +434,8 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
     progress.update(task, completed=1)
     summarize_stage.write_summaries(rows, staging / "summaries", meta)
     extra: dict[str, Any] = {"window": window}
-    if opts.traces and result.sources:
-        traces = _window_traces(result, scrubbed, staging, executor, progress, outcomes, scrub_options,
-                                opts.work_dir)
+    if jobs:
+        traces = _trace_facts_of(jobs, trace_results, outcomes)
         for t in traces:
             rep = t.pop("scrub", None)
             if rep is not None:
@@ -531,18 +541,17 @@ def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None,
     return rows
 
 
-def _window_traces(result: Any, scrubbed: list[tuple[Artifact, Any]], staging: Path, executor: Executor,
-                   progress: Any, outcomes: list[StageOutcome], scrub_options: Any,
-                   work_dir: Path) -> list[dict[str, Any]]:
+def _trace_jobs(sources: list[Any], choice: Any, scrubbed: list[tuple[Artifact, Any]], staging: Path,
+                scrub_options: Any, work_dir: Path) -> list[Any]:
     """The chosen step of every source as small scrubbed SQLite + Chrome JSON under traces/: the
     window is cut from the raw input into the work dir and only the scrubbed window enters staging."""
-    from ..stages.traces import TraceJob, make_window_traces
+    from ..stages.traces import TraceJob
     from ..stages.window import window_spans
 
     dst_of = {art.rel: Path(res.dst) for art, res in scrubbed}
     jobs = []
-    for src in result.sources:
-        spans = window_spans(src, result.choice.step)
+    for src in sources:
+        spans = window_spans(src, choice.step)
         rel = src.ident.source
         if not spans or rel not in dst_of:
             continue
@@ -550,11 +559,13 @@ def _window_traces(result: Any, scrubbed: list[tuple[Artifact, Any]], staging: P
         jobs.append(TraceJob(kind, dst_of[rel], rel, staging,
                              min(s.start_ns for s in spans), max(s.end_ns for s in spans),
                              scrub=scrub_options, work_dir=work_dir))
-    if not jobs:
-        return []
-    task = progress.add_task("traces", total=len(jobs), last="")
+    return jobs
+
+
+def _trace_facts_of(jobs: list[Any], results: list[Any], outcomes: list[StageOutcome]) -> list[dict[str, Any]]:
+    """Manifest facts of the written window traces; a failed cut becomes a `traces` outcome."""
     out = []
-    for job, r in zip(jobs, run_all(executor, make_window_traces, jobs, None, lambda r: progress.advance(task))):
+    for job, r in zip(jobs, results):
         if r.error is not None:
             outcomes.append(StageOutcome("traces", job.source_rel, "failed",
                                          plain_reason(r.error, path=job.source_rel)))

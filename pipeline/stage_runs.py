@@ -102,6 +102,24 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
     When no source is readable: raises a one-line VerlprofError, or, with `unreadable_raises=False`
     (collect, which reports every source's own reason in its table), returns a result with no
     sources, no choice (`choice=None`) and every source's error."""
+    result, _side = summarize_with(items, options, executor, unreadable_raises)
+    return result
+
+
+def summarize_with(items: Sequence[tuple[str | Path, SourceIdentity]],
+                   options: summarize_stage.SummarizeOptions | None = None,
+                   executor: Executor | None = None,
+                   unreadable_raises: bool = True,
+                   side_jobs: Callable[[list[SourceSteps], Any], list[tuple[Callable[[Any, Any], Any], Any, Any]]]
+                   | None = None) -> tuple[summarize_stage.SummarizeResult, list[TaskResult]]:
+    """`summarize_sources`, plus work that needs only the chosen window (collect's window traces)
+    run on the same executor at the same time as the summaries.
+
+    Why: once the step is chosen, cutting a source's window and summarizing it read the same file
+    independently; one queue keeps every core busy even with a single large report, instead of
+    waiting for all summaries before the first cut. `side_jobs(resolved_sources, choice)` returns
+    (fn, item, options) triples (picklable, module-level fn); their results come back in order.
+    """
     options = options or summarize_stage.SummarizeOptions()
     ex = executor or InlineExecutor()
     errors: list[tuple[str, str]] = []
@@ -116,17 +134,29 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
             kept.append((str(p), ident))
     if not srcs and errors:
         if not unreadable_raises:
-            return summarize_stage.SummarizeResult([], None, {}, errors)  # type: ignore[arg-type]
+            return summarize_stage.SummarizeResult([], None, {}, errors), []  # type: ignore[arg-type]
         raise VerlprofError(None, f"no readable input: {errors[0][0]}: {errors[0][1]}")
     resolved, choice = run_window(srcs, options.step)
     jobs = [summarize_stage.summarize_job(p, ident, src, choice.step) for (p, ident), src in zip(kept, resolved)]
     jobs = [j for j in jobs if j.spans]
+    side = side_jobs(resolved, choice) if side_jobs is not None else []
+    # Side jobs first: a window cut is one pass of SQLite in C, summaries are the longer tasks.
+    queue = [(fn, item, opt) for fn, item, opt in side] + \
+            [(summarize_stage.summarize_any_item, job, options) for job in jobs]
+    done = run_all(ex, _call_job, queue, None)
+    side_results = done[:len(side)]
     parts = []
-    for job, res in zip(jobs, run_all(ex, summarize_stage.summarize_any_item, jobs, options)):
+    for job, res in zip(jobs, done[len(side):]):
         if res.error:
             errors.append((job.ident.source, res.error))
         else:
             parts.append(res.value)
     rows = summarize_stage.merge_rows(parts)
     rows["steps"] = summarize_stage.steps_rows(resolved, choice)
-    return summarize_stage.SummarizeResult(resolved, choice, rows, errors)
+    return summarize_stage.SummarizeResult(resolved, choice, rows, errors), side_results
+
+
+def _call_job(job: tuple[Callable[[Any, Any], Any], Any, Any], _options: Any = None) -> Any:
+    """Run one (fn, item, options) triple: lets one executor queue mix kinds of work."""
+    fn, item, options = job
+    return fn(item, options)

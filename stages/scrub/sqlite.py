@@ -466,13 +466,35 @@ def iter_text_cells(conn: sqlite3.Connection, only_declared_text: bool = False,
                     yield t, c[0], rid, v
 
 
+def iter_distinct_text(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[str, str, Any]]:
+    """(table, column, value) of every DISTINCT text/blob value of text-declared columns.
+
+    Why: the identity pass needs each value once, not each row; large tables repeat a handful of
+    names (a memory-event table of millions of rows holds a dozen distinct strings), and SQLite
+    finds the distinct ones in C. BINARY comparison is length-aware, so values with NUL bytes
+    inside stay distinct.
+    """
+    for t in list_tables(conn, schema):
+        for c in table_columns(conn, t, schema):
+            if _is_numeric(c[1]):
+                continue
+            col = _q(c[0])
+            try:
+                cur = conn.execute(f"SELECT DISTINCT {col} FROM {schema}.{_q(t)} "
+                                   f"WHERE typeof({col}) IN ('text','blob')")
+            except sqlite3.OperationalError:
+                continue
+            for (v,) in cur:
+                yield t, c[0], v
+
+
 def find_sqlite_identities(path: Path, policy: Policy) -> Identities:
     """Host/user names, GPU UUIDs and secret values anywhere in an export (all tables, not only kept)."""
     col = IdentityCollector(policy)
     conn = open_ro(path)
     argv: dict[str, dict[int, str]] = {}
     try:
-        for t, c, _rid, v in iter_text_cells(conn, only_declared_text=True):
+        for _t, c, v in iter_distinct_text(conn):
             text = v.decode("latin-1") if isinstance(v, bytes) else v
             col.feed(text, c)
         # name/value tables: the name says what the value is.
