@@ -259,6 +259,10 @@ def test_terminal_output_stays_short(path: Path) -> None:
     assert len(tables) == per_process and len(lines) <= 60 * per_process
     if len(rows["phases"]) > 16 * per_process:
         assert "more phases" in buf.getvalue() and "in phases.parquet" in buf.getvalue()
+    narrow = io.StringIO()                         # an 80-column terminal: whole rows, nothing cropped
+    render_phase_table(rows["phases"], Console(file=narrow, width=80))
+    body = [ln for ln in narrow.getvalue().splitlines() if ln.startswith("│")]
+    assert body and all(len(ln) <= 80 and ln.rstrip().endswith("│") for ln in body)
 
 
 def test_other_frameworks_ranges_map_to_stages() -> None:

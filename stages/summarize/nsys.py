@@ -749,7 +749,7 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
     if console is None:
         console = Console()
     narrow = (console.width or 80) < 110          # an 80-column terminal: the figures that matter most
-    width = 30 if narrow else _NAME_WIDTH
+    width = 27 if narrow else _NAME_WIDTH
     cols = [("phase", "left"), ("stage", "left"), ("n", "right"), ("wall ms", "right"), ("GPU ms", "right"),
             ("GPU inh. ms", "right"), ("kernels", "right"), ("comm ms", "right"), ("mem GiB", "right")]
     if narrow:
