@@ -604,7 +604,8 @@ def test_cli_overrides_checked_against_installed_verl():
     out = json.loads(res.stdout)
     assert res.exit_code == 1
     assert "override-plus-existing" in [f["code"] for f in out["findings"]]
-    assert out["inputs"]["defaults"].endswith("_generated_ppo_trainer.yaml")
+    assert out["inputs"]["verl_config"]["config"] == "ppo_trainer"
+    assert out["inputs"]["verl_config"]["via"] == ("hydra" if D.hydra_version() else "keytree")
     res = invoke("--json", "--", "trainer.total_training_steps=1", "trainer.save_freq=-1", "trainer.test_freq=-1",
                  "trainer.resume_mode=disable", "global_profiler.tool=torch", "global_profiler.steps=[1]",
                  "actor_rollout_ref.actor.profiler.enable=True")

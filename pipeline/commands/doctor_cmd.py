@@ -4,6 +4,7 @@
     verlprof doctor runs/2024-06-01/ -- trainer.save_freq=-1 # a run folder (+ what you'd change)
     verlprof doctor --config base.yaml -- +trainer.save_freq=-1 global_profiler.steps=[1,2]
     verlprof doctor -- python3 -m verl.trainer.main_ppo trainer.total_training_steps=1 ...
+    verlprof doctor run_qwen3_8b.sh [-- extra overrides]       # a launch script, read not run
 
 The checks live in ``verlprof.stages.doctor``; this module only reads the inputs, prints the
 findings (a rich table, or ``--json``) and sets the exit status (1 when an error-level finding
@@ -23,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ...stages import doctor as D
+from ...stages.core.errors import VerlprofError
 
 _SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -72,6 +74,30 @@ def _looks_like_override(word: str) -> bool:
     return "=" in word or word.startswith(("+", "~", "-"))
 
 
+def _is_shell_script(path: str) -> bool:
+    """A launch script: ``*.sh``/``*.bash``, or a file whose first line is a sh/bash shebang."""
+    if path.endswith((".sh", ".bash")):
+        return True
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and (b"sh" in first.split(b"/")[-1])
+
+
+def _check_against_verl(words: list[str], entrypoint: Optional[str], config_name: Optional[str],
+                        config_path: Optional[str], release: Optional[str], inputs: dict,
+                        ) -> tuple[list[D.Finding], Optional[dict], Optional[str]]:
+    """Hydra's errors for ``words`` on the entrypoint's verl config; the composed base when known."""
+    lc = D.check_launch(words, entrypoint, config_name=config_name, config_path=config_path, release=release)
+    comp = lc.composition
+    if comp is not None:
+        inputs["verl_config"] = {"via": comp.via, "release": comp.release, "config": comp.config_name,
+                                 "from": comp.where if comp.via == "keytree" else "installed package"}
+    return lc.findings, (comp.base if comp is not None else None), lc.entrypoint
+
+
 def run_doctor(
     target: Optional[str],
     words: list[str],
@@ -80,6 +106,7 @@ def run_doctor(
     phases: tuple[str, ...] = (),
     nsys: Optional[str] = None,
     use_verl_defaults: bool = True,
+    verl_release: Optional[str] = None,
 ) -> tuple[list[D.Finding], dict]:
     """Resolve the inputs the way the CLI does and run the checks. Raises typer.Exit on bad input."""
     run: Optional[D.RunFolder] = None
@@ -88,8 +115,16 @@ def run_doctor(
     recorded: list[str] = []
     inputs: dict = {}
 
+    script: Optional[D.LaunchLine] = None
     if target is not None:
-        if os.path.isdir(target):
+        if os.path.isfile(target) and _is_shell_script(target):
+            try:
+                script = D.read_launch_script(target, args=words)
+            except VerlprofError as e:
+                _fail(str(e))
+            inputs["script"] = target
+            inputs["launch_line"] = script.line
+        elif os.path.isdir(target):
             run = D.load_run_folder(target)
             inputs["run_folder"] = target
         elif os.path.isfile(target):
@@ -118,22 +153,37 @@ def run_doctor(
             inputs["config"] = run.config_path
         entrypoint = entrypoint or run.entrypoint
 
+    findings: list[D.Finding] = []
+    check_existence = True
+    if script is not None:
+        words = [w.text for w in script.words]
+        entrypoint = entrypoint or script.entrypoint
+        findings.extend(D.unknown_findings({w.text: w.unknown for w in script.words if w.unknown}, script.why))
+        if script.others:
+            findings.append(D.Finding("script-more-launches", "info",
+                                      f"{target} launches a trainer {script.others + 1} times; only the first "
+                                      f"(line {script.line}) is checked", "", None))
+        cname, cpath = script.config_name, script.config_path
     if base is None and words and use_verl_defaults:
-        ref_path = D.verl_reference_path(entrypoint)
-        if ref_path:
-            base, base_kind = D.load_verl_reference(entrypoint), "verl-default"
-            inputs["defaults"] = ref_path
+        ep, cn, cp, over = D.split_launch_words(words)
+        if script is not None:
+            ep, cn, cp = entrypoint, cname, cpath
+        found, composed, ep = _check_against_verl(over, entrypoint or ep, cn, cp, verl_release, inputs)
+        findings.extend(found)
+        entrypoint, words, check_existence = ep, over, False
+        if composed is not None:
+            base, base_kind = composed, "verl-default"
 
     if base is None and not words and run is None:
-        _fail("nothing to check: give a config yaml, a run folder, or overrides after --")
+        _fail("nothing to check: give a config yaml, a run folder, a launch script, or overrides after --")
 
     supports = None
     if nsys != "none":
         supports = D.nsys_supports_discard_environment(nsys)
-    findings: list[D.Finding] = []
     if base is not None or words:
         cfg = D.build_profile_config(base, words, base_kind=base_kind, recorded_words=recorded,
-                                     entrypoint=entrypoint, phases=phases, nsys_supports_discard_env=supports)
+                                     entrypoint=entrypoint, phases=phases, nsys_supports_discard_env=supports,
+                                     check_existence=check_existence)
         findings.extend(D.config_checks(cfg))
         inputs["entrypoint"] = cfg.entrypoint
     if run is not None:
@@ -145,8 +195,9 @@ def run_doctor(
 def doctor(
     ctx: typer.Context,
     target: Optional[str] = typer.Argument(
-        None, metavar="TARGET [OVERRIDES...]", help="A composed config yaml (.hydra/config.yaml), an override list yaml, or a run folder. "
-        "Anything after it (or after --) is read as Hydra override words."),
+        None, metavar="TARGET [OVERRIDES...]", help="A composed config yaml (.hydra/config.yaml), an override list yaml, "
+        "a launch script (*.sh: read, never run), or a run folder. Anything after it (or after --) is read as "
+        "Hydra override words (for a script: what its \"$@\" passes)."),
     config: Optional[str] = typer.Option(None, "--config", "-c", help="Composed config to apply the overrides to."),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
     entrypoint: Optional[str] = typer.Option(
@@ -156,7 +207,10 @@ def doctor(
     nsys: Optional[str] = typer.Option(
         None, "--nsys", help="nsys binary to ask about --discard-environment ('none' to skip; default: PATH)."),
     no_verl_defaults: bool = typer.Option(
-        False, "--no-verl-defaults", help="With overrides only, do not use installed verl's stock config as base."),
+        False, "--no-verl-defaults", help="With overrides only, do not check them against verl's config."),
+    verl_release: Optional[str] = typer.Option(
+        None, "--verl-release", help="Check against the key tree shipped for this release (e.g. verl-0.8.0, "
+        "verl-omni-v0.2.0) instead of composing the installed verl with Hydra."),
 ) -> None:
     """Check a profiling run before it starts (config / overrides) or after it ends (run folder).
 
@@ -171,7 +225,7 @@ def doctor(
             words.insert(0, target)
             target = None
     findings, inputs = run_doctor(target, words, config=config, entrypoint=entrypoint, phases=tuple(phase),
-                                  nsys=nsys, use_verl_defaults=not no_verl_defaults)
+                                  nsys=nsys, use_verl_defaults=not no_verl_defaults, verl_release=verl_release)
     if as_json:
         typer.echo(json.dumps(findings_to_json(findings, target, inputs), indent=2))
     else:

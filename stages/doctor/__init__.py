@@ -1,11 +1,14 @@
 """doctor: the traps that make a verl profiling run fail silently, found before and after the run.
 
 One module per group of checks: `pins`, `phase_owners`, `overrides`, `nsys_capture` (before a run,
-over a `ProfileConfig`), `after_run` (over the artifacts a run folder holds). The command is
-`verlprof.pipeline.commands.doctor_cmd`.
+over a `ProfileConfig`), `after_run` (over the artifacts a run folder holds). A launch's overrides
+are checked against verl's own config by `launch_check` (Hydra compose in `hydra_compose`, or the
+key trees shipped for verl releases in `keytrees`); `launch_script` reads them out of a bash
+launch script. The command is `verlprof.pipeline.commands.doctor_cmd`.
 """
 from .after_run import RunFolder, after_run_checks, load_run_folder, scan_run_folder
 from .checks import CONFIG_CHECKS, config_checks
+from .composition import Composition, OverrideProblem, did_you_mean
 from .config import (
     BaseKind,
     ProfileConfig,
@@ -16,7 +19,12 @@ from .config import (
     nsys_supports_discard_environment,
     verl_reference_path,
 )
+from .entrypoints import DEFAULT_ENTRYPOINT, entry_config
 from .findings import Finding, has_errors, sort_findings
+from .hydra_compose import compose_overrides, hydra_version
+from .keytrees import apply_to_tree, config_for, load_keytree, release_for, shipped_releases
+from .launch_check import LaunchCheck, check_launch, installed_version, unknown_findings
+from .launch_script import LaunchLine, read_launch_script, read_launch_text, split_launch_words
 from .nsys_capture import (
     check_capture_range_end,
     check_discard_environment,
@@ -24,7 +32,7 @@ from .nsys_capture import (
     check_startup_step,
 )
 from .override_syntax import parse_overrides
-from .overrides import check_overrides
+from .overrides import check_overrides, composition_findings
 from .phase_owners import check_phase_owners
 from .pins import check_pins
 
@@ -34,5 +42,9 @@ __all__ = [
     "load_verl_reference", "load_yaml", "nsys_supports_discard_environment", "verl_reference_path",
     "Finding", "has_errors", "sort_findings", "check_capture_range_end", "check_discard_environment",
     "check_nsys_entrypoint", "check_startup_step", "parse_overrides", "check_overrides",
-    "check_phase_owners", "check_pins",
+    "check_phase_owners", "check_pins", "Composition", "OverrideProblem", "did_you_mean",
+    "DEFAULT_ENTRYPOINT", "entry_config", "compose_overrides", "hydra_version", "apply_to_tree", "config_for",
+    "load_keytree", "release_for", "shipped_releases", "LaunchCheck", "check_launch", "installed_version",
+    "unknown_findings", "LaunchLine", "read_launch_script", "read_launch_text", "split_launch_words",
+    "composition_findings",
 ]

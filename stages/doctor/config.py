@@ -123,6 +123,7 @@ def build_profile_config(
     entrypoint: Optional[str] = None,
     phases: Iterable[str] = (),
     nsys_supports_discard_env: Optional[bool] = None,
+    check_existence: bool = True,
 ) -> ProfileConfig:
     """Apply override ``words`` on top of ``base``.
 
@@ -130,6 +131,8 @@ def build_profile_config(
     against it), ``verl-default`` (verl's stock config stands in for one), ``composed-run`` (a
     run's own config, overrides already applied), or ``none``. ``recorded_words`` are overrides
     already applied to ``base`` (a run's ``.hydra/overrides.yaml``): only checked for duplicates.
+    ``check_existence=False`` when the override keys were already checked against verl's composed
+    config (`launch_check`): `check_overrides` then reports duplicates only.
     """
     if base is None:
         base_kind = "none"
@@ -149,7 +152,7 @@ def build_profile_config(
         entrypoint=entrypoint or parsed.entrypoint or recorded.entrypoint,
         phases=tuple(phases),
         nsys_supports_discard_env=nsys_supports_discard_env,
-        existence_base=base_kind if checked else None,
+        existence_base=base_kind if checked and check_existence else None,
     )
 
 
