@@ -194,8 +194,8 @@ def apply_to_tree(tree: KeyTree, label: str, words: Sequence[str]) -> Compositio
             if value not in options:
                 comp.problems.append(OverrideProblem(
                     word, "group-option",
-                    f"In '{name}': Could not find '{group}/{value}' | Available options in '{group}': "
-                    + ", ".join(options), key))
+                    f"In '{name}': Could not find '{group}/{value}' | Available options in '{group}': | "
+                    + " | ".join(options), key))
                 continue
             if op == "" and key not in choices:
                 comp.problems.append(OverrideProblem(
