@@ -132,7 +132,7 @@ def test_fixed_overrides_compose_and_feed_the_profile_checks():
              "global_profiler.tool=nsys", "global_profiler.steps=[1,2]", "trainer.total_training_steps=2",
              "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.resume_mode=disable",
              "actor_rollout_ref.actor.profiler.enable=True"]
-    code, out = doctor("--", *fixed)
+    _, out = doctor("--", *fixed)
     assert not [f for f in out["findings"] if f["code"].startswith("override-")], out["findings"]
     # the base is verl's composed config, so the nsys checks see verl's own defaults
     assert "nsys-capture-range-end" in {f["code"] for f in out["findings"]}
@@ -143,7 +143,7 @@ def test_fixed_overrides_compose_and_feed_the_profile_checks():
 
 @needs_verl
 def test_quoted_list_on_a_list_key():
-    code, out = doctor("--", 'trainer.logger="[console,wandb]"', "trainer.logger2=x")
+    _, out = doctor("--", 'trainer.logger="[console,wandb]"', "trainer.logger2=x")
     f = errors(out)["override-list-quoted"]
     assert f["fix"] == "trainer.logger=[console,wandb]"
     assert "override-missing-key" in errors(out)
@@ -188,7 +188,7 @@ def test_other_release_reports_the_same_mistakes_and_names_itself(release):
     assert {"override-plus-existing", "override-missing-key", "override-list-form", "override-delete-missing"} <= set(errs)
     assert all(f"verl {version} (shipped key tree {release})" in f["message"] for f in errs.values())
     assert errs["override-missing-key"]["fix"].startswith("did you mean trainer.total_epochs?")
-    note = [f for f in out["findings"] if f["code"] == "verl-config"][0]
+    note = next(f for f in out["findings"] if f["code"] == "verl-config")
     assert release in note["message"] and note["severity"] == "info"
 
 
@@ -200,12 +200,12 @@ def test_profiler_keys_moved_between_releases():
     code, out = doctor("--verl-release", "verl-0.9.1", "--", new, old)
     missing = [f for f in out["findings"] if f["code"] == "override-missing-key"]
     assert [f["key"] for f in missing] == ["trainer.profile_steps"]
-    code, out = doctor("--verl-release", "verl-0.8.0", "--", "model_engine=megatron",
+    _, out = doctor("--verl-release", "verl-0.8.0", "--", "model_engine=megatron",
                        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2")
     assert not errors(out), out["findings"]
-    code, out = doctor("--verl-release", "verl-0.7.1", "--", "model_engine=megatron")  # 0.7 ran megatron
+    _, out = doctor("--verl-release", "verl-0.7.1", "--", "model_engine=megatron")  # 0.7 ran megatron
     assert "'model_engine': | dp | torchtitan | veomni" in errors(out)["override-group-option"]["message"]
-    code, out = doctor("--verl-release", "verl-0.5.0", "--", "model_engine=megatron")
+    _, out = doctor("--verl-release", "verl-0.5.0", "--", "model_engine=megatron")
     assert "override-missing-key" in errors(out)  # no model_engine group before 0.7
 
 
@@ -223,7 +223,7 @@ def test_verl_omni_diffusion_entrypoints_without_verl_omni_installed():
         assert comp.release.startswith("verl-omni ") and "verl-omni-v0.2.0" in comp.release
         assert [p.kind for p in comp.problems] == ["append-existing"]
     ctrl = "global_profiler.global_tool_config.nsys.controller_nsight_options"
-    code, out = doctor("--", "python3", "-m", "verl_omni.trainer.main_diffusion_v1", "global_profiler.tool=nsys",
+    _, out = doctor("--", "python3", "-m", "verl_omni.trainer.main_diffusion_v1", "global_profiler.tool=nsys",
                        "global_profiler.steps=[1,2]", f"++{ctrl}.capture-range=cudaProfilerApi")
     assert out["inputs"]["entrypoint"] == "verl_omni.trainer.main_diffusion_v1"
     assert "nsys-controller-capture" in errors(out)

@@ -8,8 +8,9 @@ a `Composition` into findings in `overrides.composition_findings`.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Optional
+from typing import Literal
 
 ProblemKind = Literal[
     "parse",  # Hydra cannot parse the word
@@ -30,7 +31,7 @@ class OverrideProblem:
     word: str
     kind: ProblemKind
     message: str  # Hydra's message, lines joined with " | "
-    key: Optional[str] = None
+    key: str | None = None
 
 
 @dataclass
@@ -43,15 +44,15 @@ class Composition:
     where: str  # the config folder composed from, or the key tree file
     problems: list[OverrideProblem] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)  # dotted key -> type, before the value overrides
-    choices: dict[str, Optional[str]] = field(default_factory=dict)  # config group -> option used
-    base: Optional[dict] = None  # the composed config before value overrides (hydra only: values)
+    choices: dict[str, str | None] = field(default_factory=dict)  # config group -> option used
+    base: dict | None = None  # the composed config before value overrides (hydra only: values)
     variants: dict[str, dict[str, str]] = field(default_factory=dict)  # "model_engine=megatron" -> keys
 
     def describe(self) -> str:
         return f"{self.release}, config '{self.config_name}' via {'Hydra compose' if self.via == 'hydra' else 'key tree'}"
 
 
-def flat_keys(node: object, prefix: str = "", out: Optional[dict[str, str]] = None) -> dict[str, str]:
+def flat_keys(node: object, prefix: str = "", out: dict[str, str] | None = None) -> dict[str, str]:
     """Dotted key -> type name of a plain nested dict (lists are leaves), like the shipped trees."""
     out = {} if out is None else out
     if not isinstance(node, dict):
@@ -78,7 +79,7 @@ def flat_keys(node: object, prefix: str = "", out: Optional[dict[str, str]] = No
     return out
 
 
-def did_you_mean(key: str, keys: Iterable[str]) -> Optional[str]:
+def did_you_mean(key: str, keys: Iterable[str]) -> str | None:
     """The key the user most likely meant: the closest sibling under the deepest parent that exists."""
     keys = set(keys)
     parts = key.split(".")

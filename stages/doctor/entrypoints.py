@@ -12,7 +12,6 @@ import importlib.util
 import os
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 DEFAULT_ENTRYPOINT = "verl.trainer.main_ppo"
 
@@ -24,9 +23,9 @@ class EntryConfig:
     """The config an entrypoint composes: folder and name, and the file that said so."""
 
     entrypoint: str
-    module_file: Optional[str]  # None when the entrypoint is not installed here
-    config_dir: Optional[str]
-    config_name: Optional[str]
+    module_file: str | None  # None when the entrypoint is not installed here
+    config_dir: str | None
+    config_name: str | None
 
 
 def module_path(entrypoint: str) -> str:
@@ -37,7 +36,7 @@ def module_path(entrypoint: str) -> str:
     return ep.replace(".", "/") + ".py"
 
 
-def find_module_file(entrypoint: str) -> Optional[str]:
+def find_module_file(entrypoint: str) -> str | None:
     """The source file of an installed module (or an existing ``*.py`` path) without importing it."""
     if entrypoint.endswith(".py") and os.path.isfile(entrypoint):
         return os.path.abspath(entrypoint)
@@ -56,7 +55,7 @@ def find_module_file(entrypoint: str) -> Optional[str]:
     return None
 
 
-def read_hydra_main(path: str) -> tuple[Optional[str], Optional[str]]:
+def read_hydra_main(path: str) -> tuple[str | None, str | None]:
     """(config_path, config_name) of the first ``@hydra.main(...)`` in a Python file."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -74,8 +73,8 @@ def read_hydra_main(path: str) -> tuple[Optional[str], Optional[str]]:
     return None, None
 
 
-def entry_config(entrypoint: Optional[str], config_path: Optional[str] = None,
-                 config_name: Optional[str] = None) -> EntryConfig:
+def entry_config(entrypoint: str | None, config_path: str | None = None,
+                 config_name: str | None = None) -> EntryConfig:
     """Resolve the config folder and name the launch composes, as far as the installed files tell."""
     ep = entrypoint or DEFAULT_ENTRYPOINT
     path = find_module_file(ep)

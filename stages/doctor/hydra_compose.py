@@ -14,12 +14,12 @@ Hydra and verl are imported only here and only when installed; `keytrees` covers
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from .composition import Composition, OverrideProblem, ProblemKind, flat_keys
 
 
-def hydra_version() -> Optional[str]:
+def hydra_version() -> str | None:
     """Hydra's version when ``hydra`` and ``omegaconf`` import, else None."""
     try:
         import hydra

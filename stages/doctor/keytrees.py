@@ -15,8 +15,8 @@ import gzip
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from .composition import Composition, OverrideProblem
 from .entrypoints import DEFAULT_ENTRYPOINT, module_path
@@ -60,7 +60,7 @@ def load_keytree(release: str) -> KeyTree:
                    data.get("groups", {}))
 
 
-def release_for(family: str, version: Optional[str] = None) -> Optional[str]:
+def release_for(family: str, version: str | None = None) -> str | None:
     """The shipped tree for a verl version (exact, else the newest release not newer), or the newest."""
     names = [r for r in shipped_releases() if (r.startswith("verl-omni") == (family == "verl-omni"))]
     if not names:
@@ -77,10 +77,10 @@ def release_for(family: str, version: Optional[str] = None) -> Optional[str]:
     return tagged[-1] if tagged else names[-1]
 
 
-def config_for(tree: KeyTree, entrypoint: Optional[str], config_name: Optional[str]) -> Optional[str]:
+def config_for(tree: KeyTree, entrypoint: str | None, config_name: str | None) -> str | None:
     """The label of the config an entrypoint composes in ``tree`` (None: the tree does not have it)."""
     if config_name:
-        name = config_name[: -len(".yaml")] if config_name.endswith(".yaml") else config_name
+        name = config_name.removesuffix(".yaml")
         if name in tree.configs:
             return name
         hits = [label for label in tree.configs if label.rsplit("/", 1)[-1] == name and "[" not in label]
@@ -92,7 +92,7 @@ def config_for(tree: KeyTree, entrypoint: Optional[str], config_name: Optional[s
     return None
 
 
-def family_of(entrypoint: Optional[str]) -> str:
+def family_of(entrypoint: str | None) -> str:
     return "verl-omni" if (entrypoint or "").replace("/", ".").startswith("verl_omni") else "verl"
 
 
@@ -101,7 +101,7 @@ def family_of(entrypoint: Optional[str]) -> str:
 # ----------------------------------------------------------------------------------------------
 
 _KEY = r"[A-Za-z_$][\w$\-]*(?:\.[\w$\-]+)*"
-_WORD = re.compile(rf"^(?P<op>~|\+\+|\+)?(?P<key>{_KEY}(?:@[\w.\-]+)?(?:/[\w.\-]+)*)(?P<eq>=?)(?P<value>.*)$", re.S)
+_WORD = re.compile(rf"^(?P<op>~|\+\+|\+)?(?P<key>{_KEY}(?:@[\w.\-]+)?(?:/[\w.\-]+)*)(?P<eq>=?)(?P<value>.*)$", re.DOTALL)
 
 
 def _top_level_comma(value: str) -> bool:
@@ -122,7 +122,7 @@ def _top_level_comma(value: str) -> bool:
     return False
 
 
-def _parse_problem(word: str) -> Optional[str]:
+def _parse_problem(word: str) -> str | None:
     """Hydra's override grammar, as far as the common mistakes go (the text Hydra prints)."""
     m = _WORD.match(word)
     if not m:

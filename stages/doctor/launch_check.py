@@ -9,8 +9,8 @@ else ``--verl-release`` or the newest shipped) stands in, and the findings name 
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
 
 from .composition import Composition
 from .entrypoints import entry_config
@@ -25,11 +25,11 @@ class LaunchCheck:
     """What checking a launch found, and the composed config (values: Hydra mode only)."""
 
     findings: list[Finding] = field(default_factory=list)
-    composition: Optional[Composition] = None
-    entrypoint: Optional[str] = None
+    composition: Composition | None = None
+    entrypoint: str | None = None
 
 
-def installed_version(family: str) -> Optional[str]:
+def installed_version(family: str) -> str | None:
     for dist in (family, family.replace("-", "_")):
         try:
             return importlib.metadata.version(dist)
@@ -72,8 +72,8 @@ def unknown_findings(unknown: Mapping[str, Sequence[str]], why: Mapping[str, Seq
     return out
 
 
-def check_launch(words: Sequence[str], entrypoint: Optional[str] = None, *, config_name: Optional[str] = None,
-                 config_path: Optional[str] = None, release: Optional[str] = None) -> LaunchCheck:
+def check_launch(words: Sequence[str], entrypoint: str | None = None, *, config_name: str | None = None,
+                 config_path: str | None = None, release: str | None = None) -> LaunchCheck:
     """Apply ``words`` (override words only) to the entrypoint's verl config and report Hydra's errors.
 
     ``release`` forces a shipped key tree (``verl-0.8.0``). A word whose key holds an unexpanded
@@ -85,7 +85,7 @@ def check_launch(words: Sequence[str], entrypoint: Optional[str] = None, *, conf
     ec = entry_config(entrypoint, config_path, config_name)
     out.entrypoint = ec.entrypoint
     family = family_of(ec.entrypoint)
-    comp: Optional[Composition] = None
+    comp: Composition | None = None
     if release is None and ec.config_dir and ec.config_name and hydra_version():
         version = installed_version(family) or "?"
         comp = compose_overrides(ec.config_dir, ec.config_name, checkable, f"{family} {version} (installed)")

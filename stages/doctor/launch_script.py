@@ -15,8 +15,8 @@ caller does not export ``X``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence, Union
 
 from ..core.errors import BadInputError
 
@@ -45,7 +45,7 @@ class Cmd:
     quoted: bool
 
 
-Part = Union[Lit, Var, Cmd]
+Part = Lit | Var | Cmd
 
 
 @dataclass
@@ -96,7 +96,7 @@ def _read_paren(text: str, i: int) -> tuple[str, int]:
     raise ValueError("unterminated $(")
 
 
-def _dollar(text: str, i: int, quoted: bool) -> tuple[Optional[Part], int]:
+def _dollar(text: str, i: int, quoted: bool) -> tuple[Part | None, int]:
     """Parse an expansion at ``text[i] == '$'``; (None, i+1) for a literal dollar."""
     nxt = text[i + 1] if i + 1 < len(text) else ""
     if nxt == "(":
@@ -173,7 +173,7 @@ def tokenize(text: str) -> list[Token]:
     """Bash words and separators: quotes, ``\\``-newline, comments, ``$``-expansions kept as parts."""
     toks: list[Token] = []
     i, line, n = 0, 1, len(text)
-    cur: Optional[Token] = None
+    cur: Token | None = None
 
     def flush() -> None:
         nonlocal cur
@@ -450,10 +450,10 @@ class LaunchLine:
 
     script: str
     line: int
-    entrypoint: Optional[str]  # module (-m x) or script path (x.py)
+    entrypoint: str | None  # module (-m x) or script path (x.py)
     words: tuple[Word, ...]  # the words after the entrypoint (overrides, --config-name, ...)
-    config_name: Optional[str] = None
-    config_path: Optional[str] = None
+    config_name: str | None = None
+    config_path: str | None = None
     others: int = 0  # further trainer launches in the same script (not checked)
     # for each unknown "$NAME" a word mentions: what made it unknown ($HOME, $(date ...), a branch)
     why: dict = field(default_factory=dict)
@@ -499,19 +499,19 @@ def _assignment_value(tok: Token) -> tuple[str, bool, list[Part]]:
     return name, bool(plus), parts
 
 
-def _is_launcher(words: list[str]) -> Optional[int]:
+def _is_launcher(words: list[str]) -> int | None:
     """Index of the word naming the trainer (the module after -m, or a main*.py), else None."""
     for k, w in enumerate(words):
         if w == "-m" and k + 1 < len(words):
             mod = words[k + 1]
-            if mod.startswith(("verl", "recipe.")) or ".main_" in mod or mod.startswith("main_"):
+            if mod.startswith(("verl", "recipe.", "main_")) or ".main_" in mod:
                 return k + 1
         if w.endswith(".py") and ("main" in w.rsplit("/", 1)[-1] or "trainer" in w.rsplit("/", 1)[-1]):
             return k
     return None
 
 
-def _split_flags(rest: list) -> tuple[Optional[str], Optional[str], list]:
+def _split_flags(rest: list) -> tuple[str | None, str | None, list]:
     """Take Hydra's ``--config-name``/``-cn`` and ``--config-path``/``-cp`` out of the words."""
     config_name = config_path = None
     kept = []
@@ -538,7 +538,7 @@ def _split_flags(rest: list) -> tuple[Optional[str], Optional[str], list]:
     return config_name, config_path, kept
 
 
-def split_launch_words(words: Sequence[str]) -> tuple[Optional[str], Optional[str], Optional[str], list[str]]:
+def split_launch_words(words: Sequence[str]) -> tuple[str | None, str | None, str | None, list[str]]:
     """(entrypoint, config_name, config_path, override words) of a launch line given as words.
 
     ``python3 -m verl.trainer.main_ppo --config-name=x a=1``: what follows the entrypoint; without
