@@ -10,3 +10,11 @@ python -m pip install -q --no-deps verl==0.9.1 tensordict==0.10.0 pyvers==0.1.0 
 python -m pip install -q cloudpickle regex importlib_metadata
 python -m pip install -q --no-deps HolisticTraceAnalysis==0.5.0
 python -c "import verl.utils.profiler" && echo "verl profiler imports"
+# hydra-core for `verlprof doctor` (issue 12: compose verl's own config and report Hydra's errors).
+# verl requires hydra-core, and hydra-core 1.3.8's override parser is generated for antlr 4.9
+# ("Could not deserialize ATN with version 3 (expected 4)" under antlr 4.13), so this is the set
+# `pip install verl` resolves: hydra-core 1.3.8 + omegaconf 2.3.1 + antlr4 4.9.3 (replacing the
+# omegaconf 2.4.0 / antlr 4.13.2 above, which verl.utils.profiler also imports fine with).
+python -m pip install -q --no-deps hydra-core==1.3.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3
+python -c "from hydra.core.override_parser.overrides_parser import OverridesParser as P; P.create().parse_overrides(['a=[1]'])" \
+  && echo "hydra override parser works"

@@ -195,9 +195,9 @@ def test_other_release_reports_the_same_mistakes_and_names_itself(release):
 def test_profiler_keys_moved_between_releases():
     """verl 0.5.0 profiled with trainer.profile_steps; 0.6+ with global_profiler.steps."""
     new, old = "global_profiler.steps=[1]", "trainer.profile_steps=[1]"
-    code, out = doctor("--verl-release", "verl-0.5.0", "--", new, old)
+    _, out = doctor("--verl-release", "verl-0.5.0", "--", new, old)
     assert [f["key"] for f in out["findings"] if f["code"] == "override-missing-key"] == ["global_profiler.steps"]
-    code, out = doctor("--verl-release", "verl-0.9.1", "--", new, old)
+    _, out = doctor("--verl-release", "verl-0.9.1", "--", new, old)
     missing = [f for f in out["findings"] if f["code"] == "override-missing-key"]
     assert [f["key"] for f in missing] == ["trainer.profile_steps"]
     _, out = doctor("--verl-release", "verl-0.8.0", "--", "model_engine=megatron",
