@@ -310,3 +310,22 @@ def test_a_torch_trace_draws_its_mini_batches_and_gpu_lane_on_the_same_clock() -
     assert inside == busy_ns(iv, int(iv.start.min()), int(iv.end.max())) > 0.9 * train.gpu_busy_ns
     gemm = LANE_CATEGORIES.index("gemm")
     assert busy_ns(iv, proc.start_ns, proc.end_ns, [gemm]) > 0
+
+
+def test_report_shows_the_inherited_gpu_figure_of_each_phase(tmp_path: Path) -> None:
+    """Issue 10: the HTML shows, beside NVIDIA's figure, the GPU time a phase gets when kernels of
+    range-less threads (the autograd thread's backward) are inherited; real H200 emit_nvtx capture."""
+    from typer.testing import CliRunner
+    from verlprof.pipeline.cli import app
+
+    src = Path(__file__).resolve().parent / "data" / "gpu_captures" / "whole-emit-nvtx"
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["collect", str(src), "-o", str(out), "--work", str(tmp_path / "w"), "--html"])
+    assert res.exit_code == 0, res.output
+    phases = pd.read_parquet(out / "summaries" / "phases.parquet")
+    upd = phases[(phases.phase == "update_actor") & (phases.depth == 1)].iloc[0]
+    assert upd.gpu_busy_inherited_ns > upd.gpu_busy_ns    # backward kernels run on another thread
+    html = (out / "report.html").read_text()
+    want = (f"update_actor (actor_update), GPU {fmt_ms(upd.gpu_busy_ns)} ms "
+            f"({fmt_ms(upd.gpu_busy_inherited_ns)} ms with kernels of other threads)")
+    assert want in html

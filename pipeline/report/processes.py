@@ -40,6 +40,7 @@ class Phase:
     start_ns: int
     end_ns: int
     gpu_busy_ns: int | None
+    gpu_inherited_ns: int | None = None   # with kernels of range-less threads inherited (issue 10)
 
     @property
     def wall_ns(self) -> int:
@@ -73,6 +74,7 @@ class ProcessStep:
     phases: list[Phase] = field(default_factory=list)
     gpu_busy_ns: int | None = None     # GPU busy inside the step (phases.parquet), None if unknown
     unattributed_gpu_ns: int = 0       # GPU time of kernels launched outside every range
+    unattributed_left_ns: int | None = None   # of that, what no inheritance rule placed
 
     @property
     def wall_ns(self) -> int:
@@ -200,7 +202,8 @@ def _one_process(ident: ProcessId, kind: str, pid: int | None, sources: list[str
         d0 = min((depth(r) for r in ranged), default=0)
         top = [r for r in ranged if depth(r) == d0]
     phases = [Phase(str(r["phase"]), _str(r.get("stage")) or "other", int(r["start_ns"]),
-                    int(r["start_ns"]) + int(r["wall_ns"]), _int(r.get("gpu_busy_ns"))) for r in top]
+                    int(r["start_ns"]) + int(r["wall_ns"]), _int(r.get("gpu_busy_ns")),
+                    _int(r.get("gpu_busy_inherited_ns"))) for r in top]
     phases.sort(key=lambda p: (p.start_ns, -p.end_ns))
 
     if step_row is not None:
@@ -215,10 +218,12 @@ def _one_process(ident: ProcessId, kind: str, pid: int | None, sources: list[str
         start, end, how = first, max(int(r["start_ns"]) + int(r["wall_ns"]) for r in rows), "phase span"
 
     un_gpu = sum(_int(r.get("gpu_busy_ns")) or 0 for r in unattributed)
+    left = [_int(r.get("gpu_busy_inherited_ns")) for r in unattributed]
+    un_left = sum(v for v in left if v is not None) if any(v is not None for v in left) else None
     if step_row is not None or container is not None:
         gpu = _int((step_row if step_row is not None else container).get("gpu_busy_ns"))
     else:
         parts = [p.gpu_busy_ns for p in phases if p.gpu_busy_ns is not None]
         gpu = (sum(parts) + un_gpu) if parts or unattributed else None
     role, rank, _ = ident
-    return ProcessStep(role, rank, pid, kind, sources, start, end, how, phases, gpu, un_gpu)
+    return ProcessStep(role, rank, pid, kind, sources, start, end, how, phases, gpu, un_gpu, un_left)

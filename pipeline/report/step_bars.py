@@ -47,6 +47,10 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
                 what = f"{seg.phase.name} ({seg.phase.stage})"
                 if seg.wall_ns != seg.phase.wall_ns:
                     what += f", range {fmt_ms(seg.phase.wall_ns)} ms, overlaps its neighbour"
+                if seg.phase.gpu_busy_ns is not None:
+                    what += f", GPU {fmt_ms(seg.phase.gpu_busy_ns)} ms"
+                    if seg.phase.gpu_inherited_ns is not None:
+                        what += f" ({fmt_ms(seg.phase.gpu_inherited_ns)} ms with kernels of other threads)"
             parts.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{fill}">'
                          f'<title>{esc(p.label)} · {esc(what)}: {esc(fmt_ms(seg.wall_ns))} ms</title></rect>')
         parts.append("</g>")
@@ -64,6 +68,8 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
             note += f" · GPU {fmt_ms(gpu)} ms"
         if p.unattributed_gpu_ns:
             note += f" · unattributed GPU {fmt_ms(p.unattributed_gpu_ns)} ms"
+            if p.unattributed_left_ns is not None:
+                note += f" ({fmt_ms(p.unattributed_left_ns)} ms after inheritance)"
         parts.append(f'<text x="{label_w + p.wall_ns * scale + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">{esc(note)}</text>')
         parts.append("</g>")
         y += row_h

@@ -70,6 +70,8 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
         for ph in p.phases:
             x, w = x0 + (ph.start_ns - t0) * scale, ph.wall_ns * scale
             gpu_txt = f", GPU busy {fmt_ms(ph.gpu_busy_ns)} ms" if ph.gpu_busy_ns is not None else ""
+            if ph.gpu_busy_ns is not None and ph.gpu_inherited_ns is not None:
+                gpu_txt += f" ({fmt_ms(ph.gpu_inherited_ns)} ms with kernels of other threads)"
             parts.append(f'<rect class="ph" data-phase="{esc(ph.name)}" x="{x:.2f}" y="{y}" width="{max(w, 0.5):.2f}" '
                          f'height="{ph_h}" fill="{stage_color(ph.stage)}">'
                          f'<title>{esc(p.label)} · {esc(ph.name)} ({esc(ph.stage)}): starts +{esc(fmt_ms(ph.start_ns - t0))} ms, '
