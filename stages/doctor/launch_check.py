@@ -86,9 +86,18 @@ def check_launch(words: Sequence[str], entrypoint: str | None = None, *, config_
     out.entrypoint = ec.entrypoint
     family = family_of(ec.entrypoint)
     comp: Composition | None = None
+    version = installed_version(family) or "?"
     if release is None and ec.config_dir and ec.config_name and hydra_version():
-        version = installed_version(family) or "?"
-        comp = compose_overrides(ec.config_dir, ec.config_name, checkable, f"{family} {version} (installed)")
+        try:
+            comp = compose_overrides(ec.config_dir, ec.config_name, checkable, f"{family} {version} (installed)")
+        except Exception as e:  # noqa: BLE001 - the config itself does not compose: say so, use a key tree
+            out.findings.append(Finding(
+                "verl-config", "warning",
+                f"Hydra cannot compose {ec.config_name} from {ec.config_dir} without overrides "
+                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); using a shipped key tree",
+                "check the installed verl", None))
+            release = release_for(family, version)
+    if comp is not None:
         shipped = release_for(family, version)
         if shipped and shipped.endswith(version):
             tree = load_keytree(shipped)
