@@ -215,7 +215,8 @@ def test_unknown_release_is_an_error_listing_the_shipped_ones():
 
 
 def test_verl_omni_diffusion_entrypoints_without_verl_omni_installed():
-    assert D.entry_config("verl_omni.trainer.main_diffusion").module_file is None  # not installed here
+    if D.entry_config("verl_omni.trainer.main_diffusion").module_file is not None:
+        pytest.skip("verl-omni is installed here: this test is about its absence")
     for ep in ("verl_omni.trainer.main_diffusion", "verl_omni.trainer.main_diffusion_v1"):
         lc = D.check_launch(["+global_profiler.save_path=x", "trainer.total_epochs=1"], ep)
         comp = lc.composition
@@ -318,3 +319,22 @@ def test_script_with_a_bad_override_fails_before_launch(tmp_path):
     errs = errors(out)
     assert errs["override-plus-existing"]["key"] == "trainer.total_epochs"
     assert errs["override-missing-key"]["fix"].startswith("did you mean data.truncation?")
+
+
+def test_without_hydra_the_installed_releases_tree_is_used():
+    """A Python where `import hydra` fails (as where it is not installed): the shipped tree of the
+    installed verl version (or the newest) stands in, and the output names it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['hydra'] = None; sys.argv = ['verlprof', 'doctor', '--nsys', 'none', '--json', "
+            "'--', '+global_profiler.save_path=./x', 'trainer.total_epoch=3']\n"
+            "from verlprof.pipeline.cli import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1, proc.stderr
+    release = D.release_for("verl", D.installed_version("verl"))
+    assert out["inputs"]["verl_config"]["via"] == "keytree"
+    assert out["inputs"]["verl_config"]["from"] == f"keytrees/{release}.json.gz"
+    assert {f["code"] for f in out["findings"] if f["severity"] == "error"} == {
+        "override-plus-existing", "override-missing-key"}

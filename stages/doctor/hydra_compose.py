@@ -13,18 +13,26 @@ Hydra and verl are imported only here and only when installed; `keytrees` covers
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 
 from .composition import Composition, OverrideProblem, ProblemKind, flat_keys
 
 
+@functools.lru_cache(maxsize=1)
 def hydra_version() -> str | None:
-    """Hydra's version when ``hydra`` and ``omegaconf`` import, else None."""
+    """Hydra's version when it imports *and* its override parser works, else None.
+
+    The parser check matters: hydra-core 1.3's generated parser fails under an antlr4 runtime
+    other than 4.9 ("Could not deserialize ATN"), which a mixed environment can have.
+    """
     try:
         import hydra
-        import omegaconf  # noqa: F401
-    except Exception:  # noqa: BLE001 - any import failure means: not usable here
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        OverridesParser.create().parse_overrides(["a.b=[1,2]"])
+    except Exception:  # noqa: BLE001 - any failure means: Hydra is not usable here
         return None
     return str(hydra.__version__)
 
