@@ -47,6 +47,8 @@ class Composition:
     choices: dict[str, str | None] = field(default_factory=dict)  # config group -> option used
     base: dict | None = None  # the composed config before value overrides (hydra only: values)
     variants: dict[str, dict[str, str]] = field(default_factory=dict)  # "model_engine=megatron" -> keys
+    # (group choice word, config package) whose keys a key tree does not have: not checked
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
 
     def describe(self) -> str:
         return f"{self.release}, config '{self.config_name}' via {'Hydra compose' if self.via == 'hydra' else 'key tree'}"

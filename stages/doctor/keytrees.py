@@ -205,15 +205,29 @@ def apply_to_tree(tree: KeyTree, label: str, words: Sequence[str]) -> Compositio
             group_picks.append(word)
             continue
         value_words.append((word, op, key, value))
-    picked = tuple(sorted(group_picks))
-    variant_label = variants.get(picked) if picked else label
-    if variant_label is None and picked:
-        # one of several picks without a composed variant: use the variant of the engine choice
-        variant_label = next((variants[k] for k in variants if k and set(k) <= set(picked)), label)
+    # the composed variant for the group choices made (model_engine=megatron); a choice without one
+    # (engine=automodel) leaves the keys under its package unknown: not reported as missing
+    defaults = entry.get("choices") or {}
+    real = [w for w in group_picks if defaults.get(w.split("=", 1)[0]) != w.split("=", 1)[1]]
+    variant_label, covered = label, set()
+    if real:
+        exact = variants.get(tuple(sorted(real)))
+        if exact:
+            variant_label, covered = exact, set(real)
+        else:
+            for k, lab in variants.items():
+                if k and set(k) <= set(real) and len(k) > len(covered):
+                    variant_label, covered = lab, set(k)
+    for w in real:
+        if w not in covered:
+            key = w.split("=", 1)[0]
+            comp.unchecked.append((w, key.split("@", 1)[1] if "@" in key else key.replace("/", ".")))
     keys: dict[str, str] = dict(tree.configs[variant_label]["keys"])
     comp.keys = dict(keys)
     for word, op, key, value in value_words:
         present = key in keys
+        if not present and any(key == pkg or key.startswith(pkg + ".") for _, pkg in comp.unchecked):
+            continue  # under a group choice whose keys the tree does not have
         ktype = keys.get(key)
         if op == "~":
             if not present or ktype == "null":

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..core.errors import BadInputError
-from .shell_words import UNKNOWN, Env, Lit, Part, Token, Word, expand_word, tokenize
+from .shell_words import UNKNOWN, Env, Lit, Part, Token, Word, expand_word, tilde, tokenize
 
 # ----------------------------------------------------------------------------------------------
 # statements: assignments, arrays, and the launch line
@@ -48,9 +48,18 @@ class LaunchLine:
 
 
 def _statements(toks: list[Token]) -> Iterable[list[Token]]:
+    """Tokens per simple command (redirections and their targets dropped; arrays span lines)."""
     stmt: list[Token] = []
     depth = 0  # inside NAME=( ... )
+    skip = False
     for t in toks:
+        if t.kind == "redir":
+            skip = True
+            continue
+        if skip and t.kind == "word":
+            skip = False
+            continue
+        skip = False
         if t.kind == "(":
             depth += 1
         elif t.kind == ")":
@@ -84,7 +93,11 @@ def _assignment_value(tok: Token) -> tuple[str, bool, list[Part]]:
                 parts.append(Lit(rest, False))
             continue
         parts.append(p)
-    return name, bool(plus), parts
+    return name, bool(plus), tilde(parts)
+
+
+def _key(word: str) -> str:
+    return word.lstrip("+~").split("=", 1)[0]
 
 
 def _is_launcher(words: list[str]) -> int | None:
@@ -150,12 +163,16 @@ def read_launch_text(text: str, script: str = "<script>", args: Sequence[str] = 
         raise BadInputError(script, f"cannot read it as a shell script: {e}") from None
     env = Env(values={}, args=tuple(args))
     depth = 0
+    branch = 0  # numbers the if/else/loop bodies, so alternatives are not applied on top of each other
     launches: list[LaunchLine] = []
     for stmt in _statements(toks):
         head = stmt[0].raw if stmt[0].kind == "word" else ""
         for t in stmt:
             if t.kind == "word" and t.raw in _OPENERS:
                 depth += 1
+                branch += 1
+            elif t.kind == "word" and t.raw in ("else", "elif"):
+                branch += 1
             elif t.kind == "word" and t.raw in _CLOSERS:
                 depth = max(0, depth - 1)
         k = 1 if head in _DECLARE else 0
@@ -174,10 +191,17 @@ def read_launch_text(text: str, script: str = "<script>", args: Sequence[str] = 
                         items.extend(expand_word(stmt[j], env))
                         j += 1
                     old = env.values.get(name)
-                    base = old if append and isinstance(old, list) else []
-                    env.values[name] = UNKNOWN if depth else base + items
+                    # inside an if/case/loop the branch may run: its items join the array (the
+                    # union of the branches is checked: each must be a valid override), except a
+                    # key an *other* branch already sets (the two are alternatives: `if npu; then
+                    # +k=a; else +k=b; fi` must not read as +k twice)
+                    keep = isinstance(old, list) and (append or depth > 0)
+                    base = old if keep else []
                     if depth:
-                        env.why[name] = ("set inside if/case/loop",)
+                        taken = {_key(w.text): w.branch for w in base if w.branch}
+                        items = [Word(w.text, w.unknown, w.line, branch) for w in items
+                                 if taken.get(_key(w.text), branch) == branch]
+                    env.values[name] = base + items
                     i = j + 1
                     continue
                 ws = expand_word(Token("word", parts, "", t.line), env)

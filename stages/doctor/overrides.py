@@ -124,6 +124,10 @@ def composition_findings(comp: Composition, words: list[str]) -> list[Finding]:
             out.append(Finding("override-list-quoted", "error",
                                f"`{w}`: the quotes make Hydra read one string, not a list; {key} is a list "
                                f"in {comp.release}", f"{w.split('=', 1)[0]}={value[1:-1]}", key))
+    for word, pkg in comp.unchecked:
+        out.append(Finding("verl-config-partial", "info",
+                           f"keys under {pkg} not checked: {comp.release} has no key tree composed with `{word}`",
+                           "install that verl with hydra-core to compose it for real", pkg))
     out.append(Finding("verl-config", "info", f"overrides checked against {comp.describe()} ({comp.where})",
                        "pass --verl-release NAME to check against another shipped release"
                        if comp.via == "keytree" else "", None))

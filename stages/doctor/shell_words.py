@@ -42,7 +42,7 @@ Part = Lit | Var | Cmd
 
 @dataclass
 class Token:
-    kind: str  # "word", "sep" (newline ; & && || |), "(", ")"
+    kind: str  # "word", "sep" (newline ; & && || |), "redir" (> 2>& <), "(", ")"
     parts: list = field(default_factory=list)
     raw: str = ""
     line: int = 0
@@ -121,8 +121,21 @@ def _dollar(text: str, i: int, quoted: bool) -> tuple[Part | None, int]:
     return None, i + 1
 
 
+def tilde(parts: list[Part]) -> list[Part]:
+    """Bash's tilde expansion of a leading unquoted ``~`` / ``~/`` (assignment values, defaults): $HOME."""
+    if parts and isinstance(parts[0], Lit) and not parts[0].quoted and parts[0].text.startswith("~"):
+        rest = parts[0].text[1:]
+        if rest == "" or rest.startswith("/"):
+            return [Var("HOME", False)] + ([Lit(rest, False)] if rest else []) + list(parts[1:])
+    return list(parts)
+
+
 def _parts(text: str, quoted: bool) -> list[Part]:
     """Parts of a default value (``${X:-this}``), read as inside double quotes when ``quoted``."""
+    return tilde(_raw_parts(text, quoted)) if not quoted else _raw_parts(text, quoted)
+
+
+def _raw_parts(text: str, quoted: bool) -> list[Part]:
     out: list[Part] = []
     buf: list[str] = []
     i = 0
@@ -151,7 +164,7 @@ def _parts(text: str, quoted: bool) -> list[Part]:
                 if buf:
                     out.append(Lit("".join(buf), False))
                     buf = []
-                out.extend(_parts(text[i + 1:end], True))
+                out.extend(_raw_parts(text[i + 1:end], True))
             i = end + 1
             continue
         buf.append(ch)
@@ -192,6 +205,18 @@ def tokenize(text: str) -> list[Token]:
         if ch == "#" and cur is None:
             while i < n and text[i] != "\n":
                 i += 1
+            continue
+        if ch in "<>" or (ch == "&" and text[i + 1:i + 2] == ">"):
+            # a redirection (2>&1, > log, &>> log): the fd number before it is not a word, and the
+            # word after it is its target (`_statements` users drop both)
+            if cur is not None and cur.raw.isdigit():
+                cur = None
+            flush()
+            j = i + 1
+            while j < n and text[j] in "<>&|":
+                j += 1
+            toks.append(Token("redir", [], text[i:j], line))
+            i = j
             continue
         if ch == "\n" or ch == ";" or ch in "&|":
             flush()
@@ -312,6 +337,7 @@ class Word:
     text: str  # unknown pieces appear as ${NAME} (OmegaConf interpolation syntax)
     unknown: tuple[str, ...] = ()  # "$NAME" / "$(...)" pieces whose value the script does not set
     line: int = 0
+    branch: int = 0  # the if/else/case branch that added it to an array (0: unconditional)
 
 
 def _expand_parts(parts: Sequence[Part], env: Env) -> tuple[list[list[tuple[str, bool]]], list[str]]:
