@@ -338,3 +338,41 @@ def test_without_hydra_the_installed_releases_tree_is_used():
     assert out["inputs"]["verl_config"]["from"] == f"keytrees/{release}.json.gz"
     assert {f["code"] for f in out["findings"] if f["severity"] == "error"} == {
         "override-plus-existing", "override-missing-key"}
+
+
+def test_script_reader_redirections_tilde_and_branches():
+    text = r'''#!/bin/bash
+DATA=${DATA:-~/data}
+OUT=~/ckpt
+EXTRA=(trainer.nnodes=1)
+if [ "$DEVICE" = npu ]; then
+    EXTRA+=(+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=ascend)
+else
+    EXTRA+=(+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=flashinfer trainer.nnodes=2)
+fi
+python3 -m verl.trainer.main_ppo data.train_files=$DATA/train.parquet trainer.default_local_dir=$OUT \
+    data.val_files="~/quoted" "${EXTRA[@]}" 2>&1 | tee logs/run.log
+'''
+    line = D.read_launch_text(text, "y.sh")
+    words = [w.text for w in line.words]
+    assert words == [
+        "data.train_files=${DATA}/train.parquet",  # unknown: bash expands ~ in a ${X:-~/...} default
+        "trainer.default_local_dir=${OUT}",  # and in an assignment: $HOME, not known here
+        "data.val_files=~/quoted",  # an argument: bash leaves the ~, and Hydra then refuses it
+        "trainer.nnodes=1",
+        "+actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=ascend",  # if-branch
+        "trainer.nnodes=2",  # else-branch: its alternative +attention_backend is not stacked
+    ]
+    assert line.why["$DATA"] == ("$HOME",) and line.why["$OUT"] == ("$HOME",)
+    lc = D.check_launch(words, line.entrypoint, release="verl-0.9.0")
+    assert [p.word for p in lc.composition.problems] == ["data.val_files=~/quoted"]
+
+
+def test_group_choice_without_a_shipped_variant_is_not_guessed():
+    """sft_trainer's engine=automodel is not composed in the 0.9.0 tree: its keys are not judged."""
+    words = ["engine=automodel", "engine.tp_size=1", "optim.lr=1e-5", "trainer.total_epoch=1"]
+    lc = D.check_launch(words, "verl.trainer.sft_trainer", release="verl-0.9.0")
+    assert lc.composition.config_name == "sft_trainer_engine"
+    assert [(p.word, p.kind) for p in lc.composition.problems] == [("trainer.total_epoch=1", "missing-key")]
+    partial = [f for f in lc.findings if f.code == "verl-config-partial"]
+    assert partial and partial[0].key == "engine" and "engine=automodel" in partial[0].message
