@@ -65,12 +65,11 @@ import re
 import sys
 from pathlib import Path
 
+import hydra
+import omegaconf
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
-import hydra
-import omegaconf
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -176,7 +175,7 @@ def _type_name(v) -> str:
 
 
 def flatten(node: DictConfig, prefix: str, out: dict[str, str]) -> None:
-    for key in node.keys():
+    for key in node:
         k = str(key)
         if not prefix and k == "hydra":
             continue
@@ -187,14 +186,12 @@ def flatten(node: DictConfig, prefix: str, out: dict[str, str]) -> None:
         if OmegaConf.is_interpolation(node, key):
             try:
                 v = node[key]  # resolves
-            except Exception:
+            except Exception:  # noqa: BLE001 - any resolution failure: an offline-unresolvable interpolation
                 out[dotted] = "interp"
                 continue
         else:
             v = node._get_node(key)
-            if isinstance(v, (DictConfig, ListConfig)):
-                v = v
-            else:
+            if not isinstance(v, (DictConfig, ListConfig)):
                 v = node[key]
         if isinstance(v, DictConfig):
             if v._is_none():
@@ -230,12 +227,8 @@ def compose_one(cfg_dir: Path, name: str, overrides: list[str], trainer_cfg: Pat
         extra.append("hydra.searchpath=[" + ",".join(new) + "]")
     with initialize_config_dir(config_dir=str(cfg_dir), version_base=None):
         cfg = compose(config_name=name, overrides=extra + overrides, return_hydra_config=True)
-    choices = {}
-    try:
-        ch = cfg.hydra.runtime.choices
-        choices = {str(k): (None if v is None else str(v)) for k, v in ch.items() if not str(k).startswith("hydra/")}
-    except Exception:
-        pass
+    ch = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
+    choices = {str(k): (None if v is None else str(v)) for k, v in ch.items() if not str(k).startswith("hydra/")}
     return cfg, choices
 
 
@@ -243,7 +236,7 @@ def _declares_group(yaml_path: Path, group: str) -> bool:
     """True when the yaml's own defaults list selects `group` (not via `override group: ...`)."""
     try:
         raw = OmegaConf.to_container(OmegaConf.load(yaml_path), resolve=False)
-    except Exception:
+    except Exception:  # noqa: BLE001 - an unreadable yaml declares nothing
         return False
     for item in raw.get("defaults", []) or []:
         if isinstance(item, dict) and group in item:

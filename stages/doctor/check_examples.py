@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Check every launch script under a folder (verl's ``examples/``) with the doctor, two ways.
 
 Validates a shipped key tree against Hydra on real scripts: each script is read with
@@ -7,7 +6,7 @@ Validates a shipped key tree against Hydra on real scripts: each script is read 
 how many are clean per tree, whether both ways found the same problems, and the time each took.
 
     git --git-dir=verl.git archive v0.9.0 examples | tar -x -C /tmp/ex090
-    python stages/doctor/keytrees/check_examples.py /tmp/ex090/examples --release verl-0.9.1 --also verl-0.9.0
+    python -m verlprof.stages.doctor.check_examples /tmp/ex090/examples --release verl-0.9.1 --also verl-0.9.0
 """
 from __future__ import annotations
 
@@ -18,8 +17,8 @@ import os
 import time
 import warnings
 
-from verlprof.stages import doctor as D
-from verlprof.stages.core.errors import VerlprofError
+from .. import doctor as D
+from ..core.errors import VerlprofError
 
 
 def _problems(line: D.LaunchLine, release: str | None) -> tuple[set, float]:
