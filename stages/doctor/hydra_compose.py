@@ -96,15 +96,20 @@ def compose_overrides(config_dir: str, config_name: str, words: Sequence[str], r
             groups = [(w, o) for w, o in parsed
                       if not isinstance(o.value(), dict) and repo.group_exists(o.key_or_group)]
             values = [(w, o) for w, o in parsed if (w, o) not in groups]
-            picked: list[str] = []
-            for word, _ in groups:  # few: each composed to know which one Hydra refuses
-                try:
-                    compose(config_name=config_name, overrides=picked + [word])
-                    picked.append(word)
-                except HydraException as e:
-                    msg = _one_line(e)
-                    comp.problems.append(OverrideProblem(word, _kind(msg), msg, word.lstrip("+~").split("=", 1)[0]))
-            cfg = compose(config_name=config_name, overrides=picked, return_hydra_config=True)
+            picked = [w for w, _ in groups]
+            try:
+                cfg = compose(config_name=config_name, overrides=picked, return_hydra_config=True)
+            except HydraException:
+                picked = []
+                for word, _ in groups:  # few: each composed to know which one Hydra refuses
+                    try:
+                        compose(config_name=config_name, overrides=[*picked, word])
+                        picked.append(word)
+                    except HydraException as e:
+                        msg = _one_line(e)
+                        comp.problems.append(OverrideProblem(word, _kind(msg), msg,
+                                                             word.lstrip("+~").split("=", 1)[0]))
+                cfg = compose(config_name=config_name, overrides=picked, return_hydra_config=True)
             comp.choices = {str(k): (None if v is None else str(v)) for k, v in cfg.hydra.runtime.choices.items()
                             if not str(k).startswith("hydra/")}
             base = OmegaConf.to_container(cfg, resolve=False)
