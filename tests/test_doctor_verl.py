@@ -376,3 +376,22 @@ def test_group_choice_without_a_shipped_variant_is_not_guessed():
     assert [(p.word, p.kind) for p in lc.composition.problems] == [("trainer.total_epoch=1", "missing-key")]
     partial = [f for f in lc.findings if f.code == "verl-config-partial"]
     assert partial and partial[0].key == "engine" and "engine=automodel" in partial[0].message
+
+
+def test_unknown_script_values_are_not_judged_by_the_config_checks(tmp_path):
+    """`trainer.total_training_steps=$STEPS` with STEPS set in an if: the pins check must not call it null."""
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\nif [ -n \"$FAST\" ]; then STEPS=2; fi\n"
+                      "python3 -m verl.trainer.main_ppo global_profiler.tool=nsys global_profiler.steps=[1] \\\n"
+                      "  trainer.total_training_steps=$STEPS trainer.save_freq=-1 trainer.test_freq=-1 \\\n"
+                      "  trainer.resume_mode=disable actor_rollout_ref.actor.profiler.enable=True\n")
+    _, out = doctor("--verl-release", "verl-0.9.1", str(script))
+    by_code = {f["code"]: f for f in out["findings"]}
+    assert by_code["script-unknown-var"]["key"] == "trainer.total_training_steps"
+    assert "$STEPS (set inside an if/case/loop)" in by_code["script-unknown-var"]["message"]
+    assert by_code["pin-total-steps"]["severity"] == "info"
+    assert by_code["pin-total-steps"]["message"].startswith("(value unknown here: $STEPS)")
+    # the same line with the value written out is judged as usual
+    script.write_text(script.read_text().replace("$STEPS", "5"))
+    _, out = doctor("--verl-release", "verl-0.9.1", str(script))
+    assert {f["code"]: f for f in out["findings"]}["pin-total-steps"]["severity"] == "warning"

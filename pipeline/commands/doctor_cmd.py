@@ -155,6 +155,7 @@ def run_doctor(
 
     findings: list[D.Finding] = []
     check_existence = True
+    cname = cpath = None
     if script is not None:
         words = [w.text for w in script.words]
         entrypoint = entrypoint or script.entrypoint
@@ -184,7 +185,10 @@ def run_doctor(
         cfg = D.build_profile_config(base, words, base_kind=base_kind, recorded_words=recorded,
                                      entrypoint=entrypoint, phases=phases, nsys_supports_discard_env=supports,
                                      check_existence=check_existence)
-        findings.extend(D.config_checks(cfg))
+        checked = D.config_checks(cfg)
+        if script is not None:  # a value the script leaves unknown is not judged as null
+            checked = D.soften_unknown(checked, {w.text: w.unknown for w in script.words if w.unknown})
+        findings.extend(checked)
         inputs["entrypoint"] = cfg.entrypoint
     if run is not None:
         findings.extend(D.after_run_checks(run.artifacts, run.config))

@@ -23,7 +23,7 @@ from .entrypoints import DEFAULT_ENTRYPOINT, entry_config
 from .findings import Finding, has_errors, sort_findings
 from .hydra_compose import compose_overrides, hydra_version
 from .keytrees import apply_to_tree, config_for, load_keytree, release_for, shipped_releases
-from .launch_check import LaunchCheck, check_launch, installed_version, unknown_findings
+from .launch_check import LaunchCheck, check_launch, installed_version, soften_unknown, unknown_findings
 from .launch_script import LaunchLine, read_launch_script, read_launch_text, split_launch_words
 from .nsys_capture import (
     check_capture_range_end,
@@ -45,6 +45,6 @@ __all__ = [
     "check_phase_owners", "check_pins", "Composition", "OverrideProblem", "did_you_mean",
     "DEFAULT_ENTRYPOINT", "entry_config", "compose_overrides", "hydra_version", "apply_to_tree", "config_for",
     "load_keytree", "release_for", "shipped_releases", "LaunchCheck", "check_launch", "installed_version",
-    "unknown_findings", "LaunchLine", "read_launch_script", "read_launch_text", "split_launch_words",
+    "unknown_findings", "soften_unknown", "LaunchLine", "read_launch_script", "read_launch_text", "split_launch_words",
     "composition_findings",
 ]

@@ -52,6 +52,14 @@ def _roots(name: str, why: Mapping[str, Sequence[str]], seen: frozenset = frozen
     return list(dict.fromkeys(out))
 
 
+def _describe(root: str, var: str) -> str:
+    if root.startswith("$("):
+        return f"the output of {root}"
+    if root == "set inside if/case/loop":
+        return f"{var} (set inside an if/case/loop)"
+    return f"{root} (not set by the script)"
+
+
 def unknown_findings(unknown: Mapping[str, Sequence[str]], why: Mapping[str, Sequence[str]]) -> list[Finding]:
     """One note per override whose value holds script variables that cannot be known here.
 
@@ -61,14 +69,30 @@ def unknown_findings(unknown: Mapping[str, Sequence[str]], why: Mapping[str, Seq
     out = []
     for word, names in unknown.items():
         key = word.lstrip("+~").split("=", 1)[0]
-        roots = list(dict.fromkeys(r for n in names for r in _roots(n, why)))
-        via = [n for n in names if n not in roots]
+        causes = list(dict.fromkeys(_describe(r, n) for n in names for r in _roots(n, why)))
         out.append(Finding(
             "script-unknown-var", "info",
-            f"{key}: its value uses {', '.join(names)}"
-            + (f", built from {', '.join(roots)}" if via else "")
-            + ", which the script does not set; the value is not checked",
-            f"know {', '.join(roots)} at launch, or pass {key}=... after the script", key))
+            f"{key}: its value uses {', '.join(names)}, which depends on {', '.join(causes)}; "
+            "it is not known here, so not checked",
+            f"pass {key}=... after the script to check a value", key))
+    return out
+
+
+def soften_unknown(findings: Sequence[Finding], unknown: Mapping[str, Sequence[str]]) -> list[Finding]:
+    """Config-check findings on a key whose value the script leaves unknown become notes.
+
+    ``trainer.total_training_steps=$STEPS`` with ``STEPS`` set in an ``if``: the pins check would
+    read null and cry error; the honest finding is that the value is not known here.
+    """
+    by_key: dict[str, list[str]] = {}
+    for word, names in unknown.items():
+        by_key.setdefault(word.lstrip("+~").split("=", 1)[0], []).extend(names)
+    out = []
+    for f in findings:
+        names = by_key.get(f.key or "")
+        if names and f.severity != "info" and f.code.split("-", 1)[0] not in ("override", "script", "verl"):
+            f = Finding(f.code, "info", f"(value unknown here: {', '.join(dict.fromkeys(names))}) {f.message}", f.fix, f.key)
+        out.append(f)
     return out
 
 

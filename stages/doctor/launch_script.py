@@ -29,6 +29,7 @@ _LAUNCHERS = {"python", "python3", "torchrun", "uv", "run", "ray", "job", "submi
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 _OPENERS = {"if", "case", "for", "while", "until", "select", "{"}
 _CLOSERS = {"fi", "esac", "done", "}"}
+_LEADERS = {"then", "else", "do", "{", "!"}
 _DECLARE = {"export", "local", "declare", "readonly", "typeset"}
 
 
@@ -166,7 +167,6 @@ def read_launch_text(text: str, script: str = "<script>", args: Sequence[str] = 
     branch = 0  # numbers the if/else/loop bodies, so alternatives are not applied on top of each other
     launches: list[LaunchLine] = []
     for stmt in _statements(toks):
-        head = stmt[0].raw if stmt[0].kind == "word" else ""
         for t in stmt:
             if t.kind == "word" and t.raw in _OPENERS:
                 depth += 1
@@ -175,7 +175,11 @@ def read_launch_text(text: str, script: str = "<script>", args: Sequence[str] = 
                 branch += 1
             elif t.kind == "word" and t.raw in _CLOSERS:
                 depth = max(0, depth - 1)
-        k = 1 if head in _DECLARE else 0
+        k = 0
+        while k < len(stmt) and stmt[k].kind == "word" and stmt[k].raw in _LEADERS:
+            k += 1  # `then X=1`, `else A+=(...)`, `do ...`: the command after the keyword
+        if k < len(stmt) and stmt[k].raw in _DECLARE:
+            k += 1
         if k < len(stmt) and stmt[k].kind == "word" and _ASSIGN.match(stmt[k].raw):
             # NAME=value [NAME2=value ...] or NAME=( words )
             i = k
