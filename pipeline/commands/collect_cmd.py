@@ -23,6 +23,7 @@ from ...stages.core.errors import RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
 from ..collect import CollectOptions, CollectResult, run_collect
 from ..progress import stage_progress
+from .window_options import step_range_option, top_kernels_option, top_phases_option
 
 _MAX_SOURCE_TABLES = 6  # phase tables printed; the rest are in summaries/phases.parquet
 _EPILOG = ("Exit codes: 0 every artifact summarized; 3 bundle written but some artifacts failed (listed; "
@@ -43,10 +44,9 @@ def collect(
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
     nsys: Optional[str] = typer.Option(None, "--nsys", envvar="VERLPROF_NSYS", help="nsys binary to export reports with."),
     step: str = typer.Option("2", "--step", help="Steady-state step to summarize: N or 'auto'."),
-    top: int = typer.Option(50, "--top", help="Top kernels per phase in kernels.parquet."),
-    top_phases: int = typer.Option(15, "--top-phases", help="Phases per process shown here (all are in phases.parquet)."),
-    step_range: Optional[str] = typer.Option(None, "--step-range", metavar="REGEX",
-                                             help="Ranges whose name matches REGEX mark the steps (for captures without step markers)."),
+    top: int = top_kernels_option(),
+    top_phases: int = top_phases_option(),
+    step_range: Optional[str] = step_range_option(),
     html: bool = typer.Option(False, "--html", help="Also write report.html."),
     pack: bool = typer.Option(False, "--pack", help="Also write OUT.tar.gz with SHA256SUMS."),
     ray: bool = typer.Option(False, "--ray", help="Collect on every node of the running Ray cluster (address auto)."),

@@ -15,6 +15,7 @@ from typing import Optional
 import typer
 
 from ...stages.core.errors import VerlprofError
+from .window_options import step_range_option, top_kernels_option, top_phases_option
 
 _SQLITE_SUFFIXES = (".sqlite", ".json", ".json.gz")
 
@@ -59,10 +60,9 @@ def parse_step(step: str) -> "int | str":
 def window(
     inputs: list[Path] = typer.Argument(..., help="nsys SQLite exports or torch traces, or folders holding them."),
     step: str = typer.Option("2", "--step", help="Step to summarize: N, or 'auto' (median-duration step after the first)."),
-    top: int = typer.Option(50, "--top", help="Top kernels per phase (with -o)."),
-    top_phases: int = typer.Option(15, "--top-phases", help="Phases per process shown with --phases."),
-    step_range: Optional[str] = typer.Option(None, "--step-range", metavar="REGEX",
-                                             help="Ranges whose name matches REGEX mark the steps."),
+    top: int = top_kernels_option("Top kernels per phase (with -o)."),
+    top_phases: int = top_phases_option("Phases per process shown with --phases."),
+    step_range: Optional[str] = step_range_option(),
     phases: bool = typer.Option(False, "--phases", help="Also summarize the chosen step and print its phases."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write phases/kernels/steps.parquet into this folder."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .processes import ProcessId, ProcessStep
-from .template import GAP_COLOR, axis, esc, fmt_ms, nice_ticks, stage_color
+from .template import GAP_COLOR, axis, esc, fmt_ms, nice_ticks, open_process, stage_color
 
 GPU_BAR_COLOR = "#404040"
 
@@ -32,9 +32,7 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
     y = top
     for p in procs:
         href = hrefs.get(p.ident)
-        parts.append(f'<g class="proc" data-proc="{esc(p.label)}">')
-        if href:
-            parts.append(f'<a href="{esc(href)}"><title>{esc(p.label)}: open the window trace</title>')
+        parts += open_process("proc", p.label, href)
         parts.append(f'<text class="lbl" x="{label_w - 6}" y="{y + bar_h / 2 + 4:.1f}" text-anchor="end">{esc(p.label)}</text>')
         parts.append('<g class="wall">')
         for seg in p.segments():

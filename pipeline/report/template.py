@@ -195,3 +195,12 @@ def kernel_labels(kernels: Sequence[tuple[Any, Any]]) -> list[str]:
             if seen[out[i]] > 1:
                 out[i] = f"{out[i]} #{idx.index(i) + 1}"
     return out
+
+
+def open_process(css_class: str, label: str, href: str | None) -> list[str]:
+    """The opening SVG of one process's row (bar or lane): a group named for the process, wrapped
+    in a link to its window trace when it has one (close with `</a>` if href, then `</g>`)."""
+    out = [f'<g class="{css_class}" data-proc="{esc(label)}">']
+    if href:
+        out.append(f'<a href="{esc(href)}"><title>{esc(label)}: open the window trace</title>')
+    return out

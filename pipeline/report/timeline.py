@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, busy_ns, pixel_runs
 from .processes import ProcessId, ProcessStep
-from .template import axis, esc, fmt_ms, nice_ticks, stage_color
+from .template import axis, esc, fmt_ms, nice_ticks, open_process, stage_color
 
 #: Above this many lanes they are drawn thinner and the chart scrolls inside its box.
 COMPACT_LANES = 16
@@ -57,9 +57,7 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
     y = top
     for p in procs:
         href = hrefs.get(p.ident)
-        parts.append(f'<g class="lane" data-proc="{esc(p.label)}">')
-        if href:
-            parts.append(f'<a href="{esc(href)}"><title>{esc(p.label)}: open the window trace</title>')
+        parts += open_process("lane", p.label, href)
         size = ' font-size="8"' if compact else ""
         parts.append(f'<text class="lbl" x="{x0 - 6}" y="{y + ph_h - 2 if not compact else y + 7}" '
                      f'text-anchor="end"{size}>{esc(p.label)}</text>')

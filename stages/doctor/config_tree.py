@@ -52,6 +52,23 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
     return parts
 
 
+def braced_end(text: str, i: int) -> int | None:
+    """Index just past the ``}`` closing the ``${`` whose inside starts at ``i`` (nesting aware),
+    or None when it is never closed. Shared by the OmegaConf resolver and the shell reader."""
+    depth, j = 1, i
+    while j < len(text):
+        if text.startswith("${", j):
+            depth += 1
+            j += 2
+            continue
+        if text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    return None
+
+
 def _find_interpolations(text: str) -> list[tuple[int, int]]:
     """Spans (start, end) of the top-level ``${...}`` expressions in ``text``."""
     spans, i = [], 0
@@ -59,21 +76,11 @@ def _find_interpolations(text: str) -> list[tuple[int, int]]:
         start = text.find("${", i)
         if start < 0:
             return spans
-        depth, j = 0, start
-        while j < len(text):
-            if text.startswith("${", j):
-                depth += 1
-                j += 2
-                continue
-            if text[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        if depth != 0:
+        end = braced_end(text, start + 2)
+        if end is None:
             return spans
-        spans.append((start, j + 1))
-        i = j + 1
+        spans.append((start, end))
+        i = end
 
 
 def _eval_interpolation(root: Any, expr: str, depth: int) -> Any:

@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .config_tree import braced_end
+
 # ----------------------------------------------------------------------------------------------
 # tokens: a word is a list of parts; expansion happens later, with the variables known by then
 # ----------------------------------------------------------------------------------------------
@@ -54,18 +56,10 @@ _OPS = (":-", ":=", ":+", ":?", "-", "=", "+", "?")
 
 def _read_braced(text: str, i: int) -> tuple[str, int]:
     """The inside of ``${...}`` starting at ``i`` (just after ``${``), nesting aware; returns (inside, end)."""
-    depth, j = 1, i
-    while j < len(text):
-        if text.startswith("${", j):
-            depth += 1
-            j += 2
-            continue
-        if text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j], j + 1
-        j += 1
-    raise ValueError("unterminated ${")
+    end = braced_end(text, i)
+    if end is None:
+        raise ValueError("unterminated ${")
+    return text[i:end - 1], end
 
 
 def _read_paren(text: str, i: int) -> tuple[str, int]:

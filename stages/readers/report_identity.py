@@ -253,24 +253,31 @@ class _Reader:
     def process_envs(self) -> dict[int, dict[str, str]]:
         """pid -> RANK/LOCAL_RANK/WORLD_SIZE/WG_PREFIX of every process nsys recorded an environment
         for (`PROCESS_<n>:PID` = 0 is the launched process: key 0)."""
+        pids, per_proc = self._process_rows()
+        return {(pids.get(n) or 0): env for n, env in per_proc.items()}
+
+    def _process_rows(self) -> tuple[dict[int, int | None], dict[int, dict[str, str]]]:
+        """nsys 2024+ `PROCESS_<n>:*` rows of META_DATA_CAPTURE: n -> recorded PID (0 or None for
+        the launched process), and n -> the picked variables of its environment.
+
+        instr on blobs: byte-wise and past NULs, unlike LIKE; other variables never leave SQLite."""
         if not self.has("META_DATA_CAPTURE", "name", "value"):
-            return {}
+            return {}, {}
         likes = " OR ".join(f"instr(CAST(value AS BLOB), CAST('{k}=' AS BLOB)) > 0" for k in _ENV_KEYS)
         per_proc: dict[int, dict[str, str]] = {}
-        pids: dict[int, int] = {}
+        pids: dict[int, int | None] = {}
         for name, value in self.query(
                 "SELECT name, CAST(value AS BLOB) FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS%' "
                 f"AND (name LIKE '%:PID' OR ({likes}))"):
             m = _PROC_PID_RE.match(str(name))
             if m:
-                p = _int_env(_text(value))
-                pids[int(m.group(1))] = p if p is not None else 0
+                pids[int(m.group(1))] = _int_env(_text(value))
                 continue
             m = _PROC_ENV_RE.match(str(name))
             picked = _pick_env(value) if m else {}
             if m and picked:
                 per_proc.setdefault(int(m.group(1)), {}).update(picked)
-        return {pids.get(n, 0): env for n, env in per_proc.items()}
+        return pids, per_proc
 
     def device_of(self, pid: int) -> int | None:
         """CUDA device of the first kernel (else memcpy) the process ran; None without GPU work."""
@@ -295,30 +302,13 @@ class _Reader:
     def _capture_env(self, pid: int | None) -> dict[str, str]:
         """nsys 2024+: `PROCESS_<n>:ENVIRONMENT_VARIABLE` rows; the process whose `PROCESS_<n>:PID`
         is `pid`, else the first one (nsys launched it: its PID row is 0)."""
-        if not self.has("META_DATA_CAPTURE", "name", "value"):
-            return {}
-        # instr on blobs: byte-wise and past NULs, unlike LIKE; other variables never leave SQLite
-        likes = " OR ".join(f"instr(CAST(value AS BLOB), CAST('{k}=' AS BLOB)) > 0" for k in _ENV_KEYS)
-        per_proc: dict[int, dict[str, str]] = {}
-        pids: dict[int, int] = {}
-        for name, value in self.query(
-                "SELECT name, CAST(value AS BLOB) FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS%' "
-                f"AND (name LIKE '%:PID' OR ({likes}))"):
-            name = str(name)
-            m = _PROC_PID_RE.match(name)
-            if m:
-                p = _int_env(_text(value))
-                if p:
-                    pids[int(m.group(1))] = p
-                continue
-            m = _PROC_ENV_RE.match(name)
-            picked = {k: v for k, v in _pick_env(value).items() if k != "LOCAL_RANK"} if m else {}
-            if m and picked:
-                per_proc.setdefault(int(m.group(1)), {}).update(picked)
+        pids, rows = self._process_rows()
+        per_proc = {n: e for n, env in rows.items()
+                    if (e := {k: v for k, v in env.items() if k != "LOCAL_RANK"})}
         if not per_proc:
             return {}
         for n, p in pids.items():
-            if p == pid and n in per_proc:
+            if p and p == pid and n in per_proc:
                 return per_proc[n]
         return per_proc[min(per_proc)]
 

@@ -2,7 +2,6 @@
 and `check` (re-scan) anything before it is shared."""
 from .check import Checker, check_paths, format_findings
 from .secrets import Policy, Pseudonyms, Scrubber, load_policy, local_identities, read_values_file
-from .values import scrub_summary_rows, scrub_values
 from .tasks import (
     SCRUBBABLE,
     ScrubOptions,
@@ -18,6 +17,7 @@ from .tasks import (
     scrub_task,
     write_report,
 )
+from .values import scrub_summary_rows, scrub_values
 
 __all__ = [
     "scrub_summary_rows", "scrub_values",

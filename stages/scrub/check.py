@@ -37,9 +37,9 @@ from typing import IO, Any, Iterable, Iterator
 from ..core.errors import BadInputError
 from ..readers.memory_snapshot import loads_restricted
 from .secrets import (
-    KIND_SPLIT,
     _PATTERN_HINTS,
     _PATTERN_IHINTS,
+    KIND_SPLIT,
     Identities,
     LocationNames,
     Policy,

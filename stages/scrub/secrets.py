@@ -37,8 +37,8 @@ from .hidden import (
     CONTEXT_RULES,
     EntropyRule,
     EntropySettings,
-    compile_allow,
     companion_spans,
+    compile_allow,
     encoded_runs,
     encoded_value_forms,
 )
@@ -1191,20 +1191,7 @@ class Scrubber:
             if _is_clean_value(value):
                 continue
             spans.append((a, b))
-        if not spans:
-            return s
-        spans.sort()
-        out: list[str] = []
-        last = 0
-        for a, b in spans:
-            if a < last:
-                continue
-            out.append(s[last:a])
-            out.append(REDACTED)
-            last = b
-            kinds.append(KIND_NAME)
-        out.append(s[last:])
-        return "".join(out)
+        return _replace_spans(s, spans, KIND_NAME, kinds)
 
     def _sub_gpu(self, s: str, kinds: list[str]) -> str:
         if not self.policy.hash_gpu_uuids:

@@ -1,5 +1,6 @@
 """summarize: phases, kernels, steps and memory of the chosen step as rows of the declared schema
 (nsys exports by NVIDIA's projection rule; torch traces and memory snapshots alike)."""
+from .kernel_category import CATEGORIES, categorize
 from .nsys import (
     SummarizeResult,
     render_phase_table,
@@ -10,7 +11,6 @@ from .nsys import (
     summary_metadata,
     write_summaries,
 )
-from .kernel_category import CATEGORIES, categorize
 from .torch_profile import summarize_memory_snapshot
 from .types import SummarizeOptions, SummaryRows, merge_rows
 

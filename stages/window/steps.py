@@ -39,7 +39,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core.errors import VerlprofError
-from ..core.phases import UNSTEADY_STAGES, canonical_stage, step_marker, verl_stage
+from ..core.phases import UNSTEADY_STAGES, step_marker, verl_stage
 from ..readers.nsys_sqlite import NsysExport, NvtxRanges
 from .types import DEFAULT_STEP, SourceIdentity, StepArg, StepSpan, WindowChoice
 
