@@ -308,15 +308,17 @@ def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts:
     each window trace file, are scrubbed with the bundle's one pseudonym map before they are
     written into `staging`; the final `check` over `staging` still guards publishing.
     """
-    inputs = _scrub_inputs(gathered.artifacts, exports, opts.work_dir)
-    options = _scrub_options(inputs, executor, progress, salt)
-    sources = [(item.artifact, _RawInput(Path(item.task.src))) for item in inputs]
-    extra: dict[str, Any] = {"_known": options.pseudonyms}
-    scrubbed: list[Any] = []
-    if sources:
-        extra.update(_summarize(sources, opts, executor, progress, staging, outcomes, options, scrubbed))
     from ..stages import scrub as scrub_stage
 
+    inputs = _scrub_inputs(gathered.artifacts, exports, opts.work_dir)
+    identify = _Identify(inputs, scrub_stage.load_policy(), salt)
+    sources = [(item.artifact, _RawInput(Path(item.task.src))) for item in inputs]
+    extra: dict[str, Any] = {}
+    scrubbed: list[Any] = []
+    if sources:
+        extra.update(_summarize(sources, opts, executor, progress, staging, outcomes, identify, scrubbed))
+    options = identify.options(executor, progress)
+    extra["_known"] = options.pseudonyms
     scrub_stage.write_report(staging / "scrub_report.json", scrubbed, options)
     return extra
 
@@ -363,17 +365,34 @@ def _scrub_inputs(artifacts: list[Artifact], exports: list[Any], work_dir: Path)
     return out
 
 
-def _scrub_options(inputs: list[_ScrubInput], executor: Executor, progress: Any, salt: str) -> Any:
-    """Pass 1: what each artifact reveals about hosts, users and secrets -> one pseudonym map."""
-    from ..stages.scrub import build_options, identities_task, load_policy
+class _Identify:
+    """Pass 1: what each input reveals about hosts, users and secrets -> one pseudonym map.
 
-    policy = load_policy()
-    if not inputs:
-        return build_options([], policy, salt=salt)
-    task = progress.add_task("identify", total=len(inputs), last="")
-    res = run_all(executor, identities_task, [i.task for i in inputs], policy,
-                  lambda r: progress.advance(task))
-    return build_options([r.value for r in res if r.error is None], policy, salt=salt)
+    Its tasks join the summaries' executor queue (they need no window); when no source was
+    summarized they run on their own when the map is first asked for."""
+
+    def __init__(self, inputs: list[_ScrubInput], policy: Any, salt: str) -> None:
+        self.inputs, self.policy, self.salt = inputs, policy, salt
+        self.results: list[Any] | None = None
+        self._options: Any = None
+
+    def jobs(self) -> list[tuple[Any, Any, Any]]:
+        from ..stages.scrub import identities_task
+
+        return [(identities_task, i.task, self.policy) for i in self.inputs]
+
+    def options(self, executor: Executor, progress: Any) -> Any:
+        from ..stages.scrub import build_options, identities_task
+
+        if self._options is None:
+            task = progress.add_task("identify", total=max(1, len(self.inputs)), last="")
+            if self.results is None:
+                self.results = run_all(executor, identities_task, [i.task for i in self.inputs], self.policy,
+                                       lambda r: progress.advance(task)) if self.inputs else []
+            progress.update(task, completed=max(1, len(self.inputs)))
+            self._options = build_options([r.value for r in self.results if r.error is None], self.policy,
+                                          salt=self.salt)
+        return self._options
 
 
 # ------------------------------------------------------------------------------------------------
@@ -382,7 +401,7 @@ def _scrub_options(inputs: list[_ScrubInput], executor: Executor, progress: Any,
 
 
 def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, executor: Executor, progress: Any,
-               staging: Path, outcomes: list[StageOutcome], scrub_options: Any,
+               staging: Path, outcomes: list[StageOutcome], identify: _Identify,
                scrub_results: list[Any]) -> dict[str, Any]:
     """Window + summarize the scrubbed copies; write summaries, window traces and the HTML page.
 
@@ -399,16 +418,23 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
     task = progress.add_task("summarize", total=None, last="")
     jobs: list[Any] = []
 
-    def trace_jobs(resolved: list[Any], choice: Any) -> list[tuple[Any, Any, Any]]:
-        # the window traces are cut while the summaries are made (one executor queue)
-        from ..stages.traces import make_window_traces
+    n_identify = len(identify.inputs)
+
+    def side_jobs(resolved: list[Any], choice: Any) -> list[tuple[Any, Any, Any]]:
+        # the identity pass and the raw window cuts run while the summaries are made (one executor
+        # queue): none of them needs another's result
+        from ..stages.traces import cut_window
 
         if opts.traces:
-            jobs.extend(_trace_jobs(resolved, choice, scrubbed, staging, scrub_options, opts.work_dir))
-        return [(make_window_traces, job, None) for job in jobs]
+            jobs.extend(_trace_jobs(resolved, choice, scrubbed, staging, opts.work_dir))
+        return identify.jobs() + [(cut_window, job, None) for job in jobs]
 
-    result, trace_results = stage_runs.summarize_with(items, sopts, executor, unreadable_raises=False,
-                                                      side_jobs=trace_jobs)
+    result, side_results = stage_runs.summarize_with(items, sopts, executor, unreadable_raises=False,
+                                                     side_jobs=side_jobs)
+    if side_results:
+        identify.results = side_results[:n_identify]
+    cuts = side_results[n_identify:]
+    scrub_options = identify.options(executor, progress)
     step = result.choice.step if result.choice is not None else None
     rows = result.rows
     memory = [(art, res) for art, res in scrubbed if art.kind == ArtifactKind.MEMORY_SNAPSHOT]
@@ -435,7 +461,7 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
     summarize_stage.write_summaries(rows, staging / "summaries", meta)
     extra: dict[str, Any] = {"window": window}
     if jobs:
-        traces = _trace_facts_of(jobs, trace_results, outcomes)
+        traces = _trace_facts_of(jobs, _publish_windows(jobs, cuts, scrub_options, executor, progress), outcomes)
         for t in traces:
             rep = t.pop("scrub", None)
             if rep is not None:
@@ -542,7 +568,7 @@ def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None,
 
 
 def _trace_jobs(sources: list[Any], choice: Any, scrubbed: list[tuple[Artifact, Any]], staging: Path,
-                scrub_options: Any, work_dir: Path) -> list[Any]:
+                work_dir: Path) -> list[Any]:
     """The chosen step of every source as small scrubbed SQLite + Chrome JSON under traces/: the
     window is cut from the raw input into the work dir and only the scrubbed window enters staging."""
     from ..stages.traces import TraceJob
@@ -558,8 +584,24 @@ def _trace_jobs(sources: list[Any], choice: Any, scrubbed: list[tuple[Artifact, 
         kind = "torch" if src.ident.source_kind == "torch" else "nsys"
         jobs.append(TraceJob(kind, dst_of[rel], rel, staging,
                              min(s.start_ns for s in spans), max(s.end_ns for s in spans),
-                             scrub=scrub_options, work_dir=work_dir))
+                             work_dir=work_dir))
     return jobs
+
+
+def _publish_windows(jobs: list[Any], cuts: list[Any], scrub_options: Any, executor: Executor,
+                     progress: Any) -> list[Any]:
+    """Scrub each cut raw window into staging (and convert nsys windows to Chrome JSON): small files,
+    one short task each. A failed cut stays that cut's error."""
+    from ..stages.traces import publish_window
+
+    task = progress.add_task("traces", total=len(jobs), last="")
+    ok = [i for i, c in enumerate(cuts) if c.error is None]
+    done = run_all(executor, publish_window, [(jobs[i], cuts[i].value) for i in ok], scrub_options,
+                   lambda r: progress.advance(task))
+    out = list(cuts)
+    for i, r in zip(ok, done):
+        out[i] = r
+    return out
 
 
 def _trace_facts_of(jobs: list[Any], results: list[Any], outcomes: list[StageOutcome]) -> list[dict[str, Any]]:

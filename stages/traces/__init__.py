@@ -1,6 +1,6 @@
 """traces: cut the chosen step out of each source as a small SQLite and a Chrome/Perfetto JSON."""
-from .jobs import TraceJob, make_window_traces
+from .jobs import TraceJob, cut_window, make_window_traces, publish_window
 
 __all__ = [
-    "TraceJob", "make_window_traces",
+    "TraceJob", "cut_window", "make_window_traces", "publish_window",
 ]

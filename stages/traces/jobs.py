@@ -118,16 +118,18 @@ def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> 
 
 
 def _raw_window_traces(job: TraceJob, opts: dict[str, Any], out: dict[str, Any], chrome_rel: str) -> dict[str, Any]:
-    """Cut the window of a RAW input into the work dir, scrub only that window into the bundle, and
-    (nsys) convert the scrubbed window to Chrome JSON. `out["scrub"]` is the scrub result's report.
+    """Cut the window of a RAW input into the work dir, then publish it (see `publish_window`)."""
+    return publish_window((job, cut_window(job)), job.scrub, flows=bool(opts.get("flows", True)))
 
-    Why this order: the window is a small fraction of a report, so scrubbing it instead of the whole
-    export is what makes collect cost about one read of its input; nothing unscrubbed reaches
-    `out_dir` (the raw window lives in the work dir and is removed once scrubbed).
+
+def cut_window(job: TraceJob, options: Any = None) -> dict[str, Any]:
+    """Cut the step window of a RAW input into `job.work_dir/windows/` (unscrubbed; it never leaves
+    the work dir). Returns JSON-safe facts: the raw window's path and the cut's counts.
+
+    Why apart from `publish_window`: the cut is one pass of SQLite over the whole input and needs no
+    scrub options, so collect runs it on the same executor queue as the summaries and the identity
+    pass; publishing (scrub + convert) is a small second step once the pseudonym map is known.
     """
-    from ..core.errors import BadInputError
-    from ..scrub import ScrubTask, scrub_task
-
     if job.work_dir is None:
         raise ValueError("a raw-input trace job needs a work_dir")
     key = hashlib.sha256(f"{job.src}|{job.start_ns_abs}|{job.end_ns_abs}".encode()).hexdigest()[:12]
@@ -136,30 +138,49 @@ def _raw_window_traces(job: TraceJob, opts: dict[str, Any], out: dict[str, Any],
     stem = f"{trace_stem(job.source_rel)}-{key}"
     if job.kind == "nsys":
         raw = scratch / f"{stem}.sqlite"
-        sqlite_rel = trace_sqlite_name(job.source_rel)
-        w = window_nsys_sqlite(job.src, raw, job.start_ns_abs, job.end_ns_abs)
-        task = ScrubTask(str(raw), str(job.out_dir / sqlite_rel), "nsys_sqlite", job.source_rel)
+        counts = dataclasses.asdict(window_nsys_sqlite(job.src, raw, job.start_ns_abs, job.end_ns_abs))
     elif job.kind == "torch":
         raw = scratch / f"{stem}.trace.json.gz"
-        t = window_chrome_trace_utc(job.src, raw, job.start_ns_abs, job.end_ns_abs)
-        task = ScrubTask(str(raw), str(job.out_dir / chrome_rel), "torch_trace", job.source_rel)
+        counts = dataclasses.asdict(window_chrome_trace_utc(job.src, raw, job.start_ns_abs, job.end_ns_abs))
     else:
         raise ValueError(f"unknown trace kind {job.kind!r}")
+    return {"raw": str(raw), "counts": counts}
+
+
+def publish_window(item: tuple[TraceJob, dict[str, Any]], scrub: Any, flows: bool = True) -> dict[str, Any]:
+    """Scrub a cut raw window into the bundle (`job.out_dir`) and, for nsys, convert the scrubbed
+    window to Chrome JSON; the raw window is removed. `out["scrub"]` is the scrub result's report.
+
+    Nothing unscrubbed reaches `out_dir`: the only file written there from the raw window is the
+    scrubber's output, and the Chrome JSON is made from that.
+    """
+    from ..core.errors import BadInputError
+    from ..scrub import ScrubTask, scrub_task
+
+    job, cut = item
+    raw = Path(cut["raw"])
+    out: dict[str, Any] = {"source": job.source_rel, "kind": job.kind, "outputs": {}, "counts": {}}
+    chrome_rel = trace_file_name(job.source_rel)
+    sqlite_rel = trace_sqlite_name(job.source_rel)
+    if job.kind == "nsys":
+        task = ScrubTask(str(raw), str(job.out_dir / sqlite_rel), "nsys_sqlite", job.source_rel)
+    else:
+        task = ScrubTask(str(raw), str(job.out_dir / chrome_rel), "torch_trace", job.source_rel)
     try:
-        res = scrub_task(task, job.scrub)
+        res = scrub_task(task, scrub)
     finally:
         raw.unlink(missing_ok=True)
     if res.status != "done":
         raise BadInputError(None, f"{job.source_rel}: its window could not be scrubbed ({res.detail})")
     out["scrub"] = res.to_report()
     if job.kind == "nsys":
-        c = nsys_sqlite_to_chrome(job.out_dir / sqlite_rel, job.out_dir / chrome_rel,
-                                  flows=bool(opts.get("flows", True)))
+        c = nsys_sqlite_to_chrome(job.out_dir / sqlite_rel, job.out_dir / chrome_rel, flows=flows)
         out["outputs"] = {"sqlite": sqlite_rel, "chrome": chrome_rel}
-        out["counts"] = {"sqlite": dataclasses.asdict(w), "chrome": dataclasses.asdict(c)}
+        out["counts"] = {"sqlite": cut["counts"], "chrome": dataclasses.asdict(c)}
         out["events"] = dict(c.events)
     else:
+        t = cut["counts"]
         out["outputs"] = {"chrome": chrome_rel}
-        out["counts"] = {"chrome": dataclasses.asdict(t)}
-        out["events"] = dict(t.kept, metadata=t.metadata)
+        out["counts"] = {"chrome": t}
+        out["events"] = dict(t.get("kept", {}), metadata=t.get("metadata"))
     return out
