@@ -140,13 +140,14 @@ def summarize_with(items: Sequence[tuple[str | Path, SourceIdentity]],
     jobs = [summarize_stage.summarize_job(p, ident, src, choice.step) for (p, ident), src in zip(kept, resolved)]
     jobs = [j for j in jobs if j.spans]
     side = side_jobs(resolved, choice) if side_jobs is not None else []
-    # Side jobs first: a window cut is one pass of SQLite in C, summaries are the longer tasks.
-    queue = [(fn, item, opt) for fn, item, opt in side] + \
-            [(summarize_stage.summarize_any_item, job, options) for job in jobs]
+    # Longest first: the summaries (a projection of every range) outlast a window cut or an
+    # identity pass, so they start first and the side jobs fill the other workers meanwhile.
+    queue = [(summarize_stage.summarize_any_item, job, options) for job in jobs] + \
+            [(fn, item, opt) for fn, item, opt in side]
     done = run_all(ex, _call_job, queue, None)
-    side_results = done[:len(side)]
+    side_results = done[len(jobs):]
     parts = []
-    for job, res in zip(jobs, done[len(side):]):
+    for job, res in zip(jobs, done[:len(jobs)]):
         if res.error:
             errors.append((job.ident.source, res.error))
         else:
