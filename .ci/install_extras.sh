@@ -9,6 +9,8 @@ python -m pip install -q --no-deps verl==0.9.1 tensordict==0.10.0 pyvers==0.1.0 
   httpx==0.29.0 httpcore==1.0.9 h11==0.16.0 codetiming==1.4.0 antlr4-python3-runtime==4.13.2
 python -m pip install -q cloudpickle regex importlib_metadata
 python -m pip install -q --no-deps HolisticTraceAnalysis==0.5.0
+# HTA imports psutil at load time; --no-deps above does not bring it, and nothing else here requires it.
+python -m pip install -q psutil
 python -c "import verl.utils.profiler" && echo "verl profiler imports"
 # hydra-core for `verlprof doctor` (issue 12: compose verl's own config and report Hydra's errors).
 # verl requires hydra-core, and hydra-core 1.3.8's override parser is generated for antlr 4.9
