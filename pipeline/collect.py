@@ -310,7 +310,7 @@ def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts:
     """
     from ..stages import scrub as scrub_stage
 
-    inputs = _scrub_inputs(gathered.artifacts, exports, opts.work_dir)
+    inputs = _scrub_inputs(gathered.artifacts, exports)
     identify = _Identify(inputs, scrub_stage.load_policy(), salt)
     sources = [(item.artifact, _RawInput(Path(item.task.src))) for item in inputs]
     extra: dict[str, Any] = {}
@@ -333,20 +333,16 @@ class _RawInput:
 
 @dataclass(frozen=True)
 class _ScrubInput:
+    """A raw input collect reads in place, with the task its identity pass takes."""
+
     artifact: Artifact
-    task: Any                    # stages.scrub.ScrubTask
+    task: Any                    # stages.scrub.ScrubTask (src and kind; nothing is written to dst)
 
 
-_SCRUB_SUFFIX = {ArtifactKind.NSYS_SQLITE: ".sqlite", ArtifactKind.TORCH_TRACE: ".json.gz",
-                 ArtifactKind.MEMORY_SNAPSHOT: ".pickle"}
-
-
-def _scrub_inputs(artifacts: list[Artifact], exports: list[Any], work_dir: Path) -> list[_ScrubInput]:
-    """What the scrub stage reads: each usable export, torch trace and memory snapshot.
-
-    Scrubbed copies go to the WORK dir (`scrubbed/<content hash>`); only windows of them and
-    summaries made from them enter the bundle.
-    """
+def _scrub_inputs(artifacts: list[Artifact], exports: list[Any]) -> list[_ScrubInput]:
+    """What collect reads: each usable raw export (in the WORK dir), torch trace and memory snapshot
+    (where they lie). Nothing is copied: summaries and windows are made from them and only those are
+    scrubbed (see `_after_export`)."""
     from ..stages.scrub import ScrubTask
 
     by_rel = {a.rel: a for a in artifacts}
@@ -355,13 +351,10 @@ def _scrub_inputs(artifacts: list[Artifact], exports: list[Any], work_dir: Path)
         if r.sqlite is None or r.status in ("failed", "skipped"):
             continue
         art = by_rel[r.artifact]
-        key = (getattr(r, "sha256", "") or art.sha256 or art.rel)[:32]
-        dst = work_dir / "scrubbed" / f"{key}.sqlite"
-        out.append(_ScrubInput(art, ScrubTask(src=Path(r.sqlite), dst=dst, kind="nsys_sqlite", rel=art.rel)))
+        out.append(_ScrubInput(art, ScrubTask(src=str(r.sqlite), dst="", kind="nsys_sqlite", rel=art.rel)))
     for art in artifacts:
         if art.kind in (ArtifactKind.TORCH_TRACE, ArtifactKind.MEMORY_SNAPSHOT) and art.size > 0:
-            dst = work_dir / "scrubbed" / f"{(art.sha256 or art.rel)[:32]}{_SCRUB_SUFFIX[art.kind]}"
-            out.append(_ScrubInput(art, ScrubTask(src=art.path, dst=dst, kind=art.kind.value, rel=art.rel)))
+            out.append(_ScrubInput(art, ScrubTask(src=str(art.path), dst="", kind=art.kind.value, rel=art.rel)))
     return out
 
 
@@ -448,13 +441,12 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
         tools={"nsys": [o.info.get("nsys_version", "") for o in outcomes if o.stage == "export"],
                **_trace_versions(scrubbed)},
         choice=result.choice)
-    from ..stages.scrub import Scrubber, scrub_summary_rows, scrub_values
+    from ..stages.scrub import publish_scrubber, scrub_summary_rows, scrub_values, values_report
 
     task = progress.add_task("scrub", total=1, last="summaries")
     nsys_raw = [res.dst for art, res in sources if art.kind != ArtifactKind.TORCH_TRACE]
-    rows, rows_scrub = scrub_summary_rows(rows, scrub_options, raw_exports=nsys_raw)
-    scrub_results.append(rows_scrub)
-    sc = Scrubber(scrub_options.policy, scrub_options.pseudonyms)
+    sc = publish_scrubber(scrub_options, nsys_raw)   # one rule set and one report for all published values
+    rows, _ = scrub_summary_rows(rows, scrub_options, scrubber=sc)
     meta = scrub_values(meta, sc, "summaries.metadata")
     window = scrub_values(result.choice.to_manifest(), sc, "manifest.window")
     progress.update(task, completed=1)
@@ -467,6 +459,7 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
             if rep is not None:
                 scrub_results.append(_scrub_result(rep))
         extra["traces"] = scrub_values(traces, sc, "manifest.traces")
+    scrub_results.insert(0, values_report(sc))
     extra["_rows"] = rows
     return extra
 

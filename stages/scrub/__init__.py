@@ -17,10 +17,10 @@ from .tasks import (
     scrub_task,
     write_report,
 )
-from .values import scrub_summary_rows, scrub_values
+from .values import publish_scrubber, scrub_summary_rows, scrub_values, values_report
 
 __all__ = [
-    "scrub_summary_rows", "scrub_values",
+    "publish_scrubber", "scrub_summary_rows", "scrub_values", "values_report",
     "Checker", "check_paths", "format_findings", "Policy", "Pseudonyms", "Scrubber", "load_policy",
     "local_identities", "read_values_file", "SCRUBBABLE", "ScrubOptions", "ScrubResult", "ScrubRun",
     "ScrubTask", "build_options", "bundle_salt", "finish_scrub", "identities_task", "output_name",

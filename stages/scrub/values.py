@@ -49,20 +49,34 @@ def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
     return walk(obj, location)
 
 
-def scrub_summary_rows(rows: dict[str, Any], options: ScrubOptions,
-                       raw_exports: Iterable[str | Path] = ()) -> tuple[dict[str, Any], ScrubResult]:
-    """Summary rows (schema name -> rows) with every string scrubbed, and what was replaced, as a
-    ScrubResult for scrub_report.json (counts per location, never values).
+def publish_scrubber(options: ScrubOptions, raw_exports: Iterable[str | Path] = ()) -> Scrubber:
+    """The one Scrubber for everything collect publishes from raw inputs (rows, metadata, facts).
 
     `raw_exports`: the nsys exports the rows were read from. Rows have lost which NVTX range
     followed which, so the halves of a secret split across adjacent ranges are found on the
-    exports first (`split_nvtx_texts`) and redacted as whole strings (issue 16)."""
+    exports first (`split_nvtx_texts`) and redacted wherever they appear later (issue 16)."""
     sc = Scrubber(options.policy, options.pseudonyms)
     if options.policy.join_adjacent_nvtx:
         for raw in raw_exports:
             sc.force_redact(split_nvtx_texts(Path(raw), sc))
-    clean = {name: scrub_values(part, sc, f"summaries.{name}") for name, part in rows.items()}
+    return sc
+
+
+def values_report(sc: Scrubber, rel: str = "summaries") -> ScrubResult:
+    """What `sc` replaced so far, as a ScrubResult for scrub_report.json (counts, never values)."""
     counts = sc.report_counts()
     total = sum(n for k in counts.values() for n in k.values())
-    return clean, ScrubResult(rel="summaries", kind="summary_rows", dst="", status="done",
-                              detail=f"{total} replacements", counts=counts)
+    return ScrubResult(rel=rel, kind="summary_rows", dst="", status="done",
+                       detail=f"{total} replacements", counts=counts)
+
+
+def scrub_summary_rows(rows: dict[str, Any], options: ScrubOptions,
+                       raw_exports: Iterable[str | Path] = (),
+                       scrubber: Scrubber | None = None) -> tuple[dict[str, Any], ScrubResult]:
+    """Summary rows (schema name -> rows) with every string scrubbed, and what was replaced.
+
+    Pass `scrubber` (from `publish_scrubber`) to scrub more values with the same rules and one
+    report; otherwise one is made from `options` and `raw_exports`."""
+    sc = scrubber or publish_scrubber(options, raw_exports)
+    clean = {name: scrub_values(part, sc, f"summaries.{name}") for name, part in rows.items()}
+    return clean, values_report(sc)

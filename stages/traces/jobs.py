@@ -83,9 +83,7 @@ class TraceJob:
     out_dir: Path
     start_ns_abs: int
     end_ns_abs: int
-    # When set, `src` is a RAW input: the window is cut into `work_dir` first and only the scrubbed
-    # window is written under `out_dir` (stages.scrub.ScrubOptions of the bundle).
-    scrub: Any = None
+    # For a RAW input (collect): `cut_window` cuts into `work_dir`, `publish_window` scrubs into `out_dir`.
     work_dir: Path | None = None
 
 
@@ -97,8 +95,6 @@ def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> 
     opts = options or {}
     out: dict[str, Any] = {"source": job.source_rel, "kind": job.kind, "outputs": {}, "counts": {}}
     chrome_rel = trace_file_name(job.source_rel)
-    if job.scrub is not None:
-        return _raw_window_traces(job, opts, out, chrome_rel)
     if job.kind == "nsys":
         sqlite_rel = trace_sqlite_name(job.source_rel)
         w = window_nsys_sqlite(job.src, job.out_dir / sqlite_rel, job.start_ns_abs, job.end_ns_abs)
@@ -115,11 +111,6 @@ def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> 
     else:
         raise ValueError(f"unknown trace kind {job.kind!r}")
     return out
-
-
-def _raw_window_traces(job: TraceJob, opts: dict[str, Any], out: dict[str, Any], chrome_rel: str) -> dict[str, Any]:
-    """Cut the window of a RAW input into the work dir, then publish it (see `publish_window`)."""
-    return publish_window((job, cut_window(job)), job.scrub, flows=bool(opts.get("flows", True)))
 
 
 def cut_window(job: TraceJob, options: Any = None) -> dict[str, Any]:
