@@ -294,8 +294,23 @@ def steps_rows(sources: Sequence[SourceSteps], choice: WindowChoice) -> list[dic
             if s.pid is not None:
                 keys["pid"] = s.pid
             rows.append({**keys, "start_ns": s.start_ns, "wall_ns": s.wall_ns, "boundary": s.boundary,
-                         "chosen": chosen, "reason": reason})
+                         "chosen": chosen, "reason": reason, "label": step_label(s, src.ident)})
     return rows
+
+
+def step_label(s: StepSpan, ident: SourceIdentity) -> str:
+    """The step's marker as the source names it (steps.parquet `label`)."""
+    if s.label:
+        return s.label
+    if s.boundary == "capture_range":
+        return f"capture range .{ident.capture_range if ident.capture_range is not None else s.step}"
+    if s.boundary == "file_name":
+        return f"step{s.step} in the file name"
+    if s.boundary == "snapshot_dir":
+        return f"step{s.step} of the snapshot folder"
+    if s.boundary == "whole_file":
+        return "whole capture"
+    return f"{s.boundary.replace('_', ' ')} {s.step}"
 
 
 @dataclass
