@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend
 from verlprof.pipeline.stage_runs import export_all
 from verlprof.stages.core.errors import BadInputError
@@ -19,7 +20,7 @@ from verlprof.stages.export.nsys_export import ExportOptions, ExportResult, clea
 from verlprof.stages.readers.nsys_tool import find_nsys
 from verlprof.stages.readers.sqlite_export import validate_export
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 CONTINUOUS = sorted((FIXTURES / "h200-nsys-2025.3" / "ray-continuous").glob("*.sqlite"))
 
