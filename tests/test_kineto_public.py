@@ -113,3 +113,45 @@ def test_a_trace_without_base_time_still_summarises() -> None:
     lo, _ = _chosen_span(doc, "ProfilerStep#551")      # ts are epoch microseconds in this trace
     assert rows["steps"][0]["start_ns"] == round(lo * 1000) > 10 ** 18
     assert [s["label"] for s in rows["steps"]] == ["ProfilerStep#551", "ProfilerStep#552"]
+
+
+def test_window_holds_the_gpu_work_it_summarises(tmp_path: Path) -> None:
+    """The published window of the chosen step holds every GPU op launched inside the step, also
+    those that ran after the step's CPU range ended (here the real trace with the step's kernels
+    delayed by one step's wall time, as in a serving trace whose GPU queue lags), plus the whole
+    header (dict values, keys written after the events)."""
+    import gzip
+
+    from verlprof.stages.traces.torch_window import window_chrome_trace_utc
+
+    doc = _doc(DDP)
+    lo, hi = _chosen_span(doc, "ProfilerStep#5")
+    launched = {e["args"]["correlation"] for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime"
+                and lo <= e["ts"] <= hi and "correlation" in e.get("args", {})}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and e["args"].get("correlation") in launched:
+            e["ts"] += hi - lo
+    src = tmp_path / "delayed_rank0.json"
+    src.write_text(json.dumps(doc))   # key order kept: baseTimeNanoseconds still after the events
+    rows = summarize_torch_trace(src, identity_from_path(src), SummarizeOptions())
+    (step,) = [s for s in rows["steps"] if s["chosen"]]
+    out = tmp_path / "w.json.gz"
+    window_chrome_trace_utc(src, out, step["start_ns"], step["start_ns"] + step["wall_ns"])
+    win = json.loads(gzip.open(out).read())
+    want = {(e["name"], e["ts"]) for e in doc["traceEvents"] if e.get("cat") == "kernel"
+            and e["args"].get("correlation") in launched}
+    got = {(e["name"], e["ts"]) for e in win["traceEvents"] if e.get("cat") == "kernel"}
+    assert all(ts > hi for _, ts in want) and want <= got
+    summarised = sum(r["kernel_count"] for r in rows["phases"] if r["depth"] == 0)
+    assert summarised == len(want) > 800
+    assert win["distributedInfo"] == doc["distributedInfo"]
+    assert win["baseTimeNanoseconds"] == doc["baseTimeNanoseconds"] and "traceName" not in win
+
+
+def test_window_header_keeps_dict_values() -> None:
+    from verlprof.stages.traces.torch_window import trace_header
+
+    doc = _doc(SAMPLED)
+    head = trace_header(data_path(SAMPLED))
+    assert head["distributedInfo"] == doc["distributedInfo"] and head["distributedInfo"]["world_size"] == 128
+    assert list(head) == list(doc)[:list(doc).index("traceEvents")]
