@@ -106,8 +106,7 @@ def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions
         src = None
         if spans is None:
             src = source_steps_from_ranges(ident, str(path), offset, r, (), options.step_range)
-            if len(r) == 0:
-                src = gpu_only_spans(db, src, offset)
+            src = gpu_only_spans(db, src, offset)
             resolved, choice = run_window([src], options.step)
             src = resolved[0]
             spans = window_spans(src, choice.step)
