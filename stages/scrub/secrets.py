@@ -532,7 +532,8 @@ _HOME_RE = re.compile(r"(?:/home|/Users|/export/home|\\\\Users|\\Users)[/\\]{1,2
 _GPU_UUID = re.compile(r"(?i)(?<![0-9a-z])(?P<p>GPU|MIG)-(?P<u>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f])")
 _BARE_UUID = re.compile(r"(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _PSEUDO_USER = re.compile(r"^user-(?:\d+|[0-9a-f]{8})$")
-_PSEUDO_HOST = re.compile(r"^host-(?:\d+|[0-9a-f]{8})$")
+# host-N / host-<hash> (scrub's pseudonyms) and the 12-hex salted hash of manifest `host` fields
+_PSEUDO_HOST = re.compile(r"^(?:host-(?:\d+|[0-9a-f]{8})|[0-9a-f]{12})$")
 
 
 _BULK_SECRET_NAME = re.compile(
@@ -1013,17 +1014,27 @@ class Scrubber:
         return tuple(k for k in self._apply(text, use_entropy=False)[1] if k != KIND_PATH) if text else ()
 
     def joined_halves(self, a: str, b: str) -> tuple[bool, bool]:
-        """Which of two adjacent texts (NVTX ranges of one thread) hold part of a secret that only
-        their concatenation shows. Shape rules only (values, patterns, names, context, decoders):
-        the entropy rule would glue a phase name (`step`) to whatever random text follows it."""
+        """Which of two adjacent RAW texts (NVTX ranges of one thread) hold part of a secret that
+        only their concatenation shows, whatever text surrounds each half (`tok_part1 ghp_...`).
+
+        The first half is involved when the joined text, scrubbed, no longer starts with the first
+        half scrubbed alone; the second when the first half's own scrub followed by the second
+        half, scrubbed, no longer ends with the second half scrubbed alone. So a half whose finding
+        is its own (`update_actor api_key=...` before `next`) keeps its finer redaction and its
+        neighbour stays. Shape rules only (values, patterns, names, context, decoders): the entropy
+        rule would glue a phase name (`step`) to whatever random text follows it."""
         if not a or not b:
             return (False, False)
         key = (a, b)
         hit = self._join_cache.get(key)
         if hit is None:
+            sa = self._apply(a, use_entropy=False)[0]
+            sb = self._apply(b, use_entropy=False)[0]
             out, kinds = self._apply(a + b, use_entropy=False)
             if any(k != KIND_PATH for k in kinds):
-                hit = (not out.startswith(a), not out.endswith(b))
+                first = not out.startswith(sa)
+                second = not self._apply(sa + b, use_entropy=False)[0].endswith(sb)
+                hit = (first, second)
             else:
                 hit = (False, False)
             if len(self._join_cache) >= self.CACHE_MAX:
@@ -1041,6 +1052,10 @@ class Scrubber:
             if len(self._key_classes) < 50_000:
                 self._key_classes[key] = c
         return c
+
+    def is_hash_key(self, key: Any) -> bool:
+        """A key whose value is random by design (policy `[entropy] allow_keys`)."""
+        return isinstance(key, str) and key.lower() in self._entropy_keys
 
     def scrub_keyed(self, key: str, value: str, location: str) -> str:
         """A value whose key/variable name is known: secret-named keys lose their whole value,
@@ -1128,7 +1143,8 @@ class Scrubber:
         # 3. secret-named assignments
         if self._name_hint is not None and self._name_hint.search(s):
             s = self._sub_assignments(s, kinds)
-        s = _replace_spans(s, list(argv_secret_spans(s, self.is_secret_name)), KIND_NAME, kinds)
+        s = _replace_spans(s, [(a, b) for a, b in argv_secret_spans(s, self.is_secret_name)
+                               if not _is_clean_value(s[a:b])], KIND_NAME, kinds)
         # 3b. e-mail addresses, host names and addresses (pseudonymised; kept hosts left alone)
         if "." in s or ":" in s:
             s = self._sub_network(s, kinds)
