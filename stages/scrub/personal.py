@@ -49,6 +49,8 @@ KEEP_HOSTS: tuple[str, ...] = (
     "ngc.nvidia.com", "nvcr.io", "docker.io", "registry-1.docker.io", "ghcr.io", "anaconda.org",
     "conda.anaconda.org", "repo.anaconda.com", "api.openai.com", "api.anthropic.com", "example.com",
     "example.org", "example.net", "s3.amazonaws.com", "amazonaws.com", "sts.amazonaws.com",
+    "ui.perfetto.dev", "perfetto.dev", "www.w3.org", "w3.org", "docs.nvidia.com", "docs.pytorch.org",
+    "verl.readthedocs.io", "readthedocs.io", "cdn.jsdelivr.net", "unpkg.com", "www.google.com",
 )
 
 
