@@ -187,14 +187,22 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
                 f'{esc(_short_label(pk[1], pk[2], pk[3]))}</a>')
 
     totals = compare.stage_totals(phases_rows)
-    return "<h2>Stages (slowest process, mean over steps)</h2>" + table(
-        [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU busy ms", ""),
-         ("kernel ms", ""), ("comm ms", ""), ("idle ms", ""), ("processes", ""), ("trace (slowest)", "l")],
+    return ("<h2>Stages (per role: the slowest process's step, split so the rows add up; mean over steps)</h2>"
+            "<p class=note>A stage's wall is the union of its ranges on the process (nested ranges "
+            "counted once); <b>other</b> is the step minus the stages. <b>GPU ms</b> is the inherited "
+            "figure: GPU work launched from the stage's ranges, their worker threads included; "
+            "<b>same-thread</b> is NVIDIA's rule (only work launched on the range's own thread).</p>"
+            + table(
+        [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU ms", ""), ("GPU %", ""),
+         ("same-thread ms", ""), ("kernel ms", ""), ("comm ms", ""), ("mem peak", ""), ("processes", ""),
+         ("trace (slowest)", "l")],
         [[(esc(r["stage"]), "l"), (esc(r["role"]), "l"), (esc(r["source_kind"]), "l"),
-          (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_ns"]), ""), (fmt_ms(r["kernel_ns"]), ""),
-          (fmt_ms(r["comm_ns"]), ""), (fmt_ms(r["idle_ns"]), ""), (esc(r["processes"]), ""),
-          (trace_cell(r), "l")]
-         for r in totals.to_dict("records")])
+          (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_inherited_ns"]), ""),
+          (f"{100 * r['gpu_busy_inherited_ns'] / r['wall_ns']:.0f}%" if r["wall_ns"] else "", ""),
+          (fmt_ms(r["gpu_busy_ns"]), ""), (fmt_ms(r["kernel_ns"]), ""),
+          (fmt_ms(r["comm_ns"]), ""), (fmt_bytes(None if isnull(r["mem_peak_bytes"]) else int(r["mem_peak_bytes"])), ""),
+          (esc(r["processes"]), ""), (trace_cell(r), "l")]
+         for r in totals.to_dict("records")]))
 
 
 def _trace_table(traces: Mapping[str, TraceFiles], sources: Mapping[ProcKey, list[str]]) -> str:
