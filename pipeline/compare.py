@@ -232,7 +232,9 @@ def stage_totals(phases: Any) -> pd.DataFrame:
     stage's values over steps 2..N when two or more of them were profiled, else null (the noise
     `compare_stages` measures changes against).
     """
-    per = process_stage_totals(phases)
+    df = to_frame(phases)
+    memory = df[df["source_kind"] == "memory"] if "source_kind" in df.columns else df.iloc[:0]
+    per = process_stage_totals(df.drop(memory.index) if len(memory) else df)
     cols = ["stage", "role", "source_kind", *METRICS, PEAK, "processes", "steps", "spread_ns"]
     if per.empty:
         return pd.DataFrame(columns=cols)
@@ -258,9 +260,36 @@ def stage_totals(phases: Any) -> pd.DataFrame:
 
     out["spread_ns"] = [spread(grp) for _, grp in g]
     out = _unfill(out, ["role", "source_kind"])
+    if len(memory):
+        out = _with_snapshot_peaks(out, memory)
     order = {s: i for i, s in enumerate(STAGES)}
     out["_o"] = out["stage"].map(lambda s: order.get(s, len(order)))
     return out.sort_values(["_o", "role"], na_position="first", key=None).drop(columns="_o").reset_index(drop=True)[cols]
+
+
+def _with_snapshot_peaks(out: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
+    """Memory-snapshot rows lend only their peaks (their ranges are allocator phases, not wall
+    time): per stage, the snapshot's peak where the role's own figure is missing or lower; a
+    snapshot without a role applies to every role. `step` gets the snapshot's overall peak."""
+    peaks = pd.to_numeric(memory.get(PEAK), errors="coerce")
+    if peaks is None or peaks.isna().all():
+        return out
+    roles = memory["role"] if "role" in memory.columns else pd.Series([None] * len(memory), index=memory.index)
+    best: dict[tuple[str, Any], float] = {}
+    for st, role, pk in zip(memory["stage"], roles, peaks):
+        if pd.isna(pk):
+            continue
+        role = role if isinstance(role, str) else None
+        for key in ((st, role), ("step", role)):
+            best[key] = max(best.get(key, 0), float(pk))
+    out = out.copy()
+    vals = []
+    for st, role, cur in zip(out["stage"], out["role"], out[PEAK]):
+        role = role if isinstance(role, str) else None
+        cand = max(best.get((st, role), 0), best.get((st, None), 0))
+        vals.append(max(cand, 0 if pd.isna(cur) else cur) or None)
+    out[PEAK] = vals
+    return out
 
 
 def kernel_totals(kernels: Any) -> pd.DataFrame:
@@ -294,38 +323,74 @@ def _rel(delta: float | None, base: float | None) -> float | None:
     return float(delta) / float(base)
 
 
-def compare_stages(totals: Mapping[str, pd.DataFrame], baseline: str) -> pd.DataFrame:
+#: Default noise threshold of a change when a run profiled one steady step only: both must be
+#: exceeded (`summarize --noise-rel/--noise-ms`).
+NOISE_REL = 0.05
+NOISE_ABS_NS = 100_000
+#: The figures compared per (stage, role): the METRICS (ns) and the peak memory (bytes).
+COMPARED: tuple[str, ...] = (*METRICS, PEAK)
+
+
+def _noise(base_row: Any, row: Any) -> float | None:
+    """The step-to-step noise of a stage: the larger half-range of steps 2..N of the two runs."""
+    vals = [r.get("spread_ns") for r in (base_row, row) if r is not None]
+    vals = [float(v) for v in vals if v is not None and not pd.isna(v)]
+    return max(vals) if vals else None
+
+
+def compare_stages(totals: Mapping[str, pd.DataFrame], baseline: str, *, noise_rel: float = NOISE_REL,
+                   noise_abs_ns: int = NOISE_ABS_NS) -> pd.DataFrame:
     """Long table: per (stage, role, metric, run) the value, the baseline value and the deltas.
 
     `totals` maps run id -> `stage_totals(...)` in run order. A (stage, role) missing from a run
-    has a null value there; one missing from the baseline has null deltas.
+    has a null value there; one missing from the baseline has null deltas. `flagged`: the change
+    is above the noise: where both runs profiled several steady steps (2..N), |delta| must exceed
+    their step-to-step spread (`noise_ns`, wall time; the other metrics scale it by their share of
+    the wall); else |delta| must exceed both `noise_rel` of the baseline and `noise_abs_ns`
+    (memory: `noise_rel` only).
     """
     if baseline not in totals:
         raise KeyError(baseline)
     keys: list[tuple[str, Any]] = []
     for t in totals.values():
         for st, role in zip(t["stage"], t["role"]):
-            if (st, role) not in keys:
-                keys.append((st, role))
+            keys.append((st, role if isinstance(role, str) else None))
+    keys = list(dict.fromkeys(keys))
     order = {s: i for i, s in enumerate(STAGES)}
     keys.sort(key=lambda k: (order.get(k[0], len(order)), k[1] or ""))
-    index = {run: {(st, role): row for st, role, row in zip(t["stage"], t["role"], t.to_dict("records"))}
+    index = {run: {(st, role if isinstance(role, str) else None): row
+                   for st, role, row in zip(t["stage"], t["role"], t.to_dict("records"))}
              for run, t in totals.items()}
     rows: list[dict[str, Any]] = []
     for st, role in keys:
         base_row = index[baseline].get((st, role))
-        for metric in METRICS:
-            base = base_row[metric] if base_row is not None else None
+        for metric in COMPARED:
+            base = base_row.get(metric) if base_row is not None else None
+            base = None if base is None or pd.isna(base) else int(base)
             for run in totals:
                 row = index[run].get((st, role))
-                val = row[metric] if row is not None else None
-                delta = None if val is None or base is None else int(val) - int(base)
+                val = row.get(metric) if row is not None else None
+                val = None if val is None or pd.isna(val) else int(val)
+                delta = None if val is None or base is None else val - base
+                noise = _noise(base_row, row) if run != baseline else None
+                if noise is not None and metric != "wall_ns" and metric != PEAK:
+                    wall = base_row.get("wall_ns") if base_row is not None else None
+                    noise = noise * (base or 0) / wall if wall else None
+                if metric == PEAK:
+                    noise = None
+                if delta is None or run == baseline:
+                    flagged = False
+                elif noise is not None:
+                    flagged = abs(delta) > noise
+                else:
+                    flagged = abs(delta) > noise_rel * abs(base or 0) and (metric == PEAK or abs(delta) > noise_abs_ns)
                 rows.append({
                     "stage": st, "role": role, "metric": metric, "run": run,
                     "source_kind": row["source_kind"] if row is not None else None,
-                    "value_ns": None if val is None else int(val),
-                    "baseline": baseline, "baseline_ns": None if base is None else int(base),
+                    "value_ns": val, "baseline": baseline, "baseline_ns": base,
                     "delta_ns": delta, "delta_rel": _rel(delta, base),
+                    "unit": "B" if metric == PEAK else "ns",
+                    "noise_ns": None if noise is None else int(noise), "flagged": flagged,
                 })
     return pd.DataFrame(rows, columns=list(COMPARE_SCHEMA.names))
 
@@ -365,6 +430,7 @@ COMPARE_SCHEMA = pa.schema([
     ("stage", pa.string()), ("role", pa.string()), ("metric", pa.string()), ("run", pa.string()),
     ("source_kind", pa.string()), ("value_ns", pa.int64()), ("baseline", pa.string()),
     ("baseline_ns", pa.int64()), ("delta_ns", pa.int64()), ("delta_rel", pa.float64()),
+    ("unit", pa.string()), ("noise_ns", pa.int64()), ("flagged", pa.bool_()),
 ], metadata={"verlprof.schema": "compare"})
 
 KERNEL_COMPARE_SCHEMA = pa.schema([

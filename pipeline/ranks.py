@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..stages.schema import arrow_schema
-from .compare import UNATTRIBUTED, to_frame
+from .compare import UNATTRIBUTED, _ancestor_paths, to_frame
 
 #: Ranks starting a phase closer than this arrive "together" (clocks of one host agree to µs).
 ARRIVAL_NS = 1_000_000
@@ -65,10 +65,17 @@ def rank_rows(phases: Any) -> pd.DataFrame:
     df = to_frame(phases)
     if df.empty or "rank" not in df.columns:
         return pd.DataFrame(columns=arrow_schema("ranks").names)
-    df = df[df["rank"].notna() & (df["phase"] != UNATTRIBUTED)].copy()
+    kind = df["source_kind"] if "source_kind" in df.columns else pd.Series(None, index=df.index)
+    df = df[df["rank"].notna() & (df["phase"] != UNATTRIBUTED) & (kind != "memory")].copy()
+    if df.empty:
+        return pd.DataFrame(columns=arrow_schema("ranks").names)
     if "path" not in df.columns:
         df["path"] = None
-    df["path"] = df["path"].where(df["path"].notna(), df["phase"])
+    if df["path"].isna().any():   # older rows: the path rebuilt from `parent` names
+        parent_of = dict(zip(df["phase"], df.get("parent", pd.Series(None, index=df.index))))
+        df["path"] = [p if isinstance(p, str) and p else
+                      " > ".join([*_ancestor_paths(None, ph, par, parent_of), ph])
+                      for p, ph, par in zip(df["path"], df["phase"], df.get("parent", [None] * len(df)))]
     for c in _NUM:
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else np.nan
     if "source_kind" in df.columns and df["source_kind"].notna().any():
@@ -80,6 +87,10 @@ def rank_rows(phases: Any) -> pd.DataFrame:
     keep = (df["depth"].fillna(0) <= MAX_DEPTH) | ~df["stage"].isin(["other", None])
     df = df[keep & (df["stage"] != "collective")]
     df["role"] = df["role"].fillna("")
+    if df.duplicated(["role", "step", "path", "rank"]).any():   # two processes or sources of one rank
+        agg = {c: "sum" for c in ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "collective_ns")}
+        agg.update(start_ns="min", mem_peak_bytes="max", stage="first")
+        df = df.groupby(["role", "step", "path", "rank"], sort=False, dropna=False).agg(agg).reset_index()
     g = df.groupby(["role", "step", "path"], sort=False)["start_ns"]
     df["arrival_ns"] = (df["start_ns"] - g.transform("min")).fillna(0).astype("int64")
     out = pd.DataFrame({
@@ -132,11 +143,12 @@ def across_rows(per_rank: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def ranks_table(phases: Any) -> pa.Table:
-    """Both kinds of rows as one Arrow table of the `ranks` schema (rank rows first)."""
+def ranks_table(phases: Any, metadata: dict[str, str] | None = None) -> pa.Table:
+    """Both kinds of rows as one Arrow table of the `ranks` schema (rank rows first); `metadata`:
+    the summaries' own (versions, inputs), as phases.parquet carries it."""
     per = rank_rows(phases)
     both = pd.concat([per, across_rows(per)], ignore_index=True) if len(per) else per
-    schema = arrow_schema("ranks")
+    schema = arrow_schema("ranks", metadata)
     for f in schema:
         if f.name not in both.columns:
             both[f.name] = None
@@ -153,7 +165,7 @@ def stragglers(table: Any) -> pd.DataFrame:
     return df.sort_values("straggler_ns", ascending=False, kind="stable")
 
 
-def write_ranks(phases: Any, folder: Any) -> None:
+def write_ranks(phases: Any, folder: Any, metadata: dict[str, str] | None = None) -> None:
     """`folder/ranks.parquet` from the phases rows (atomic); what collect and summarize call."""
     from pathlib import Path
 
@@ -162,4 +174,4 @@ def write_ranks(phases: Any, folder: Any) -> None:
     from ..stages.core.atomic import atomic_path
 
     with atomic_path(Path(folder) / "ranks.parquet") as tmp:
-        pq.write_table(ranks_table(phases), tmp, compression="zstd")
+        pq.write_table(ranks_table(phases, metadata), tmp, compression="zstd")
