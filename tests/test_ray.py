@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from testdata import fixtures_dir
 from verlprof.pipeline import batch, cluster
 from verlprof.pipeline.executors import InlineExecutor, run_all
 from verlprof.stages.core.errors import BadInputError, ToolMissingError
@@ -36,7 +37,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]   # one ~10 s cluster start per session
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 NSYS = FIXTURES / "h200-nsys-2025.3"
 SECRETS = [b"hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o", b"5f0c3e9a1b7d24e8c6a90f1b3d5e7a9c2b4d6f80",
            b"wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY", b"s3cr3t-Pa55!", b"hf_CmdLineTok3n0123456789abcdefghijkl",

@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from testdata import fixtures_dir
 from verlprof.pipeline import cluster
 from verlprof.stages.core.errors import BadInputError, ToolMissingError
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 STEP1 = FIXTURES / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.1.sqlite"
 
 

@@ -104,7 +104,8 @@ def status_table(result: Any) -> Table:
 
 
 _EPILOG = ("Exit codes: 0 every run summarized and complete; 3 outputs written but some runs were skipped or "
-           "are incomplete (listed; --strict: no outputs); 4 none could be summarized; 2 bad usage.")
+           "are incomplete (listed; --strict: no outputs); 4 none could be summarized; 2 bad usage.\n\n"
+           "Example: verlprof summarize /tmp/run-a /tmp/run-b -o /tmp/compare --baseline run-a --html")
 
 
 def register(app: typer.Typer) -> None:
@@ -120,7 +121,7 @@ def register(app: typer.Typer) -> None:
                                                   help="Ray cluster address (implies --ray); `local` starts a private local Ray"),
         jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="local worker processes (1 = inline)"),
         work: Optional[Path] = typer.Option(None, "--work", help="work/cache dir (default $VERLPROF_CACHE or ~/.cache/verlprof)"),
-        top: int = typer.Option(20, "--top", min=1, help="kernel changes kept per run"),
+        top_changes: int = typer.Option(20, "--top-changes", min=1, help="kernel changes kept per run (the kernels whose time changed most)"),
         metric: str = typer.Option("wall_ns", "--metric", help="metric of the terminal table: wall_ns, gpu_busy_inherited_ns, gpu_busy_ns, kernel_ns, comm_ns, mem_peak_bytes"),
         noise_rel: float = typer.Option(0.05, "--noise-rel", min=0.0, help="a change must exceed this share of the baseline (when one steady step was profiled)"),
         noise_ms: float = typer.Option(0.1, "--noise-ms", min=0.0, help="... and this many ms (when one steady step was profiled)"),
@@ -151,7 +152,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor, work_dir=work_dir,
-                                          html=html, top_kernels=top, on_done=progress, strict=strict,
+                                          html=html, top_kernels=top_changes, on_done=progress, strict=strict,
                                           noise_rel=noise_rel, noise_abs_ns=int(noise_ms * 1e6))
         finally:
             close = getattr(executor, "close", None)
