@@ -458,6 +458,9 @@ def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, execu
     window = scrub_values(result.choice.to_manifest(), sc, "manifest.window")
     progress.update(task, completed=1)
     summarize_stage.write_summaries(rows, staging / "summaries", meta)
+    from .ranks import write_ranks   # issue 23: the run across ranks, from the scrubbed rows
+
+    write_ranks(rows.get("phases") or [], staging / "summaries", meta)
     extra: dict[str, Any] = {"window": window}
     if jobs:
         traces = _trace_facts_of(jobs, _publish_windows(jobs, cuts, scrub_options, executor, progress), outcomes)
