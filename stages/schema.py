@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2"   # 2: phases grouped by normalised name path, inherited GPU attribution, rank_source
+SCHEMA_VERSION = "3"   # 3: ranks table; 2: phases grouped by normalised name path, inherited GPU attribution, rank_source
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,35 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("min_ns", pa.int64(), "ns", "shortest instance"),
         _c("max_ns", pa.int64(), "ns", "longest instance"),
         _c("median_ns", pa.float64(), "ns", "median duration"),
+    ],
+    "ranks": [
+        _c("row_kind", pa.string(), "", "`rank`: one rank's phase; `ranks`: the phase across the role's ranks (rank null)"),
+        _c("role", pa.string(), "", "verl role"),
+        _c("step", pa.int32(), "", "RL training step"),
+        _c("path", pa.string(), "", "phase path (as in phases.parquet); depth <= 2 or a known stage"),
+        _c("stage", pa.string(), "", "canonical stage of the phase"),
+        _c("rank", pa.int32(), "", "rank (null on `ranks` rows)"),
+        _c("ranks", pa.int32(), "", "`ranks` rows: how many ranks have the phase"),
+        _c("wall_ns", pa.int64(), "ns", "the rank's wall time (`ranks` rows: the median)", "lower"),
+        _c("gpu_busy_inherited_ns", pa.int64(), "ns", "GPU busy, inherited rule (`ranks`: median)", "lower"),
+        _c("gpu_busy_ns", pa.int64(), "ns", "GPU busy, NVIDIA's same-thread rule (`ranks`: median)", "lower"),
+        _c("comm_ns", pa.int64(), "ns", "collective kernel time (NCCL) in the phase (`ranks`: median)", "lower"),
+        _c("collective_ns", pa.int64(), "ns", "wall of CPU-side collective ranges nested in the phase "
+           "(gloo / c10d / record_param_comms / nccl:*; `ranks`: median)", "lower"),
+        _c("arrival_ns", pa.int64(), "ns", "phase start minus the earliest rank's start (`ranks`: the largest)"),
+        _c("mem_peak_bytes", pa.int64(), "B", "peak device memory in the phase (`ranks`: the largest)", "lower"),
+        _c("wall_min_ns", pa.int64(), "ns", "`ranks`: shortest wall over the ranks"),
+        _c("wall_median_ns", pa.int64(), "ns", "`ranks`: median wall"),
+        _c("wall_p90_ns", pa.int64(), "ns", "`ranks`: 90th percentile wall"),
+        _c("wall_max_ns", pa.int64(), "ns", "`ranks`: longest wall"),
+        _c("slowest_rank", pa.int32(), "", "`ranks`: the rank with the longest wall (may be one that waited)"),
+        _c("skew_ns", pa.int64(), "ns", "`ranks`: longest minus shortest wall", "lower"),
+        _c("straggler_rank", pa.int32(), "", "`ranks`: the rank the others wait for (null when it cannot be told; "
+           "see straggler_by and docs/summaries.md)"),
+        _c("straggler_by", pa.string(), "", "`ranks`: the rule that decided: nccl (shortest collective kernels), "
+           "collectives (least time in collective ranges), arrival (latest start), or `none: why`"),
+        _c("straggler_ns", pa.int64(), "ns", "`ranks`: what the straggler cost the others: median wait minus its "
+           "wait, or its arrival minus the median arrival", "lower"),
     ],
     "steps": _KEYS + [
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),
