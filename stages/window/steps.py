@@ -543,6 +543,11 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
             how = "default" if want == DEFAULT_STEP else "--step"
             extra = f"; step {nums[0]} warms up" if nums[0] < chosen else ""
             reason = f"step {chosen} ({how}, {_fmt_ms(walls[chosen])}{extra}; profiled: {listing})"
+    # Where the step number is not the marker's own (ProfilerStep#5 is step 6), say which marker it is.
+    labels = sorted({s.label for s in all_spans if s.step == chosen and s.label
+                     and s.boundary in ("profiler_step", "step_range")})
+    if labels:
+        reason += f"; marked by {', '.join(labels[:3])}"
     flags = sorted({f for s in all_spans if s.step == chosen for f in s.flags})
     if flags:
         warnings.append(f"step {chosen} contains {', '.join(flags)} ranges: not a steady-state step")
