@@ -78,7 +78,7 @@ SCHEMAS: dict[str, list[Column]] = {
     "kernels": _KEYS + [
         _c("phase", pa.string(), "", "innermost range the kernel was launched from"),
         _c("stage", pa.string(), "", "canonical stage of `phase`"),
-        _c("kernel", pa.string(), "", "demangled kernel name (`other` row: everything past --top)"),
+        _c("kernel", pa.string(), "", "demangled kernel name (`other` row: everything past --top-kernels)"),
         _c("kernel_short", pa.string(), "", "short kernel name"),
         _c("category", pa.string(), "", "gemm | attention | comm | normalization | memcpy | memset | elementwise | reduction | other"),
         _c("count", pa.int64(), "", "instances"),
