@@ -10,10 +10,17 @@ What is kept:
 - complete events (`ph: "X"`) whose closed interval [ts, ts + dur] overlaps [start_us, end_us];
 - every other event with a `ts` (instants, counters, flow starts/ends) whose ts lies in the window.
   A flow arrow whose other end lies outside the window is left dangling; viewers ignore it.
-- the top-level keys written before `traceEvents` (kineto writes `deviceProperties`,
-  `baseTimeNanoseconds`, `distributedInfo`, versions ... there), except `traceName` (a local path).
-  Keys after `traceEvents` are neither read nor written (kineto writes only `traceName` there), so
-  nothing the window does not need can slip through at the end of a file.
+- the top-level keys (`deviceProperties`, `baseTimeNanoseconds`, `distributedInfo`, versions ...),
+  whole (dict values included), wherever the writer put them: kineto writes some after
+  `traceEvents` (`baseTimeNanoseconds` too, in 5 of 9 real traces checked); except `traceName` (a
+  local path). They go before the events in the window, so streaming readers meet them first.
+
+Windows by launch time (`window_chrome_trace_utc`): GPU work launched inside the step belongs to
+it, also when it runs after the step's CPU ranges end (a serving trace's kernels queue behind the
+CPU), so the window's end moves out to the end of the last GPU operation launched inside it. Where
+the step's launches are is read with the one chrome-trace reader (`readers/chrome_trace.py`), which
+also says where the trace's clock starts: `baseTimeNanoseconds` before or after the events, or none
+(then the summaries and the window both stay on the trace's own clock).
 
 Clock: `window_chrome_trace` takes the window on the trace's own `ts` axis (microseconds);
 `window_chrome_trace_utc` takes it as absolute UTC ns (like `StepSpan`) and converts it with the
@@ -33,10 +40,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 import ijson
+import numpy as np
 import orjson
 
 from ..core.atomic import atomic_path
 from ..core.errors import BadInputError, VerlprofError
+from ..readers.chrome_trace import TraceData, read_chrome_trace
 from .jsonout import ChromeTraceWriter
 
 UNSAFE_HEADER_KEYS = frozenset({"traceName"})
@@ -64,23 +73,44 @@ class TraceWindowCounts:
 
 def window_chrome_trace_utc(src: Path, dst_json_gz: Path, start_ns_abs: int,
                             end_ns_abs: int) -> TraceWindowCounts:
-    """`window_chrome_trace` with the window in absolute UTC ns (e.g. a `StepSpan`)."""
-    base = trace_header(Path(src)).get("baseTimeNanoseconds")
-    if not isinstance(base, int) or isinstance(base, bool):
-        raise BadInputError(src, "no integer baseTimeNanoseconds: cannot place a UTC window on "
-                                 "this trace's clock")
-    return window_chrome_trace(src, dst_json_gz, (int(start_ns_abs) - base) / 1000.0,
-                               (int(end_ns_abs) - base) / 1000.0)
+    """`window_chrome_trace` with the window in absolute UTC ns (e.g. a `StepSpan`), extended to
+    the end of the GPU work launched inside it (module docstring)."""
+    data = read_chrome_trace(Path(src))
+    base = data.base_ns
+    lo, hi = int(start_ns_abs) - base, int(end_ns_abs) - base
+    hi = max(hi, launched_until(data, lo, hi))
+    header = {k: v for k, v in data.metadata.items() if k != "traceEvents"}
+    return window_chrome_trace(src, dst_json_gz, lo / 1000.0, hi / 1000.0, header)
 
 
-def window_chrome_trace(src: Path, dst_json_gz: Path, start_us: float, end_us: float) -> TraceWindowCounts:
-    """Write the events of [start_us, end_us] (trace `ts` axis) of Chrome trace `src` to `dst_json_gz`."""
+def launched_until(data: TraceData, lo: int, hi: int) -> int:
+    """The end (trace-clock ns) of the last GPU operation whose launching call lies in [lo, hi]."""
+    api_ts = np.frombuffer(data.api_ts, np.int64) if len(data.api_ts) else np.zeros(0, np.int64)
+    g_corr = np.frombuffer(data.gpu_corr, np.int64) if len(data.gpu_corr) else np.zeros(0, np.int64)
+    if not api_ts.size or not g_corr.size:
+        return hi
+    corr = np.frombuffer(data.api_corr, np.int64)[(api_ts >= lo) & (api_ts <= hi)]
+    corr = corr[(corr > 0) | (corr < -1)]
+    mine = np.isin(g_corr, corr)
+    if not mine.any():
+        return hi
+    end = np.frombuffer(data.gpu_ts, np.int64)[mine] + np.frombuffer(data.gpu_dur, np.int64)[mine]
+    return int(end.max())
+
+
+def window_chrome_trace(src: Path, dst_json_gz: Path, start_us: float, end_us: float,
+                        header: dict[str, Any] | None = None) -> TraceWindowCounts:
+    """Write the events of [start_us, end_us] (trace `ts` axis) of Chrome trace `src` to `dst_json_gz`.
+
+    `header`: the trace's top-level keys when the caller has read them all (else those before the
+    events)."""
     src, dst = Path(src), Path(dst_json_gz)
     if end_us < start_us:
         raise VerlprofError(src, f"window ends ({end_us}) before it starts ({start_us})")
     if dst.exists() and dst.resolve() == src.resolve():
         raise VerlprofError(dst, "the window would overwrite its own input")
-    header, root = _read_header(src)
+    first, root = _read_header(src)
+    header = first if header is None else header
     lo, hi = float(start_us), float(end_us)
     kept_header = {k: v for k, v in header.items() if k not in UNSAFE_HEADER_KEYS}
     dropped_keys = tuple(k for k in header if k in UNSAFE_HEADER_KEYS)
@@ -140,6 +170,7 @@ def _read_header(src: Path) -> tuple[dict[str, Any], str]:
                 raise BadInputError(src, "not a Chrome trace (top level is neither object nor list)")
             key: str | None = None
             builder: ijson.ObjectBuilder | None = None
+            depth = 0
             for prefix, event, value in events:
                 if prefix == "" and event == "map_key":
                     if value == "traceEvents":
@@ -150,19 +181,14 @@ def _read_header(src: Path) -> tuple[dict[str, Any], str]:
                     break
                 if builder is not None:
                     builder.event(event, value)
-                    if key is not None and _value_done(prefix, event, key):
+                    depth += event in ("start_map", "start_array")
+                    depth -= event in ("end_map", "end_array")
+                    if key is not None and depth == 0:   # the value is whole (dicts and lists too)
                         header[key] = builder.value
                         key, builder = None, None
         except _READ_ERRORS as exc:
             raise _bad(src, exc) from None
     raise BadInputError(src, "not a Chrome trace (no traceEvents list)")
-
-
-def _value_done(prefix: str, event: str, key: str) -> bool:
-    """True when the token just fed finished the value of top-level `key`."""
-    if prefix == key:
-        return event not in ("start_map", "start_array")
-    return False
 
 
 def _events(src: Path, root: str) -> Iterator[Any]:

@@ -164,7 +164,8 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
         if marker is not None:
             k = per_pid_k.get(pid, 0) + 1
             per_pid_k[pid] = k
-            steps.append(StepSpan(marker[1] or k, s_abs, e_abs, marker[0], ident.source, (), pid))
+            steps.append(StepSpan(marker[1] or k, s_abs, e_abs, marker[0], ident.source, (), pid,
+                                  r.text[i] if marker[1] is not None else f"{r.text[i]} #{k}"))
             continue
         if stage in UNSTEADY_STAGES:
             unsteady.append(TopRange(r.text[i], stage, s_abs, e_abs, pid))
