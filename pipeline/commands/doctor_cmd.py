@@ -7,8 +7,8 @@
     verlprof doctor run_qwen3_8b.sh [-- extra overrides]       # a launch script, read not run
 
 The checks live in ``verlprof.stages.doctor``; this module only reads the inputs, prints the
-findings (a rich table, or ``--json``) and sets the exit status (1 when an error-level finding
-exists, 2 for bad input). ``print_findings`` is reusable by other commands (``collect``).
+findings (a list in the terminal's width, each fix whole on its own line, or ``--json``) and sets
+the exit status (1 when an error-level finding exists, 2 for bad input). ``print_findings`` is reusable by other commands (``collect``).
 """
 
 from __future__ import annotations
