@@ -174,6 +174,44 @@ def test_terminal_stays_under_60_lines_at_4_32_and_1024_ranks(bundles, tmp_path:
     assert all(c <= 60 for c in counts.values()), counts
 
 
+def _nvtx_walls(sqlite: Path, name: str) -> list[int]:
+    con = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+    try:
+        return [e - s for s, e in con.execute(
+            "SELECT n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+            "WHERE coalesce(n.text, s.value) = ? ORDER BY n.start", (name,))]
+    finally:
+        con.close()
+
+
+def test_controller_against_workers_dispatch(tmp_path: Path) -> None:
+    """The shipped Ray sample: a TaskRunner controller (`step > gen`, marked_timer) and two
+    workers (`generate_sequences`, DistProfiler.annotate). Expected from plain SQL on the
+    sample's exports: the controller's 2nd `gen` minus the slower worker's 2nd
+    `generate_sequences`."""
+    import json
+
+    sample = REPO / "samples" / "tiny_run"
+    res = runner.invoke(app, ["collect", str(sample), "-o", str(tmp_path / "b"), "--work", str(tmp_path / "w"),
+                              "--html"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output[-3000:]
+    who = json.loads((sample / "sample_manifest.json").read_text())
+    nsight = sample / "ray_logs" / "nsight"
+    walls = {int(p.name.split("_")[2].split(".")[0]): p for p in nsight.glob("worker_process_*.sqlite")}
+    gen = [_nvtx_walls(p, "gen") for p in walls.values()]
+    ctl = [g for g in gen if g]
+    assert len(ctl) == 1, who
+    workers = [_nvtx_walls(p, "generate_sequences") for p in walls.values()]
+    workers = [w for w in workers if w]
+    want = ctl[0][1] - max(w[1] for w in workers)
+    ranks = pd.read_parquet(tmp_path / "b" / "summaries" / "ranks.parquet")
+    d = ranks[(ranks["row_kind"] == "dispatch") & (ranks["stage"] == "generation") & (ranks["step"] == 2)]
+    assert len(d) == 1 and abs(int(d["dispatch_ns"].iloc[0]) - want) <= 0.01 * ctl[0][1], (d.T, want)
+    assert "controller (trainer) vs workers (actor_rollout_ref)" in res.output
+    assert f"dispatch {want / 1e6:,.1f}" in res.output
+    assert "Controller and workers" in (tmp_path / "b" / "report.html").read_text()
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
