@@ -142,6 +142,26 @@ def test_the_straggler_is_named_in_parquet_terminal_and_report(bundles, name: st
     assert f'class="straggler-rank">rank {want}</b>' in (b / "report.html").read_text()
 
 
+@pytest.mark.parametrize("name", ["gloo4_nsys", "gloo4_torch", "n2_gloo_gpu"])
+def test_one_merged_trace_holds_every_ranks_window(bundles, name: str) -> None:
+    import gzip
+    import json
+
+    b = bundles[name][0]
+    man = json.loads((b / "manifest.json").read_text())
+    merged = json.loads(gzip.open(b / man["merged_trace"]).read())["traceEvents"]
+    names = [e["args"]["name"] for e in merged if e.get("name") == "process_name"]
+    ranks = sorted(pd.read_parquet(b / "summaries" / "phases.parquet")["rank"].dropna().unique())
+    role = pd.read_parquet(b / "summaries" / "phases.parquet")["role"].dropna().iloc[0]
+    assert [n for n in names if " · " not in n] == [f"{role} rank {int(r)}" for r in ranks]
+    per_rank = 0
+    for t in man["traces"]:
+        evs = json.loads(gzip.open(b / t["outputs"]["chrome"]).read())["traceEvents"]
+        per_rank += sum(1 for e in evs if e.get("name") not in ("process_name", "process_sort_index", "process_labels"))
+    assert sum(1 for e in merged if e.get("name") not in ("process_name", "process_sort_index")) == per_rank
+    assert man["merged_trace"] in (b / "report.html").read_text()
+
+
 def test_one_rank_or_no_collectives_names_no_straggler(bundles) -> None:
     ranks = pd.read_parquet(bundles["nsys2025_whole"][0] / "summaries" / "ranks.parquet")
     across = ranks[ranks["row_kind"] == "ranks"]
