@@ -267,6 +267,31 @@ def stage_totals(phases: Any) -> pd.DataFrame:
     return out.sort_values(["_o", "role"], na_position="first", key=None).drop(columns="_o").reset_index(drop=True)[cols]
 
 
+def with_step_noise(totals: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Fill `spread_ns` from steps.parquet where phases hold one step only (collect summarises the
+    chosen step): per role, the slowest process's wall of each profiled step 2..N; their half-range
+    relative to their median, times the stage's value, is the stage's noise. Needs two such steps."""
+    if totals.empty or steps.empty or not {"step", "wall_ns"} <= set(steps.columns):
+        return totals
+    st = steps.copy()
+    st["role"] = st["role"].where(st["role"].notna(), None) if "role" in st.columns else None
+    st = st[pd.to_numeric(st["step"], errors="coerce") >= 2]
+    rel: dict[Any, float] = {}
+    for role, grp in st.groupby(st["role"].fillna(_NONE), sort=False):
+        per_step = grp.groupby("step")["wall_ns"].max()
+        if len(per_step) >= 2 and per_step.median() > 0:
+            rel[None if role == _NONE else role] = float(per_step.max() - per_step.min()) / 2 / float(per_step.median())
+    if not rel:
+        return totals
+    out = totals.copy()
+    vals = []
+    for role, wall, cur in zip(out["role"], out["wall_ns"], out["spread_ns"]):
+        r = rel.get(role if isinstance(role, str) else None)
+        vals.append(cur if cur is not None and not pd.isna(cur) else (None if r is None else r * float(wall)))
+    out["spread_ns"] = vals
+    return out
+
+
 def _with_snapshot_peaks(out: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
     """Memory-snapshot rows lend only their peaks (their ranges are allocator phases, not wall
     time): per stage, the snapshot's peak where the role's own figure is missing or lower; a
