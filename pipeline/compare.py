@@ -121,10 +121,10 @@ def _num(v: Any) -> int:
         return 0
 
 
-def process_stage_rows(grp: pd.DataFrame) -> list[dict[str, Any]]:
-    """The stage split of one process's step (see `process_stage_totals`): one dict per stage, the
-    `other` row and the `step` row, each with METRICS and `mem_peak_bytes`."""
-    recs = grp.to_dict("records")
+def process_stage_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stage split of one process's step (see `process_stage_totals`) from its phase rows as
+    dicts: one dict per stage, the `other` row and the `step` row, each with METRICS and
+    `mem_peak_bytes`."""
     parent_of = {r["phase"]: r.get("parent") for r in recs}
     by_path = {}
     for r in recs:
@@ -212,10 +212,14 @@ def process_stage_totals(phases: Any) -> pd.DataFrame:
         if c not in df.columns:
             df[c] = None
     df = _fill_keys(df, ("source", *PROCESS_KEYS, "step"))
+    keys = ["source", *PROCESS_KEYS, "step"]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in df.to_dict("records"):   # one conversion, then plain dicts (fast at 1,000 ranks)
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
     out: list[dict[str, Any]] = []
-    for key, grp in df.groupby(["source", *PROCESS_KEYS, "step"], sort=False, dropna=False):
-        ident = dict(zip(["source", *PROCESS_KEYS, "step"], key))
-        for r in process_stage_rows(grp):
+    for key, recs in groups.items():
+        ident = dict(zip(keys, key))
+        for r in process_stage_rows(recs):
             out.append({**{k: ident[k] for k in (*PROCESS_KEYS, "step")}, **r})
     res = pd.DataFrame(out, columns=[*cols, *METRICS, PEAK])
     for m in METRICS:

@@ -169,24 +169,24 @@ def dispatch_rows(phases: Any) -> pd.DataFrame:
     is_ctl = np.array([(r if isinstance(r, str) else "", p) in ctl for r, p in zip(per["role"], per["pid"])], bool)
     steps = per[(per["stage"] == "step").to_numpy() & is_ctl]
     rows: list[dict[str, Any]] = []
-    for step, grp in per.groupby("step", sort=False, dropna=False):
-        drivers = steps[(steps["step"] == step) & (steps["wall_ns"] > 0)]
-        for d in drivers.to_dict("records"):
-            role = d["role"] if isinstance(d["role"], str) else ""
-            mine = grp[(grp["pid"] == d["pid"]) & (grp["role"].fillna("") == role)]
-            others = grp[grp["role"].fillna("") != role]
-            if others.empty:
+    per = per.assign(_role=per["role"].fillna(""))
+    if per["_role"].nunique() < 2 or steps.empty:
+        return pd.DataFrame(rows)   # one role only: no controller/worker split
+    work = per[~per["stage"].isin(["step", "other"])]
+    # the slowest worker per (step, role, stage), once
+    slowest = work.loc[work.groupby(["step", "_role", "stage"], sort=False)["wall_ns"].idxmax()]
+    for d in steps.assign(_role=steps["role"].fillna("")).to_dict("records"):
+        mine = work[(work["step"] == d["step"]) & (work["pid"] == d["pid"]) & (work["_role"] == d["_role"])]
+        for st, dw in mine.groupby("stage", sort=False)["wall_ns"].max().items():
+            w = slowest[(slowest["step"] == d["step"]) & (slowest["stage"] == st) & (slowest["_role"] != d["_role"])]
+            if w.empty:
                 continue
-            for st in mine[~mine["stage"].isin(["step", "other"])]["stage"].unique():
-                w = others[others["stage"] == st]
-                if w.empty:
-                    continue
-                top = w.loc[w["wall_ns"].idxmax()]
-                dw = int(mine[mine["stage"] == st]["wall_ns"].max())
-                rows.append({"row_kind": "dispatch", "role": top["role"], "step": step, "path": st, "stage": st,
-                             "rank": None, "ranks": int(len(w)), "wall_ns": dw, "wall_max_ns": int(top["wall_ns"]),
-                             "slowest_rank": None if pd.isna(top["rank"]) else int(top["rank"]),
-                             "dispatch_ns": dw - int(top["wall_ns"]), "driver_role": d["role"]})
+            top = w.loc[w["wall_ns"].idxmax()]
+            n = int(((work["step"] == d["step"]) & (work["stage"] == st) & (work["_role"] == top["_role"])).sum())
+            rows.append({"row_kind": "dispatch", "role": top["role"], "step": d["step"], "path": st, "stage": st,
+                         "rank": None, "ranks": n, "wall_ns": int(dw), "wall_max_ns": int(top["wall_ns"]),
+                         "slowest_rank": None if pd.isna(top["rank"]) else int(top["rank"]),
+                         "dispatch_ns": int(dw) - int(top["wall_ns"]), "driver_role": d["role"]})
     return pd.DataFrame(rows)
 
 
