@@ -11,6 +11,8 @@ re-run reuses it.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import datetime as _dt
 import os
 import secrets as _secrets
@@ -137,6 +139,9 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         known = extra.pop("_known", None)
         statuses = artifact_statuses(gathered.artifacts, outcomes)
         manifest = build_manifest(gathered, outcomes, salt, extra, statuses)
+        from ..stages.scrub import publish_manifest
+
+        manifest = publish_manifest(manifest, known)     # file names and SOURCEs as published
         result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
                                rows=rows, statuses=statuses, published=False)
         _refuse_incomplete(result, opts.strict, after_run_findings(gathered), t0)
@@ -317,7 +322,9 @@ def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts:
     from ..stages import scrub as scrub_stage
 
     inputs = _scrub_inputs(gathered.artifacts, exports)
-    identify = _Identify(inputs, scrub_stage.load_policy(), salt)
+    configs = [_ScrubInput(a, scrub_stage.config_task(a.path, a.rel)) for a in gathered.artifacts
+               if a.kind == ArtifactKind.HYDRA_CONFIG]        # its secret values become known values
+    identify = _Identify(inputs + configs, scrub_stage.load_policy(), salt)
     sources = [(item.artifact, _RawInput(Path(item.task.src))) for item in inputs]
     extra: dict[str, Any] = {}
     scrubbed: list[Any] = []
@@ -598,7 +605,10 @@ def _publish_windows(jobs: list[Any], cuts: list[Any], scrub_options: Any, execu
 
     task = progress.add_task("traces", total=len(jobs), last="")
     ok = [i for i, c in enumerate(cuts) if c.error is None]
-    done = run_all(executor, publish_window, [(jobs[i], cuts[i].value) for i in ok], scrub_options,
+    from ..stages.scrub import publish_name
+
+    named = [dataclasses.replace(j, source_rel=publish_name(j.source_rel, scrub_options)) for j in jobs]
+    done = run_all(executor, publish_window, [(named[i], cuts[i].value) for i in ok], scrub_options,
                    lambda r: progress.advance(task))
     out = list(cuts)
     for i, r in zip(ok, done):

@@ -73,12 +73,12 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("kernel_inherited_ns", pa.int64(), "ns", "sum of kernel durations by the inherited rule (see gpu_busy_inherited_ns)", "lower"),
         _c("kernel_count_inherited", pa.int64(), "", "number of kernels by the inherited rule"),
         _c("rank_source", pa.string(), "", "where `rank` came from: artifact (file name / report identity), RANK env, "
-           "LOCAL_RANK env, CUDA device, or `unknown: ...` with the reason"),
+           "LOCAL_RANK env, CUDA device, distributedInfo (torch trace), or `unknown: ...` with the reason"),
     ],
     "kernels": _KEYS + [
         _c("phase", pa.string(), "", "innermost range the kernel was launched from"),
         _c("stage", pa.string(), "", "canonical stage of `phase`"),
-        _c("kernel", pa.string(), "", "demangled kernel name (`other` row: everything past --top)"),
+        _c("kernel", pa.string(), "", "demangled kernel name (`other` row: everything past --top-kernels)"),
         _c("kernel_short", pa.string(), "", "short kernel name"),
         _c("category", pa.string(), "", "gemm | attention | comm | normalization | memcpy | memset | elementwise | reduction | other"),
         _c("count", pa.int64(), "", "instances"),
@@ -127,6 +127,9 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("wall_ns", pa.int64(), "ns", "step duration", "lower"),
         _c("boundary", pa.string(), "", "how the step was found: nvtx_step | profiler_step (ProfilerStep#N) | step_name (step<N> range) | step_range (--step-range REGEX) | capture_range | aligned | discrete | stage_sequence (verl stage names only) | file_name | snapshot_dir | whole_file (no markers: the whole capture)"),
         _c("chosen", pa.bool_(), "", "true for the steady-state step summarised in phases/kernels"),
+        _c("label", pa.string(), "", "the marker of the step as the source names it: the range (`ProfilerStep#104` "
+           "is step 105, since profiler.step() counts from 0; `step #3`: the third verl `step` range), "
+           "`capture range .2`, `step2 in the file name`, `whole capture`"),
         _c("reason", pa.string(), "", "one line: why this step was (not) chosen"),
     ],
 }
