@@ -99,9 +99,25 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
             out.append(f"  other (step minus its stages, slowest rank): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])}")
         out.append("  " + straggler_line(grp))
     out += dispatch_lines(table)
+    out += snapshot_lines(df)
     if out:
         out.append(GPU_NOTE)
     return out
+
+
+def snapshot_lines(df: pd.DataFrame) -> list[str]:
+    """Memory snapshots (their rows are allocator phases, not wall time): the peak per process."""
+    if "source_kind" not in df.columns:
+        return []
+    mem = df[df["source_kind"] == "memory"]
+    if mem.empty or "mem_peak_bytes" not in mem.columns or mem["mem_peak_bytes"].isna().all():
+        return []
+    out = []
+    for (rank, pid), grp in mem.groupby([mem["rank"].fillna(-1), mem["pid"].fillna(-1)], sort=True):
+        top = grp.loc[grp["mem_peak_bytes"].idxmax()]
+        who = f"rank {int(rank)}" if rank >= 0 else f"pid {int(pid)}"
+        out.append(f"memory snapshot, {who}: peak {_mb(top['mem_peak_bytes'])} MB in {top['phase']}")
+    return out[:4] + ([f"... {len(out) - 4} more snapshots in phases.parquet"] if len(out) > 4 else [])
 
 
 def dispatch_lines(table: pd.DataFrame, limit: int = 8) -> list[str]:
