@@ -21,10 +21,23 @@ class ThreadIndex:
     cov: np.ndarray             # [n_bounds, max_depth] range indices covering bounds[i], -1 padded
 
 
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """`np.unique(a)` of a 1-D array by sort and compare. Why not np.unique: numpy 2.4's hash-based
+    unique took 6.9 s for 1.44M distinct int64 (the bounds of 720k ranges) where this takes 0.09 s
+    (issue 25)."""
+    if a.size == 0:
+        return a.copy()
+    a = np.sort(a)
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 def _thread_index(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> ThreadIndex:
     """Build the covering lists of one thread's ranges `idx` (global indices, sorted ascending)."""
     s, e = start[idx], end[idx]
-    bounds = np.unique(np.concatenate([s, e]))
+    bounds = _sorted_unique(np.concatenate([s, e]))
     lo = np.searchsorted(bounds, s, side="left")          # first boundary >= start (== start)
     hi = np.searchsorted(bounds, e, side="right")         # one past the last boundary <= end
     counts = hi - lo

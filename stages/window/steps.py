@@ -517,6 +517,11 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
     if all(s.boundary == "whole_file" for s in all_spans):
         chosen = nums[0]
         reason = f"the whole capture ({_fmt_ms(walls[chosen])}, labelled step {chosen}): {NO_MARKERS}"
+    elif nums == [1]:
+        # the lightest footprint doctor offers: said as a choice, not warned about as a surprise
+        chosen = 1
+        reason = (f"step 1, a warm-up step, on purpose: the only profiled step ({listing}); profile steps "
+                  "[1,2,3] with trainer.total_training_steps=3 for the steady-state step 2")
     elif len(nums) == 1:
         chosen = nums[0]
         warnings.append(f"only one step was profiled (step {chosen}): it may include warm-up costs")
