@@ -145,6 +145,12 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
                                rows=rows, statuses=statuses, published=False)
         _refuse_incomplete(result, opts.strict, after_run_findings(gathered), t0)
+        if rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
+            from .merged_trace import write_merged_trace
+
+            merged = write_merged_trace(staging, manifest["traces"], rows.get("phases") or [])
+            if merged:
+                manifest["merged_trace"] = merged
         atomic.write_json(staging / "manifest.json", manifest)
         if opts.html and rows:
             from .report_html import render_run_report

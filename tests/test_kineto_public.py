@@ -155,3 +155,8 @@ def test_window_header_keeps_dict_values() -> None:
     head = trace_header(data_path(SAMPLED))
     assert head["distributedInfo"] == doc["distributedInfo"] and head["distributedInfo"]["world_size"] == 128
     assert list(head) == list(doc)[:list(doc).index("traceEvents")]
+
+
+def test_the_window_line_names_the_marker(ddp: dict) -> None:
+    (chosen,) = [s for s in ddp["steps"] if s["chosen"]]
+    assert chosen["step"] == 6 and "marked by ProfilerStep#5" in chosen["reason"]

@@ -3,8 +3,8 @@ into a fresh virtual environment, and run every command from there on the shippe
 
 Why: an editable install reads the source tree, so a package missing from the wheel (as
 `verlprof.pipeline.report` once was) or package data left out of it passes every other test. Offline:
-the build uses the machine's setuptools (`--no-build-isolation`), the venv sees the machine's
-pandas/pyarrow/typer (`--system-site-packages`), and the test proves that `verlprof` itself then
+the build uses the installed setuptools (`--no-build-isolation`), the venv borrows pandas/pyarrow/
+typer from the environment running the tests (a `.pth`), and the test proves that `verlprof` itself then
 imports from the venv's wheel, not from this checkout or another install.
 """
 from __future__ import annotations
@@ -59,8 +59,15 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheels = list((tmp / "dist").glob("verlprof-*.whl"))
     assert len(wheels) == 1, wheels
     env = tmp / "venv"
-    # --without-pip: the machine's pip (a system site-package, visible in the venv) installs into it
-    _ok(_run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env)], cwd=tmp))
+    # --without-pip: the pip of the environment running the tests installs into it (seen through
+    # the .pth below), which also lends pandas/pyarrow/typer; the venv's own site-packages comes
+    # first on sys.path, and an editable install out there stays inert (a .pth found through another
+    # .pth is never executed), so `verlprof` can only come from the wheel
+    _ok(_run([sys.executable, "-m", "venv", "--without-pip", str(env)], cwd=tmp))
+    purelib = _ok(_run([str(env / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                       cwd=tmp)).strip()
+    lent = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    (Path(purelib) / "_lent_by_the_test_environment.pth").write_text("\n".join(lent) + "\n")
     _ok(_run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
               str(wheels[0])], cwd=tmp))
     shutil.rmtree(src)   # nothing of the sources is left to import from by accident

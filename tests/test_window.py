@@ -225,7 +225,7 @@ def test_window_command(tmp_path):
     res = runner.invoke(app, ["window", str(RAY), "--phases", "-o", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
     assert "step 2" in res.output and "generate_sequences" in res.output
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["kernels.parquet", "phases.parquet", "steps.parquet"]
+    assert {"kernels.parquet", "phases.parquet", "steps.parquet"} <= {p.name for p in (tmp_path / "s").iterdir()}
     bad = runner.invoke(app, ["window", str(WHOLE), "--step", "zero"])
     assert bad.exit_code != 0
 

@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from typing import Iterator
 
 # One prefilter for every decoder: a base64/hex-alphabet run, or a URL component holding %XX.
-_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}|[A-Za-z0-9._~+\-]*(?:%[0-9A-Fa-f]{2}[A-Za-z0-9._~+\-]*)+")
+# Two regexes, not one alternation: the URL branch backtracks over every identifier run of a
+# string (O(n^2) on kernel names), so it runs only on strings holding a `%`.
+_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
+_URL_RUN = re.compile(r"[A-Za-z0-9._~+\-]*(?:%[0-9A-Fa-f]{2}[A-Za-z0-9._~+\-]*)+")
 _HEX_RUN = re.compile(r"^(?:[0-9a-fA-F]{2})+$")
 _PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
 
@@ -75,9 +78,14 @@ def encoded_runs(text: str, min_base64: int = 16, min_hex: int = 16, min_printab
     `skip` (the entropy allowlist) exempts runs inside harmless shapes (mangled C++ symbols ...):
     they are not encodings, and skipping them keeps kernel-heavy strings cheap.
     """
-    allowed = [m.span() for m in skip.finditer(text)] if skip is not None else []
-    for m in _RUN.finditer(text):
+    allowed: list[tuple[int, int]] | None = None      # computed when the first run is found
+    found = list(_RUN.finditer(text))
+    if "%" in text:
+        found = sorted(found + list(_URL_RUN.finditer(text)), key=lambda m: (m.start(), -m.end()))
+    for m in found:
         a, b = m.span()
+        if allowed is None:
+            allowed = [x.span() for x in skip.finditer(text)] if skip is not None else []
         if any(x <= a and b <= y for x, y in allowed):
             continue
         run = m.group(0)
@@ -166,9 +174,20 @@ class EntropyRule:
     def __init__(self, settings: EntropySettings, allow: re.Pattern[str] | None) -> None:
         self.s = settings
         self.allow = allow
+        self._verdicts: dict[str, bool] = {}
 
     def is_random(self, run: str) -> bool:
-        """True when `run` (a base64/hex-alphabet run) reads as random rather than as a name."""
+        """True when `run` (a base64/hex-alphabet run) reads as random rather than as a name.
+        Judged once per distinct run: the same identifiers recur across thousands of names."""
+        hit = self._verdicts.get(run)
+        if hit is None:
+            hit = self._judge(run)
+            if len(self._verdicts) >= 200_000:
+                self._verdicts.clear()
+            self._verdicts[run] = hit
+        return hit
+
+    def _judge(self, run: str) -> bool:
         n = len(run)
         if n < self.s.min_length:
             return False

@@ -86,6 +86,10 @@ def _ipv6(cand: str) -> bool:
     return True
 
 
+# Cheap test before `network_spans`: something that can start an e-mail, a host or an address.
+NETWORK_HINT = re.compile(r"@|\.(?:" + _TLDS + r")(?![A-Za-z0-9\-])|[0-9]\.[0-9]{1,3}\.[0-9]|[0-9A-Fa-f]:[0-9A-Fa-f]{0,4}:", re.I)
+
+
 def network_spans(text: str, keep: tuple[str, ...] = KEEP_HOSTS) -> Iterator[tuple[int, int, str]]:
     """(start, end, kind) of every e-mail ("email") and host name or address ("host") in `text`
     that identifies someone; kept hosts and addresses are not yielded. Overlaps are the caller's."""
@@ -164,6 +168,9 @@ _TOOL_OPTS = {"mysql": "p", "mysqldump": "p", "mysqladmin": "p", "mariadb": "p",
 _TOOL_RE = re.compile(
     r"(?<![A-Za-z0-9_\-])(?P<tool>" + "|".join(re.escape(t) for t in sorted(_TOOL_OPTS, key=len, reverse=True))
     + r")(?![A-Za-z0-9_\-])(?P<args>[^|;&\n\x00]{0,400})")
+# Literals (lower case) without which `argv_secret_spans` finds nothing but secret-named flags
+# (those are gated by the secret-name words).
+ARGV_HINTS: tuple[str, ...] = tuple(sorted(_TOOL_OPTS)) + ("authorization",)
 # Authorization: Basic/Bearer/Token <credential> in headers and header dicts, of any length.
 _AUTH_HEADER = re.compile(r"""(?i)authorization['"]?\s*[:=,]\s*['"]?(?:basic|bearer|token|digest|negotiate)\s+(?P<v>[A-Za-z0-9._~+/=\-:]{1,4096})""")
 

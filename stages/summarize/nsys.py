@@ -1,22 +1,11 @@
 """Summarize: the chosen step of every nsys export, phase by phase, as rows of stages/schema.py.
 
 Why: the user's question is "in the steady-state step, per role and rank, where did the time and
-memory go, phase by phase?". For each export this module projects GPU work onto verl's NVTX ranges
-with NVIDIA's rule (`nsys_projection.project`, one streaming sweep), then for the ranges inside the
-chosen step computes wall time, GPU busy time (union over streams), kernel/copy/memset time,
-collective time and how much of it compute did not hide, CUDA API time and peak device memory.
-Kernels launched in the step from no range at all (e.g. PyTorch's autograd thread has no NVTX
-ranges) are kept as a `(unattributed)` phase so totals stay honest.
-
-Phases group by name path: range names are normalised first (`aten::mul, seq = 3, op_id = 9` ->
-`aten::mul`, `core/phases.normalize_range_name`), so one row per (process, step, path) carries
-an `instances` count. Beside NVIDIA's same-thread numbers every phase has *inherited* ones
-(`*_inherited` columns): what a user means by "GPU time of update_actor". Each GPU operation gets
-one home range: NVIDIA's, except that (a) an operation launched from a thread with no open range
-goes to the innermost range open on its process's main thread at launch time, and (b) an operation
-launched inside an emit_nvtx backward range (`MmBackward0, seq = N` on autograd's thread) goes to
-the forward op of the same `seq` on the main thread. Inherited figures are inclusive of nested
-ranges, like NVIDIA's; what no rule places stays in the `(unattributed)` row's inherited figures.
+memory go, phase by phase?". This module is the nsys adapter of the one summarizer
+(`summarize/phases.py`, which holds the rules: same-thread projection, inherited figures, name
+paths, instances, the `(unattributed)` row): it reads the export through SQL for the step's window
+only, projects GPU work onto the NVTX ranges with NVIDIA's rule (`projection.project`, one streaming
+sweep), reads device memory levels and each process's rank, and hands that model over.
 
 Outputs: `phases`, `kernels` and `steps` rows (SummaryRows), written by `write_summaries` as
 Parquet with key-value metadata. `kernel_summary` and `project_ranges` give NVIDIA-comparable
@@ -106,8 +95,7 @@ def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions
         src = None
         if spans is None:
             src = source_steps_from_ranges(ident, str(path), offset, r, (), options.step_range)
-            if len(r) == 0:
-                src = gpu_only_spans(db, src, offset)
+            src = gpu_only_spans(db, src, offset)
             resolved, choice = run_window([src], options.step)
             src = resolved[0]
             spans = window_spans(src, choice.step)

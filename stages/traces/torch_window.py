@@ -1,8 +1,10 @@
 """Cut a time window out of a torch.profiler Chrome trace (`.json` or `.json.gz`), streaming.
 
 Why: verl's torch traces run to hundreds of MB; loading one whole (as HolisticTraceAnalysis does)
-costs GBs of RAM. Events are read one at a time with ijson's C parser and written as they come, so
-memory stays flat whatever the trace size.
+costs GBs of RAM. Events are read in batches by the one chrome-trace reader
+(`readers/chrome_trace.stream_chrome_trace`: orjson on batches cut at event boundaries, the
+standard library where orjson refuses) and written as they come, so memory stays flat whatever
+the trace size.
 
 What is kept:
 - every metadata event (`ph: "M"`: process/thread names, labels, sort indexes), so the viewer still
@@ -31,21 +33,19 @@ ranks exactly as the originals do.
 """
 from __future__ import annotations
 
-import gzip
+import itertools
 import json
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, Iterable
 
-import ijson
 import numpy as np
 import orjson
 
 from ..core.atomic import atomic_path
-from ..core.errors import BadInputError, VerlprofError
-from ..readers.chrome_trace import TraceData, read_chrome_trace
+from ..core.errors import VerlprofError
+from ..readers.chrome_trace import TraceData, read_chrome_trace, stream_chrome_trace
 from .jsonout import ChromeTraceWriter
 
 UNSAFE_HEADER_KEYS = frozenset({"traceName"})
@@ -109,94 +109,20 @@ def window_chrome_trace(src: Path, dst_json_gz: Path, start_us: float, end_us: f
         raise VerlprofError(src, f"window ends ({end_us}) before it starts ({start_us})")
     if dst.exists() and dst.resolve() == src.resolve():
         raise VerlprofError(dst, "the window would overwrite its own input")
-    first, root = _read_header(src)
-    header = first if header is None else header
+    first: dict[str, Any] = {}
+    batches = stream_chrome_trace(src, first)
+    head = next(batches, [])            # the keys before the events are known from here on
+    header = dict(first) if header is None else header
     lo, hi = float(start_us), float(end_us)
     kept_header = {k: v for k, v in header.items() if k not in UNSAFE_HEADER_KEYS}
     dropped_keys = tuple(k for k in header if k in UNSAFE_HEADER_KEYS)
     with atomic_path(dst) as tmp:
         with ChromeTraceWriter(tmp, kept_header) as writer:
-            counts = _copy_window(src, root, writer, lo, hi)
+            counts = _copy_window(itertools.chain([head], batches), writer, lo, hi)
     return TraceWindowCounts(
         kept=counts["kept"], metadata=counts["metadata"], dropped=counts["dropped"],
         malformed=counts["malformed"], header_keys=tuple(kept_header), dropped_keys=dropped_keys,
         start_us=lo, end_us=hi, size=dst.stat().st_size)
-
-
-def open_trace(src: Path) -> BinaryIO:
-    """Open a trace for reading, gzip or plain (decided by the magic bytes, not the name)."""
-    try:
-        raw = open(src, "rb")
-    except FileNotFoundError:
-        raise BadInputError(src, "file not found") from None
-    except OSError as exc:
-        raise BadInputError(src, f"cannot read it ({exc.strerror or exc})") from None
-    magic = raw.read(2)
-    raw.seek(0)
-    if not magic:
-        raw.close()
-        raise BadInputError(src, "empty file (0 bytes), not a Chrome trace")
-    if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
-
-
-def _bad(src: Path, exc: BaseException) -> BadInputError:
-    if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
-        return BadInputError(src, f"truncated or corrupt gzip ({exc or type(exc).__name__})")
-    if isinstance(exc, ijson.IncompleteJSONError) and "premature" in str(exc).lower():
-        return BadInputError(src, "truncated JSON (the trace ends early)")
-    return BadInputError(src, f"not valid JSON ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
-
-
-_READ_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, ijson.JSONError, UnicodeDecodeError, OSError)
-
-
-def _read_header(src: Path) -> tuple[dict[str, Any], str]:
-    """Top-level keys before `traceEvents`, and the ijson prefix of the events list.
-
-    Stops parsing at the events list, so only the (small) head of the file is read.
-    """
-    header: dict[str, Any] = {}
-    with open_trace(src) as f:
-        try:
-            events = ijson.parse(f, use_float=True)
-            first = next(events, None)
-            if first is None:
-                raise BadInputError(src, "empty trace (no JSON value)")
-            if first[1] == "start_array":
-                return header, "item"  # JSON Array Format: the file is the event list
-            if first[1] != "start_map":
-                raise BadInputError(src, "not a Chrome trace (top level is neither object nor list)")
-            key: str | None = None
-            builder: ijson.ObjectBuilder | None = None
-            depth = 0
-            for prefix, event, value in events:
-                if prefix == "" and event == "map_key":
-                    if value == "traceEvents":
-                        return header, "traceEvents.item"
-                    key, builder = value, ijson.ObjectBuilder()
-                    continue
-                if prefix == "" and event == "end_map":
-                    break
-                if builder is not None:
-                    builder.event(event, value)
-                    depth += event in ("start_map", "start_array")
-                    depth -= event in ("end_map", "end_array")
-                    if key is not None and depth == 0:   # the value is whole (dicts and lists too)
-                        header[key] = builder.value
-                        key, builder = None, None
-        except _READ_ERRORS as exc:
-            raise _bad(src, exc) from None
-    raise BadInputError(src, "not a Chrome trace (no traceEvents list)")
-
-
-def _events(src: Path, root: str) -> Iterator[Any]:
-    with open_trace(src) as f:
-        try:
-            yield from ijson.items(f, root, use_float=True)
-        except _READ_ERRORS as exc:
-            raise _bad(src, exc) from None
 
 
 def dumps(ev: Any) -> bytes:
@@ -207,36 +133,40 @@ def dumps(ev: Any) -> bytes:
         return json.dumps(ev, separators=(",", ":")).encode()
 
 
-def _copy_window(src: Path, root: str, writer: ChromeTraceWriter, lo: float, hi: float) -> dict[str, Any]:
+def _copy_window(batches: Iterable[list[Any]], writer: ChromeTraceWriter, lo: float, hi: float) -> dict[str, Any]:
     kept: Counter[str] = Counter()
     metadata = dropped = malformed = 0
-    for ev in _events(src, root):
-        if type(ev) is not dict:
-            malformed += 1
-            continue
-        ph = ev.get("ph")
-        if ph == "M":
-            writer.write(dumps(ev))
-            metadata += 1
-            continue
-        ts = ev.get("ts")
-        if type(ts) not in (float, int):
-            malformed += 1
-            continue
-        end = ts
-        if ph == "X":
-            dur = ev.get("dur")
-            if type(dur) in (float, int):
-                end = ts + dur
-        if ts <= hi and end >= lo:
-            writer.write(dumps(ev))
-            kept[ev.get("cat") or f"ph:{ph}"] += 1
-        else:
-            dropped += 1
+    for batch in batches:
+        for ev in batch:
+            if type(ev) is not dict:
+                malformed += 1
+                continue
+            ph = ev.get("ph")
+            if ph == "M":
+                writer.write(dumps(ev))
+                metadata += 1
+                continue
+            ts = ev.get("ts")
+            if type(ts) not in (float, int):
+                malformed += 1
+                continue
+            end = ts
+            if ph == "X":
+                dur = ev.get("dur")
+                if type(dur) in (float, int):
+                    end = ts + dur
+            if ts <= hi and end >= lo:
+                writer.write(dumps(ev))
+                kept[ev.get("cat") or f"ph:{ph}"] += 1
+            else:
+                dropped += 1
     return {"kept": dict(kept), "metadata": metadata, "dropped": dropped, "malformed": malformed}
 
 
 def trace_header(src: Path) -> dict[str, Any]:
-    """The top-level keys of a trace before `traceEvents` (cheap: stops at the events)."""
-    return _read_header(Path(src))[0]
-
+    """The top-level keys of a trace before `traceEvents` (cheap: stops at the first events)."""
+    header: dict[str, Any] = {}
+    batches = stream_chrome_trace(Path(src), header)
+    next(batches, None)
+    batches.close()
+    return header
