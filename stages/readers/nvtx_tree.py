@@ -63,6 +63,7 @@ class RangeIndex:
     parent: np.ndarray
     depth: np.ndarray
     _levels: list[np.ndarray] = field(default_factory=list)
+    _block_end: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, ranges: NvtxRanges) -> "RangeIndex":
@@ -130,6 +131,19 @@ class RangeIndex:
             np.add.at(out, self.parent[idx], out[idx])
         return out
 
+    def _block_ends(self) -> np.ndarray:
+        """Per range, one past the last range of its thread that starts before it ends (ranges are
+        sorted by thread, then start), computed once."""
+        if self._block_end is None:
+            r = self.ranges
+            n = len(self.parent)
+            ends = np.empty(n, np.int64)
+            cuts = np.flatnonzero(np.diff(r.gtid)) + 1 if n else np.zeros(0, np.int64)
+            for a, b in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [n])).tolist()):
+                ends[a:b] = a + np.searchsorted(r.start[a:b], r.end[a:b], side="right")
+            self._block_end = ends
+        return self._block_end
+
     def rollup_min(self, values: np.ndarray) -> np.ndarray:
         out = values.copy()
         for idx in self._levels:
@@ -143,7 +157,17 @@ class RangeIndex:
         return out
 
     def subtree(self, i: int) -> np.ndarray:
-        """Indices of range i and all ranges nested in it (they follow i in the sorted order)."""
+        """Indices of range i and all ranges nested in it (they follow i in the sorted order).
+
+        Fast path (issue 25: called once per phase instance, 10^5-10^6 times): the ranges of i's
+        thread that start before i ends form a block right after i; when every parent in that block
+        lies in [i, block end) they are all nested in i and the subtree is that block. Otherwise
+        (ranges that overlap without nesting) the block is walked range by range."""
+        j = int(self._block_ends()[i])
+        if j <= i + 1:
+            return np.asarray([i], dtype=np.int64)
+        if int(self.parent[i + 1:j].min()) >= i:
+            return np.arange(i, j, dtype=np.int64)
         members = [i]
         inside = {i}
         for j in range(i + 1, len(self.parent)):
