@@ -87,7 +87,11 @@ def test_every_trace_is_linked_and_every_link_resolves(bundle: Path) -> None:
         target = (bundle / unquote(h)).resolve()
         assert target.is_file() and target.is_relative_to((bundle / "traces").resolve()), h
     # Every trace file of the manifest is reachable from the page.
-    assert {unquote(h) for h in files} == {rel for outs in traces.values() for rel in outs.values()}
+    # (and the merged trace of all ranks, issue 23)
+    expected = {rel for outs in traces.values() for rel in outs.values()}
+    if manifest.get("merged_trace"):
+        expected.add(manifest["merged_trace"])
+    assert {unquote(h) for h in files} == expected
     # Each process bar links to the Chrome trace of the source its phase rows came from.
     phases = pd.read_parquet(bundle / "summaries" / "phases.parquet")
     chart = _chart(page)
