@@ -322,6 +322,8 @@ def merge_node_bundles(results: Sequence[NodeResult], out: str | Path) -> dict[s
                 rec["artifacts"] = len(arts)
                 rec["window"] = man.get("window")
                 for name in SCHEMAS:
+                    if name == "ranks":   # across nodes: recomputed below from the merged phases
+                        continue
                     p = folder / "summaries" / f"{name}.parquet"
                     if p.is_file():
                         t = _conform_any(pq.read_table(p), name)
@@ -330,9 +332,14 @@ def merge_node_bundles(results: Sequence[NodeResult], out: str | Path) -> dict[s
                         tables[name].append(t.set_column(t.schema.get_field_index("source"), "source", src))
             nodes.append(rec)
         for name, parts in tables.items():
+            if name == "ranks":
+                continue
             merged = pa.concat_tables(parts) if parts else arrow_schema(name).empty_table()
             (staging / "summaries").mkdir(exist_ok=True)
             pq.write_table(merged, staging / "summaries" / f"{name}.parquet", compression="zstd")
+        from .ranks import write_ranks   # issue 23: the run across ranks of every node
+
+        write_ranks(pq.read_table(staging / "summaries" / "phases.parquet").to_pandas(), staging / "summaries")
         base = first or {}
         manifest = {
             "manifest_version": base.get("manifest_version", 1),
