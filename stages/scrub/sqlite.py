@@ -561,6 +561,47 @@ def iter_text_cells(conn: sqlite3.Connection, only_declared_text: bool = False,
                     yield t, c[0], rid, v
 
 
+def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[str, str, Any, Any, int]]:
+    """(table, column, first rowid, value, cells) of every DISTINCT text/blob value of every column
+    (numeric-declared ones too, when a probe finds any text in them), in first-rowid order.
+
+    Why: `check` must see every cell, but judging a value once and counting its cells is the same
+    verdict; SQLite groups in C. BINARY grouping is length-aware (values with NUL bytes inside stay
+    distinct) and keeps text and blob apart. Tables without rowid are read cell by cell.
+    """
+    for t in list_tables(conn, schema):
+        cols = table_columns(conn, t, schema)
+        try:
+            conn.execute(f"SELECT rowid FROM {schema}.{_q(t)} LIMIT 0")
+        except sqlite3.OperationalError:   # WITHOUT ROWID
+            for t2, c, rid, v in _cells_of(conn, t, cols, schema):
+                yield t2, c, rid, v, 1
+            continue
+        use = [c[0] for c in cols if not _is_numeric(c[1])]
+        probe = [c[0] for c in cols if _is_numeric(c[1])]
+        # `x >= ''` holds exactly for TEXT and BLOB cells (see sqlite._text_columns)
+        if probe and conn.execute(f"SELECT 1 FROM {schema}.{_q(t)} WHERE "
+                                  + " OR ".join(f"{_q(c)} >= ''" for c in probe) + " LIMIT 1").fetchone():
+            use += probe
+        for c in use:
+            qc = _q(c)
+            rows = conn.execute(f"SELECT min(rowid), {qc}, count(*) FROM {schema}.{_q(t)} "
+                                f"WHERE typeof({qc}) IN ('text','blob') GROUP BY {qc}").fetchall()
+            rows.sort(key=lambda r: r[0])
+            for rid, v, n in rows:
+                yield t, c, rid, v, n
+
+
+def _cells_of(conn: sqlite3.Connection, t: str, cols: list[tuple[str, str, int, int]],
+              schema: str) -> Iterator[tuple[str, str, Any, Any]]:
+    sel = ", ".join(f"CASE WHEN typeof({_q(c[0])}) IN ('text','blob') THEN {_q(c[0])} END" for c in cols)
+    cond = " OR ".join(f"typeof({_q(c[0])}) IN ('text','blob')" for c in cols)
+    for n, row in enumerate(conn.execute(f"SELECT {sel} FROM {schema}.{_q(t)} WHERE {cond}")):
+        for c, v in zip(cols, row):
+            if v is not None:
+                yield t, c[0], n, v
+
+
 def iter_distinct_text(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[str, str, Any]]:
     """(table, column, value) of every DISTINCT text/blob value of text-declared columns.
 
