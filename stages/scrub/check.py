@@ -295,6 +295,15 @@ class Checker:
                 if tv is str or tv is dict or tv is list:
                     self._json_value(display, v, key, sub, where, depth + 1)
 
+    def _json_events(self, display: str, pend: list[tuple[int, str, Any]], key: str, fast: RawEventFilter) -> None:
+        """Events of one read batch: skipped at once when no literal in them has a finding, else
+        each one not cleared by the per-event filter is walked."""
+        if not pend or fast.clean_batch("".join(r for _n, r, _v in pend)):
+            return
+        for n, raw, val in pend:
+            if not fast.clean(raw):
+                self._json_value(display, val, None, f"$.{key}[]" if key else "$[]", f"#{n}")
+
     def _no_findings(self, text: str) -> bool:
         return not self.sc.findings(text)
 
@@ -307,6 +316,8 @@ class Checker:
             key = ""
             n = 0
             stream = JsonEventStream(fh, path)
+            pend: list[tuple[int, str, Any]] = []
+            size = 0
             fast = RawEventFilter(self.sc, self._no_findings, self._no_findings)
             for tag, val in stream:
                 if tag == "key":
@@ -316,9 +327,18 @@ class Checker:
                 elif tag == "value":
                     self._json_value(display, val, key, f"$.{key}", "")
                 elif tag == "event":
-                    if not fast.clean(stream.last_raw()):
-                        self._json_value(display, val, None, f"$.{key}[]" if key else "$[]", f"#{n}")
+                    raw = stream.last_raw()
+                    pend.append((n, raw, val))
+                    size += len(raw)
                     n += 1
+                    if size >= _CHUNK:
+                        self._json_events(display, pend, key, fast)
+                        pend.clear()
+                        size = 0
+                elif tag == "end_events":
+                    self._json_events(display, pend, key, fast)
+                    pend.clear()
+                    size = 0
         except (BadInputError, RecursionError):
             self.sink.add(display, "not valid JSON: scanned as text", KIND_UNREADABLE)
             if raw is None:

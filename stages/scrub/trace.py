@@ -221,6 +221,7 @@ class RawEventFilter:
         self.key_ok = key_ok
         self.value_ok = value_ok
         self._ok: set[tuple[str, str]] = set()   # (literal, "" or the `:` after a key) judged clean
+        self._both: set[str] = set()             # literals clean as values and as plain keys
 
     def clean(self, raw: str) -> bool:
         if "NaN" in raw or "Infinity" in raw:
@@ -233,6 +234,22 @@ class RawEventFilter:
             if len(self._ok) >= self.MAX:
                 self._ok.clear()
             self._ok.add((tok, colon))
+        return True
+
+    def clean_batch(self, text: str) -> bool:
+        """`clean` for many whole events at once, without telling keys from values: every
+        literal must pass both as a value and as a plain key. Texts holding a backslash (escapes
+        would break the split on quotes) or NaN/Infinity answer False: judge those per event."""
+        if "\\" in text or "NaN" in text or "Infinity" in text:
+            return False
+        pending = set(text.split('"')[1::2])
+        pending -= self._both
+        for tok in pending:
+            if not (self.value_ok(tok) and self.sc._key_class(tok) == 0 and self.key_ok(tok)):
+                return False
+            if len(self._both) >= self.MAX:
+                self._both.clear()
+            self._both.add(tok)
         return True
 
     def _judge(self, tok: str, is_key: bool) -> bool:
@@ -378,11 +395,21 @@ def scrub_trace(src: Path, dst_tmp: Path, scrubber: Scrubber, policy: Policy) ->
     return {"events": n_events}
 
 
+def _scrub_batch(batch: list[tuple[str, Any]], ts: TraceScrubber, fast: RawEventFilter, first: bool) -> bytes:
+    """The output bytes of a run of events: written as read when no rule changes any of them,
+    else event by event (raw when clean, re-encoded after the walk otherwise)."""
+    if fast.clean_batch("".join(r for r, _v in batch)):
+        body = ",\n".join(r for r, _v in batch).encode("utf-8")
+    else:
+        body = b",\n".join(r.encode("utf-8") if fast.clean(r) else _dumps(ts.event(v)) for r, v in batch)
+    return body if first else b",\n" + body
+
+
 def write_scrubbed(stream: JsonEventStream, ts: TraceScrubber, out: IO[bytes]) -> int:
     """Re-emit the document of `stream` with every member and event scrubbed; return #events."""
     ok = unchanged_by(ts.sc)
     fast = RawEventFilter(ts.sc, ok, ok)
-    batch: list[bytes] = []
+    batch: list[tuple[str, Any]] = []   # (raw text, decoded event)
     size = 0
     first_member = True
     first_event = True
@@ -404,18 +431,17 @@ def write_scrubbed(stream: JsonEventStream, ts: TraceScrubber, out: IO[bytes]) -
             first_event = True
         elif tag == "event":
             raw = stream.last_raw()
-            b = raw.encode("utf-8") if fast.clean(raw) else _dumps(ts.event(val))
-            batch.append(b if first_event else b",\n" + b)
-            first_event = False
+            batch.append((raw, val))
             n += 1
-            size += len(b)
+            size += len(raw)
             if size >= _CHUNK:
-                out.write(b"".join(batch))
+                out.write(_scrub_batch(batch, ts, fast, first_event))
+                first_event = False
                 batch.clear()
                 size = 0
         elif tag == "end_events":
             if batch:
-                out.write(b"".join(batch))
+                out.write(_scrub_batch(batch, ts, fast, first_event))
                 batch.clear()
                 size = 0
             out.write(b"\n]")
