@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+# Tests import `testdata` (tests/data through data_path/data_dir); pytest's importlib mode does not
+# put tests/ on sys.path, so conftest, loaded first, does.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 NSYS_PROFILE_FLAGS = ["--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true"]
 
 # The profiled program: `steps` "step" ranges with verl-like children, so reports differ in content.

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
+from testdata import fixtures_dir
 from verlprof.pipeline import batch, compare
 from verlprof.pipeline.cli import app
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend
@@ -26,7 +27,7 @@ from verlprof.stages.core.errors import VerlprofError
 from verlprof.stages.core.phases import canonical_stage
 from verlprof.stages.schema import arrow_schema
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.readers import chrome_trace
 from verlprof.stages.readers.chrome_trace import read_chrome_trace
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-torch-2.11"
+FIXTURES = fixtures_dir() / "h200-torch-2.11"
 TRACES = sorted(FIXTURES.glob("*.json.gz"))
 
-pytestmark = pytest.mark.skipif(not TRACES, reason="shared torch fixtures not present")
 
 _KEPT = {"kernel": "gpu", "gpu_memcpy": "gpu", "gpu_memset": "gpu", "cuda_runtime": "api",
          "cuda_driver": "api", "user_annotation": "range"}

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from testdata import fixtures_dir
 from verlprof.pipeline.cli import app
 from verlprof.stages.core.hashing import sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "tiny_run"
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 runner = CliRunner()
 
 

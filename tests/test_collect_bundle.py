@@ -10,10 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
+from testdata import fixtures_dir
 from verlprof.pipeline.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 PLANTED = [
     "hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o", "5f0c3e9a1b7d24e8c6a90f1b3d5e7a9c2b4d6f80",
     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY", "s3cr3t-Pa55!", "hf_CmdLineTok3n0123456789abcdefghijkl",

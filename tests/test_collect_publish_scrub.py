@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
+from testdata import fixtures_dir
 from verlprof.pipeline.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
-WHOLE = REPO.parent / "shared" / "fixtures" / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
+WHOLE = fixtures_dir() / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 runner = CliRunner()
 
 # Made up, provider-shaped (HF token) and a value only the by-value rule can know (an env value).

@@ -17,11 +17,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from testdata import fixtures_dir
 from verlprof.pipeline.collect import _verify
 from verlprof.pipeline.progress import NoProgress
 from verlprof.stages.core.errors import ExitCode, RefusedError, human_size, plain_reason
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 RAY = FIXTURES / "h200-nsys-2025.3" / "ray-continuous"
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 TORCH = FIXTURES / "h200-torch-2.11"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import data_path, fixtures_dir
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend
 from verlprof.pipeline.stage_runs import export_all
 from verlprof.stages.core.errors import BadInputError
@@ -19,7 +20,7 @@ from verlprof.stages.export.nsys_export import ExportOptions, ExportResult, clea
 from verlprof.stages.readers.nsys_tool import find_nsys
 from verlprof.stages.readers.sqlite_export import validate_export
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 CONTINUOUS = sorted((FIXTURES / "h200-nsys-2025.3" / "ray-continuous").glob("*.sqlite"))
 
@@ -266,6 +267,22 @@ def test_missing_nsys_fails_reports_but_not_sqlite_inputs(nsys_reports: list[Pat
 
 
 @pytest.mark.nsys
+def test_real_report_of_nsys_2025_fails_with_which_nsys_wrote_it(tmp_path: Path) -> None:
+    """A report nsys 2025.3.1 wrote (tests/data/nsys-2025.3-report): the artifact fails in one line
+    naming both versions and what to do; nothing is left in the work dir."""
+    src = tmp_path / "run"
+    rep = _copy(data_path("nsys-2025.3-report/tiny_2025.nsys-rep"), src)
+    work = tmp_path / "work"
+    tool = find_nsys()
+    res = export_one(_art(rep, ArtifactKind.NSYS_REPORT, src), ExportOptions(work_dir=work))
+    assert res.status == "failed"
+    assert (f"written by nsys 2025.3.1.0, this nsys is {tool.version}: install a newer Nsight Systems "
+            "or point --nsys / VERLPROF_NSYS at one") in res.detail
+    _assert_one_line_no_abs_path(res, _art(rep, ArtifactKind.NSYS_REPORT, src))
+    assert not any(p.suffix == ".sqlite" for p in work.rglob("*"))
+
+
+@pytest.mark.nsys
 def test_report_newer_than_local_nsys_falls_back_to_stale_beside(nsys_reports: list[Path], tmp_path: Path) -> None:
     src = tmp_path / "run"
     data = bytearray(nsys_reports[0].read_bytes())
@@ -276,7 +293,7 @@ def test_report_newer_than_local_nsys_falls_back_to_stale_beside(nsys_reports: l
     rep.write_bytes(bytes(data))
     work = tmp_path / "work"
     res = export_one(_art(rep, ArtifactKind.NSYS_REPORT, src), ExportOptions(work_dir=work))
-    assert res.status == "failed" and "written by a newer Nsight Systems" in res.detail
+    assert res.status == "failed" and "install a newer Nsight Systems or point --nsys" in res.detail
     _assert_one_line_no_abs_path(res, _art(rep, ArtifactKind.NSYS_REPORT, src))
     beside = _copy(CONTINUOUS[1], src, "new.sqlite")
     os.utime(beside, (rep.stat().st_atime - 100, rep.stat().st_mtime - 100))

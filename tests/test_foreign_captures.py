@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from rich.console import Console
+from testdata import data_dir
 from verlprof.stages.core.phases import canonical_stage, normalize_range_name
 from verlprof.stages.summarize.nsys import (
     UNATTRIBUTED,
@@ -27,9 +28,8 @@ from verlprof.stages.summarize.nsys import (
 )
 from verlprof.stages.summarize.types import SummarizeOptions
 
-DATA = Path(__file__).resolve().parent / "data"
-CAPTURES = DATA / "captures"
-GPU = DATA / "gpu_captures"
+CAPTURES = data_dir("captures")      # the .xz members decompressed once into a cache
+GPU = data_dir("gpu_captures")
 H100 = CAPTURES / "nsysai_h100_2gpu" / "h100_2gpu_1s.sqlite"             # nsys 2026.2, 2 GPUs, emit_nvtx
 SAXPY = CAPTURES / "pipit_saxpy_mpi" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite"   # nsys 2022.2, MPI + NVTX
 CLOVER = CAPTURES / "pipit_cloverleaf" / "perlmutter-cloverleaf-cuda.sqlite"     # nsys 2024.5, no NVTX

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.pipeline.executors import InlineExecutor, run_all
 from verlprof.stages.core.errors import BadInputError, VerlprofError
 from verlprof.stages.core.hashing import salted_hash
@@ -28,7 +29,7 @@ from verlprof.stages.gather.discover import (
 )
 from verlprof.stages.readers.hydra_config import RunConfig
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 K = ArtifactKind
 SALT = "bundle-salt"
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
+from testdata import data_dir
 from verlprof.pipeline.cli import app
 
-N2 = Path(__file__).resolve().parent / "data" / "gpu_captures" / "n2-gloo-same-gpu"
+N2 = data_dir("gpu_captures/n2-gloo-same-gpu")
 runner = CliRunner()
 
 

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.summarize.torch_profile import (
     MemoryItem,
@@ -21,9 +22,8 @@ from verlprof.stages.summarize.torch_profile import (
 from verlprof.stages.summarize.types import SummarizeOptions
 from verlprof.stages.window.types import SourceIdentity
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-torch-2.11"
+FIXTURES = fixtures_dir() / "h200-torch-2.11"
 SNAPSHOT = FIXTURES / "step2" / "torch_memory_rank0_pid804.pickle"
-pytestmark = pytest.mark.skipif(not SNAPSHOT.is_file(), reason="shared snapshot fixture not present")
 
 IDENT = SourceIdentity(source="step2/torch_memory_rank0_pid804.pickle", source_kind="memory", rank=0, pid=804,
                        step_hint=2)

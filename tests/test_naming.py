@@ -13,6 +13,7 @@ from typing import Any, Optional
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.stages.core.model import ArtifactKind
 from verlprof.stages.readers.naming import (
     PATTERNS,
@@ -23,7 +24,7 @@ from verlprof.stages.readers.naming import (
     role_of_scope,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 
 _CASES = [(p.id, ex, exp) for p in PATTERNS for ex, exp in p.examples]
 _NOT = [(p.id, ne) for p in PATTERNS for ne in p.not_examples]

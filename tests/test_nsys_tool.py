@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from testdata import data_path
 from verlprof.stages.core.errors import BadInputError, ToolMissingError, VerlprofError
 from verlprof.stages.core.hashing import sha256_file
 from verlprof.stages.readers import nsys_tool
@@ -138,9 +139,46 @@ def test_report_from_newer_nsys_says_what_to_install(
         export_sqlite(tool, bad, dst)
     msg = str(err.value)
     assert "\n" not in msg
-    assert f"newer Nsight Systems {newer} than the local nsys {tool.short_version}" in msg
-    assert f"install nsys >= {newer}" in msg and "nsys export --type sqlite newer.nsys-rep" in msg
+    assert f"written by nsys {newer}.0.0-deadbee"[:40] in msg and f"this nsys is {tool.version}" in msg
+    assert "install a newer Nsight Systems or point --nsys / VERLPROF_NSYS at one" in msg
     assert not dst.exists()
+
+
+#: Written by nsys 2025.3.1.0 (tests/data/nsys-2025.3-report/README.md: `nsys --version` there).
+REPORT_2025 = data_path("nsys-2025.3-report/tiny_2025.nsys-rep")
+
+
+def test_writer_version_of_real_reports(nsys_reports: list[Path], tool: nsys_tool.NsysTool) -> None:
+    """The version a report names as its writer: a 2025.3.1 report, and the local nsys's own reports
+    (whose writer is what `nsys --version` of the local nsys prints)."""
+    assert nsys_tool.report_writer_version(REPORT_2025) == ("2025.3.1.0", (2025, 3))
+    local = subprocess.run([str(tool.path), "--version"], capture_output=True, text=True).stdout
+    for rep in nsys_reports:
+        got = nsys_tool.report_writer_version(rep)
+        assert got is not None and got[0] in local and got[1] == tool.version_tuple
+
+
+def test_report_of_a_newer_nsys_is_refused_in_one_line_before_nsys_runs(
+        tool: nsys_tool.NsysTool, tmp_path: Path) -> None:
+    """A real report written by nsys 2025.3.1; the local nsys (2022.4 in CI) is older."""
+    assert tool.version_tuple < (2025, 3), "this test needs an nsys older than 2025.3"
+    dst = tmp_path / "cache" / "tiny.sqlite"
+    with pytest.raises(ToolMissingError) as err:
+        export_sqlite(tool, REPORT_2025, dst)
+    assert str(err.value) == (f"{REPORT_2025}: written by nsys 2025.3.1.0, this nsys is {tool.version}: "
+                              "install a newer Nsight Systems or point --nsys / VERLPROF_NSYS at one")
+    assert not dst.parent.exists() or list(dst.parent.iterdir()) == []
+
+
+def test_the_local_nsys_itself_refuses_that_report(tool: nsys_tool.NsysTool, tmp_path: Path) -> None:
+    """Negative control: without the version check, nsys fails on the report (in words naming no
+    version), and that failure is explained in the same one line."""
+    out = subprocess.run([str(tool.path), "export", "--type", "sqlite", "-o", str(tmp_path / "x.sqlite"),
+                          str(REPORT_2025)], capture_output=True, text=True, timeout=300)
+    said = out.stdout + out.stderr
+    assert "Version not supported" in said and "2025" not in said
+    err = nsys_tool.explain_nsys_failure(tool, REPORT_2025, said, out.returncode)
+    assert isinstance(err, ToolMissingError) and "written by nsys 2025.3.1.0" in str(err)
 
 
 def test_export_timeout_kills_nsys_and_leaves_nothing(

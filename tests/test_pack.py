@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from testdata import fixtures_dir
 from verlprof.pipeline.pack import (
     SUMS_NAME,
     bundle_files,
@@ -32,10 +33,9 @@ from verlprof.stages.core.errors import BadInputError, VerlprofError
 from verlprof.stages.schema import arrow_schema
 from verlprof.stages.traces.jobs import TraceJob, make_window_traces
 
-FIX = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIX = fixtures_dir()
 NSYS = FIX / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.2.sqlite"
 
-pytestmark = pytest.mark.skipif(not NSYS.exists(), reason="shared fixtures not present")
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ import pickle
 from pathlib import Path
 
 import pytest
+from testdata import fixtures_dir
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend, run_all
 from verlprof.stages.core import atomic
 from verlprof.stages.core.done_records import DoneRecords
 from verlprof.stages.core.errors import BadInputError, VerlprofError
 from verlprof.stages.readers.memory_snapshot import load_snapshot, loads_restricted
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 
 
 def test_atomic_write_leaves_nothing_on_failure(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from testdata import data_dir
 from verlprof.pipeline import batch, compare
 from verlprof.pipeline.executors import InlineExecutor
 from verlprof.pipeline.report.gpu_lanes import GpuIntervals, busy_ns, read_nsys_window
@@ -318,7 +319,7 @@ def test_report_shows_the_inherited_gpu_figure_of_each_phase(tmp_path: Path) -> 
     from typer.testing import CliRunner
     from verlprof.pipeline.cli import app
 
-    src = Path(__file__).resolve().parent / "data" / "gpu_captures" / "whole-emit-nvtx"
+    src = data_dir("gpu_captures/whole-emit-nvtx")
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["collect", str(src), "-o", str(out), "--work", str(tmp_path / "w"), "--html"])
     assert res.exit_code == 0, res.output

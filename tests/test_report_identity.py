@@ -1,7 +1,7 @@
 """identify_report: role/rank/world size of a Ray `worker_process_<pid>` report, from its export.
 
 Expected answers come from outside the exports: `samples/tiny_run/sample_manifest.json` (written by
-the script that ran the sample) and `shared/fixtures/README.md` (one process that opens verl's
+the script that ran the sample) and `tests/data/README.md` (one process that opens verl's
 controller `step` ranges and its worker stage ranges, with no RANK in its environment).
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.readers.naming import ROLE_ALIASES
 from verlprof.stages.readers.report_identity import (
@@ -38,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "tiny_run"
 NSIGHT = SAMPLE / "ray_logs" / "nsight"
 MANIFEST = json.loads((SAMPLE / "sample_manifest.json").read_text())
-FIXTURES = REPO.parent / "shared" / "fixtures" / "h200-nsys-2025.3"
+FIXTURES = fixtures_dir() / "h200-nsys-2025.3"
 FIXTURE_EXPORTS = sorted(FIXTURES.glob("*/*.sqlite"))
 ROLES = set(ROLE_ALIASES.values()) | {"trainer"}
 

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
+from testdata import fixtures_dir
 from verlprof.pipeline.cli import app
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 RAY = FIXTURES / "h200-nsys-2025.3" / "ray-continuous"
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 runner = CliRunner()

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
+from testdata import fixtures_dir
 from verlprof.pipeline.cli import app
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.hidden import encoded_value_forms, verify_allow_examples
@@ -34,7 +35,7 @@ from verlprof.stages.scrub.secrets import (
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact, sniff_kind
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 TRACE2 = FIXTURES / "h200-torch-2.11" / "actor-rollout-ref_train_step2_rank0-of-1_pid754_20261202085621396.json.gz"
 POLICY = load_policy(use_local_environment=False)

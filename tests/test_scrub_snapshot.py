@@ -7,13 +7,14 @@ import pickle
 from pathlib import Path
 
 import pytest
+from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.readers.memory_snapshot import load_snapshot
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.secrets import REDACTED, load_policy
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 SNAP = FIXTURES / "h200-torch-2.11" / "step2" / "torch_memory_rank0_pid804.pickle"
 POLICY = load_policy(use_local_environment=False)
 

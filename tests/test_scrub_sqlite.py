@@ -14,13 +14,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.secrets import REDACTED, load_policy
 from verlprof.stages.scrub.sqlite import SQLITE_ALLOWLIST, keep_spec
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 RAY2 = FIXTURES / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.2.sqlite"
 POLICY = load_policy(use_local_environment=False)

@@ -12,13 +12,14 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.secrets import REDACTED, load_policy
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
 from verlprof.stages.scrub.trace import JsonEventStream
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 TORCH = FIXTURES / "h200-torch-2.11"
 STEP2 = TORCH / "actor-rollout-ref_train_step2_rank0-of-1_pid754_20261202085621396.json.gz"
 STEP1 = TORCH / "actor-rollout-ref_train_step1_rank0-of-1_pid754_20261202085618976.json.gz"

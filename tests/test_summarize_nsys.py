@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from testdata import fixtures_dir
 from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.schema import SCHEMAS, arrow_schema
 from verlprof.stages.summarize.kernel_category import CATEGORIES
@@ -27,13 +28,12 @@ from verlprof.stages.summarize.nsys import (
 from verlprof.stages.summarize.types import SummarizeOptions
 from verlprof.stages.window.steps import identity_from_path
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 NSYS = FIXTURES / "h200-nsys-2025.3"
 WHOLE = NSYS / "whole" / "whole_1873.sqlite"
 GOLDEN = NSYS / "whole" / "golden"
 RAY = NSYS / "ray-continuous"
 
-pytestmark = pytest.mark.skipif(not WHOLE.exists(), reason="shared fixtures are missing")
 
 
 def _nvtx(path: Path) -> pd.DataFrame:

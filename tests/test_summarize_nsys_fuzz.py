@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError, VerlprofError
 from verlprof.stages.summarize.nsys import project_ranges, summarize_nsys
 from verlprof.stages.window.steps import identity_from_path, nsys_source_steps
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 RAY2 = FIXTURES / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.2.sqlite"
 
-pytestmark = pytest.mark.skipif(not WHOLE.exists(), reason="shared fixtures are missing")
 
 
 def _copy(src: Path, dst: Path) -> Path:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.pipeline.executors import ProcessPoolExecutorBackend
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.schema import arrow_schema
@@ -32,9 +33,8 @@ from verlprof.stages.summarize.torch_profile import (
 from verlprof.stages.summarize.types import SummarizeOptions, merge_rows
 from verlprof.stages.window.types import SourceIdentity
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-torch-2.11"
+FIXTURES = fixtures_dir() / "h200-torch-2.11"
 TRACES = sorted(FIXTURES.glob("*.json.gz"))
-pytestmark = pytest.mark.skipif(not TRACES, reason="shared torch fixtures not present")
 
 
 def _ident(path: Path, **kw) -> SourceIdentity:

@@ -14,14 +14,14 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError, VerlprofError
 from verlprof.stages.traces.jobs import nsys_sqlite_to_chrome, window_chrome_trace, window_nsys_sqlite
 
-FIX = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIX = fixtures_dir()
 SMALL_NSYS = FIX / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.2.sqlite"
 TORCH = sorted((FIX / "h200-torch-2.11").glob("*step3*.json.gz"))
 
-pytestmark = pytest.mark.skipif(not SMALL_NSYS.exists() or not TORCH, reason="shared fixtures not present")
 
 FAR = (0, 1 << 62)  # a window holding everything
 

@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from testdata import fixtures_dir
 from verlprof.stages.readers.sqlite_export import validate_export
 from verlprof.stages.traces.jobs import (
     TraceJob,
@@ -25,7 +26,7 @@ from verlprof.stages.traces.jobs import (
     window_nsys_sqlite,
 )
 
-FIX = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIX = fixtures_dir()
 NSYS = FIX / "h200-nsys-2025.3"
 WHOLE = NSYS / "whole" / "whole_1873.sqlite"
 RAY = NSYS / "ray-continuous"
@@ -35,7 +36,6 @@ PLANTED = (
 )
 DIV = 1 << 24
 
-pytestmark = pytest.mark.skipif(not WHOLE.exists(), reason="shared fixtures not present")
 
 
 def ro(path: Path) -> sqlite3.Connection:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from testdata import fixtures_dir
 from verlprof.pipeline.pack import pack_bundle, verify_archive
 from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.scrub.check import check_paths
@@ -22,7 +23,7 @@ from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identitie
 from verlprof.stages.traces.jobs import TraceJob, make_window_traces, trace_file_name
 from verlprof.stages.window.steps import identity_from_path
 
-FIX = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIX = fixtures_dir()
 WHOLE = FIX / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 TORCH2 = sorted((FIX / "h200-torch-2.11").glob("*_step2_*.json.gz"))
 POLICY = load_policy(use_local_environment=False)
@@ -33,8 +34,7 @@ PLANTED = (
 )
 DIV = 1 << 24
 
-pytestmark = [pytest.mark.slow,  # ~15 s: scrubs and summarizes a 25 MB torch trace and a 4 MB export
-              pytest.mark.skipif(not WHOLE.exists() or not TORCH2, reason="shared fixtures not present")]
+pytestmark = pytest.mark.slow  # ~15 s: scrubs and summarizes a 25 MB torch trace and a 4 MB export
 
 
 def scrub(src: Path, dst: Path, kind: str) -> Path:

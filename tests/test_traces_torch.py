@@ -15,6 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from testdata import fixtures_dir
 from verlprof.stages.traces.jobs import (
     TraceJob,
     TraceWindowCounts,
@@ -24,10 +25,9 @@ from verlprof.stages.traces.jobs import (
     window_chrome_trace_utc,
 )
 
-FIX = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "h200-torch-2.11"
+FIX = fixtures_dir() / "h200-torch-2.11"
 STEPS = sorted(FIX.glob("actor-rollout-ref_train_step*_rank0-of-1_pid754_*.json.gz"))
 
-pytestmark = pytest.mark.skipif(len(STEPS) != 3, reason="shared fixtures not present")
 
 
 def load(path: Path) -> dict:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from testdata import fixtures_dir
 from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.core.errors import VerlprofError
 from verlprof.stages.window.steps import (
@@ -24,12 +25,11 @@ from verlprof.stages.window.steps import (
 )
 from verlprof.stages.window.types import SourceIdentity
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = fixtures_dir()
 NSYS = FIXTURES / "h200-nsys-2025.3"
 WHOLE = NSYS / "whole" / "whole_1873.sqlite"
 RAY = NSYS / "ray-continuous"
 
-pytestmark = pytest.mark.skipif(not WHOLE.exists(), reason="shared fixtures are missing")
 
 
 def _ro(path: Path) -> sqlite3.Connection:
@@ -236,7 +236,6 @@ def test_window_command(tmp_path):
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "tiny_run" / "ray_logs" / "nsight"
 
 
-@pytest.mark.skipif(not SAMPLE.is_dir(), reason="samples/tiny_run is missing")
 def test_cpu_sample_controller_and_workers_align():
     """The CPU sample (nsys 2022.4, NVTX only): the controller's step ranges set the steps, the
     workers' stage ranges are placed by absolute time, phases equal their NVTX ranges."""

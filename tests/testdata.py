@@ -90,3 +90,37 @@ def data_dir(rel: str) -> Path:
     except OSError:  # another worker made it first
         shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+#: The H200 fixture folders and files of tests/data, under the names ../shared/fixtures gave them.
+_H200 = {"h200-nsys-2025.3": "h200-nsys-2025.3", "h200-torch-2.11": "h200-torch-2.11",
+         "README.md": "h200-README.md", "workload.py": "h200-workload.py"}
+
+
+def fixtures_dir() -> Path:
+    """The H200 fixtures as one read-only folder named `fixtures` (laid out as ../shared/fixtures was).
+
+    Why: several tests hand the whole tree to `gather` or walk it; this keeps their view of one run's
+    files while every file comes out of tests/data (decompressed once through `data_dir`).
+    """
+    parts = {name: (data_dir(src) if (DATA / src).is_dir() else data_path(src)) for name, src in _H200.items()}
+    h = hashlib.sha256("".join(f"{n}={p}" for n, p in sorted(parts.items())).encode())
+    final = _CACHE / f"fixtures-{h.hexdigest()[:16]}" / "fixtures"
+    if final.is_dir():
+        return final
+    _CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=_CACHE))
+    for name, src in parts.items():
+        if src.is_dir():
+            shutil.copytree(src, staging / name)
+        else:
+            shutil.copyfile(src, staging / name)
+    for p in staging.rglob("*"):
+        if p.is_file():
+            os.chmod(p, 0o444)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(staging, final)
+    except OSError:  # another worker made it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return final

@@ -28,7 +28,8 @@ from .window_options import step_range_option, top_kernels_option, top_phases_op
 _MAX_SOURCE_TABLES = 6  # phase tables printed; the rest are in summaries/phases.parquet
 _EPILOG = ("Exit codes: 0 every artifact summarized; 3 bundle written but some artifacts failed (listed; "
            "--strict: no bundle); 4 nothing could be summarized (no bundle); 2 bad usage; "
-           "1 refused to publish: `verlprof check` found something.")
+           "1 refused to publish: `verlprof check` found something.\n\n"
+           "Example: verlprof collect samples/tiny_run -o /tmp/out --html --pack")
 
 
 def register(app: typer.Typer) -> None:

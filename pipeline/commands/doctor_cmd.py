@@ -242,6 +242,7 @@ def register(app: typer.Typer) -> None:
     """Add the ``doctor`` command to the verlprof CLI."""
     app.command(
         "doctor",
+        epilog="Example: verlprof doctor run_qwen3_8b_fsdp.sh -- global_profiler.tool=nsys",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(doctor)
 

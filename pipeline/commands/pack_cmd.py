@@ -1,4 +1,4 @@
-"""`verlprof pack OUT`: one `OUT.tar.gz` of a share bundle, with a SHA256SUMS inside.
+"""`verlprof pack BUNDLE`: one `BUNDLE.tar.gz` of a share bundle, with a SHA256SUMS inside.
 
 Why a command of its own: `collect --pack` packs right after collecting, but a bundle may also be
 packed later (after reading it, or after `verlprof check`), so packing must not need a re-collect.
@@ -10,20 +10,29 @@ from typing import Optional
 
 import typer
 
+from ...stages.core.errors import VerlprofError
+
+_EPILOG = "Example: verlprof pack /tmp/verlprof-sample -o /tmp/verlprof-sample.tar.gz"
+
 
 def register(app: typer.Typer) -> None:
     """Add the `pack` command to the verlprof CLI."""
 
-    @app.command("pack")
+    @app.command("pack", epilog=_EPILOG)
     def pack(
-        out: Path = typer.Argument(..., help="The bundle folder written by `verlprof collect -o OUT`."),
-        output: Optional[Path] = typer.Option(
-            None, "--output", "-o", help="Archive to write (default: OUT.tar.gz beside OUT)."),
+        bundle: Path = typer.Argument(..., metavar="BUNDLE",
+                                      help="The bundle folder written by `verlprof collect -o OUT`."),
+        out: Optional[Path] = typer.Option(
+            None, "-o", "--out", help="Archive to write (default: BUNDLE.tar.gz beside BUNDLE)."),
+        output: Optional[Path] = typer.Option(None, "--output", hidden=True,
+                                              help="Old spelling of --out, kept for scripts."),
     ) -> None:
-        """Pack a share bundle into OUT.tar.gz (deterministic, no user names, SHA256SUMS inside)."""
+        """Pack a share bundle into BUNDLE.tar.gz (deterministic, no user names, SHA256SUMS inside)."""
         from ..pack import bundle_files, pack_bundle
 
-        archive = pack_bundle(out, output)
-        files = len(bundle_files(out, exclude=archive))
+        if out is not None and output is not None and out != output:
+            raise VerlprofError(None, "give the archive once: -o/--out (--output is its old name)")
+        archive = pack_bundle(bundle, out or output)
+        files = len(bundle_files(bundle, exclude=archive))
         size = archive.stat().st_size
         typer.echo(f"wrote {archive} ({files} files, {size / 1e6:.2f} MB)")

@@ -113,13 +113,15 @@ def check_command(
 
 _EPILOG = ("Exit codes: 0 every input scrubbed; 3 some inputs failed or were refused (listed; --strict: "
            "no output kept); 4 none could be scrubbed; 1 the check found secrets in the outputs (removed); "
-           "2 bad usage.")
+           "2 bad usage.\n\n"
+           "Example: verlprof scrub run/worker_process_1983.2.sqlite -o /tmp/scrubbed")
+_CHECK_EPILOG = "Example: verlprof check /tmp/verlprof-sample /tmp/verlprof-sample.tar.gz"
 
 
 def register(app: typer.Typer) -> None:
     """Add `scrub` and `check` to the verlprof CLI."""
     app.command("scrub", epilog=_EPILOG)(scrub_command)
-    app.command("check")(check_command)
+    app.command("check", epilog=_CHECK_EPILOG)(check_command)
 
 
 __all__ = ["register", "scrub_command", "check_command"]

@@ -78,7 +78,8 @@ def status_table(result: Any) -> Table:
 
 
 _EPILOG = ("Exit codes: 0 every run summarized and complete; 3 outputs written but some runs were skipped or "
-           "are incomplete (listed; --strict: no outputs); 4 none could be summarized; 2 bad usage.")
+           "are incomplete (listed; --strict: no outputs); 4 none could be summarized; 2 bad usage.\n\n"
+           "Example: verlprof summarize /tmp/run-a /tmp/run-b -o /tmp/compare --baseline run-a --html")
 
 
 def register(app: typer.Typer) -> None:
@@ -94,7 +95,7 @@ def register(app: typer.Typer) -> None:
                                                   help="Ray cluster address (implies --ray); `local` starts a private local Ray"),
         jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="local worker processes (1 = inline)"),
         work: Optional[Path] = typer.Option(None, "--work", help="work/cache dir (default $VERLPROF_CACHE or ~/.cache/verlprof)"),
-        top: int = typer.Option(20, "--top", min=1, help="kernel changes kept per run"),
+        top_changes: int = typer.Option(20, "--top-changes", min=1, help="kernel changes kept per run (the kernels whose time changed most)"),
         metric: str = typer.Option("wall_ns", "--metric", help="metric of the terminal table: wall_ns, gpu_busy_ns, kernel_ns, comm_ns, idle_ns"),
         fresh: bool = typer.Option(False, "--fresh", help="ignore cached per-run results"),
         strict: bool = typer.Option(False, "--strict",
@@ -123,7 +124,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor, work_dir=work_dir,
-                                          html=html, top_kernels=top, on_done=progress, strict=strict)
+                                          html=html, top_kernels=top_changes, on_done=progress, strict=strict)
         finally:
             close = getattr(executor, "close", None)
             if close:

@@ -18,23 +18,29 @@ import typer
 from ...stages.core.errors import VerlprofError
 from .window_options import step_range_option, top_kernels_option, top_phases_option
 
-_SQLITE_SUFFIXES = (".sqlite", ".json", ".json.gz")
-
-
 def register(app: typer.Typer) -> None:
-    app.command("window")(window)
+    app.command("window", epilog="Example: verlprof window samples/tiny_run --phases")(window)
 
 
 def _inputs(paths: list[Path]) -> list[Path]:
-    """SQLite exports named on the command line or lying (recursively) in named folders."""
+    """SQLite exports and torch traces named on the command line or found in named folders.
+
+    Folders are read the way `collect` reads them (the gather stage): what collect skips (a
+    `sample_manifest.json`, logs, JSON that is no chrome trace) is skipped here too, not an error.
+    """
+    from ...stages.core.model import ArtifactKind
+    from ...stages.gather import gather
+
+    wanted = (ArtifactKind.NSYS_SQLITE, ArtifactKind.TORCH_TRACE)
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.is_file() and q.name.endswith(_SQLITE_SUFFIXES))
-            if not found:
+            found = gather([p], with_hashes=False, find_config=False).artifacts
+            files = sorted(a.path for a in found if a.kind in wanted)
+            if not files:
                 raise VerlprofError(p, "holds no nsys SQLite exports (*.sqlite) or torch traces (*.json[.gz]); "
                                        "run `verlprof collect` on reports")
-            out.extend(found)
+            out.extend(files)
         elif p.is_file():
             if p.name.endswith(".nsys-rep") or p.name.endswith(".qdstrm"):
                 raise VerlprofError(p, "an nsys report: export it first (`nsys export --type sqlite`) or use `verlprof collect`")

@@ -10,7 +10,7 @@ STEP_RANGE_HELP = "Ranges whose name matches REGEX mark the steps (for captures 
 
 
 def top_kernels_option(help: str = "Top kernels per phase in kernels.parquet.") -> Any:
-    return typer.Option(50, "--top", help=help)
+    return typer.Option(50, "--top-kernels", min=1, help=help)
 
 
 def top_phases_option(help: str = "Phases per process shown here (all are in phases.parquet).") -> Any:

@@ -197,6 +197,7 @@ def export_sqlite(tool: NsysTool, report: str | Path, dst: str | Path,
     """
     report, dst = Path(report), Path(dst)
     _check_report_readable(report)
+    check_report_version(tool, report)
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_named(dst, ".sqlite")  # ends in .sqlite: nsys may append it to other names
     cmd = [str(tool.path), "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp)]
@@ -296,15 +297,11 @@ def explain_nsys_failure(tool: NsysTool, report: Path, output: str, returncode: 
     low = text.lower()
     if "version not supported" in low or "unsupported version" in low or "unsupportedversion" in low:
         writer = report_writer_version(report)
-        newer = ""
-        if writer and writer[1] > tool.version_tuple:
-            newer = f" {writer[1][0]}.{writer[1][1]}"
-        need = f"nsys >= {writer[1][0]}.{writer[1][1]}" if newer else "a newer nsys"
+        if writer is not None and writer[1] > tool.version_tuple:
+            return ToolMissingError(report, newer_report_message(writer[0], tool))
         return ToolMissingError(
-            report,
-            f"written by a newer Nsight Systems{newer} than the local nsys {tool.short_version} can read; "
-            f"install {need} (NVIDIA's Nsight Systems download, --nsys PATH) or export it where it was "
-            f"recorded (`nsys export --type sqlite {report.name}`) and put the .sqlite beside the report")
+            report, f"written by an nsys this nsys {tool.version} cannot read (`{_nsys_message(text)}`): install "
+                    f"a newer Nsight Systems or point --nsys / {ENV_NSYS} at one")
     if "file not found" in low or "no such file" in low:
         return BadInputError(report, "file not found")
     if any(m in low for m in _CORRUPT_MARKERS) or not _has_report_magic(report):
@@ -324,22 +321,77 @@ def _has_report_magic(report: Path) -> bool:
         return False
 
 
-def report_writer_version(report: Path, tail_bytes: int = 1 << 16) -> tuple[str, tuple[int, int]] | None:
-    """The nsys version a report was written by, from the version strings in its head and trailer.
+# The trailer of a report (nsys 2022.4 to 2025.3 at least) is a protobuf message whose string
+# fields 4-7 are the capture time (`2026-12-03T15:25:41`), the host name, the nsys version that
+# wrote it (`2025.3.1.0`, `2022.4.2.1-df9881f`) and its build. The time is the anchor found first.
+_TRAILER_ANCHOR = re.compile(rb'"\x13\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d')
+_TRAILER_VERSION_FIELD = 6
 
-    nsys 2022-2025 write their version near the end of a report (2025 also near the start). Used
-    only to phrase the "install nsys >= X" hint; the highest version string found wins.
+
+def _varint(blob: bytes, at: int) -> tuple[int, int]:
+    """A protobuf varint at `at`: (value, position after it); raises IndexError past the end."""
+    value = shift = 0
+    while True:
+        b = blob[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, at
+        shift += 7
+        if shift > 63:
+            raise IndexError("varint too long")
+
+
+def _trailer_version(blob: bytes) -> str | None:
+    """The writer's version string from the report trailer's fields (None when not laid out so)."""
+    for m in reversed(list(_TRAILER_ANCHOR.finditer(blob))):
+        at = m.start()
+        try:
+            for _ in range(6):  # time, host, version, build: a few length-delimited fields
+                tag, at = _varint(blob, at)
+                if tag & 7 != 2:
+                    break
+                size, at = _varint(blob, at)
+                value, at = blob[at:at + size], at + size
+                if tag >> 3 == _TRAILER_VERSION_FIELD:
+                    text = value.decode("ascii", "replace")
+                    return text if parse_version(text) else None
+        except IndexError:
+            continue
+    return None
+
+
+def report_writer_version(report: Path, tail_bytes: int = 1 << 16) -> tuple[str, tuple[int, int]] | None:
+    """Which nsys wrote `report`: ("2025.3.1.0", (2025, 3)), read from the report's trailer.
+
+    Why the trailer, and no guess from other version-looking strings: a report also holds the
+    paths of the nsys that recorded it and the environment of the profiled process, whose version
+    numbers (an install folder, a CUDA path) say nothing reliable about the file format. None when
+    the trailer is not found (an unfinished or foreign file): then nsys itself decides.
     """
     try:
         with open(report, "rb") as f:
-            head = f.read(tail_bytes)
-            f.seek(max(len(head), report.stat().st_size - tail_bytes))
-            blob = (head + b"\n" + f.read()).decode("latin-1")
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - tail_bytes))
+            blob = f.read()
     except OSError:
         return None
-    found = [(m.group(0), (int(m.group(1)), int(m.group(2))))
-             for m in re.finditer(r"(20[12]\d)\.(\d{1,2})\.\d+(?:\.\d+)?(?:-[0-9a-f]{6,})?", blob)]
-    return max(found, key=lambda v: v[1]) if found else None
+    text = _trailer_version(blob)
+    return parse_version(text) if text else None
+
+
+def check_report_version(tool: NsysTool, report: Path) -> None:
+    """Refuse, before running nsys, a report written by a newer nsys than `tool` (nsys reads only
+    reports of its own version or older, and says so in words that name no version)."""
+    writer = report_writer_version(report)
+    if writer is not None and writer[1] > tool.version_tuple:
+        raise ToolMissingError(report, newer_report_message(writer[0], tool))
+
+
+def newer_report_message(writer: str, tool: NsysTool) -> str:
+    """One line: which nsys wrote the report, which one is here, and what to do."""
+    return (f"written by nsys {writer}, this nsys is {tool.version}: install a newer Nsight Systems "
+            f"or point --nsys / {ENV_NSYS} at one")
 
 
 def _nsys_message(text: str) -> str:
