@@ -97,7 +97,7 @@ def window(
     compile_step_range(step_range)
     options = SummarizeOptions(step=parse_step(step), top=top, step_range=step_range,  # type: ignore[arg-type]
                                top_phases=top_phases)
-    if phases or out is not None:
+    if phases:
         res = summarize_sources(idents, options, make_executor(jobs))
         resolved, choice, rows = res.sources, res.choice, res.rows
         for source, err in res.errors:
