@@ -23,9 +23,7 @@ in the WORK dir and a re-run reuses them.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import secrets as _secrets
 import shutil
 import time
 from collections import Counter
@@ -47,14 +45,12 @@ from ..stages.core.errors import (
 from ..stages.core.model import (
     DONE,
     FAILED,
-    MANIFEST_VERSION,
     REUSED,
     SKIPPED,
     Artifact,
     ArtifactKind,
     ArtifactStatus,
     StageOutcome,
-    final_status,
 )
 from .collect_tasks import (
     MEMORY,
@@ -71,6 +67,7 @@ from .collect_tasks import (
     summarize_memory,
     survey_input,
 )
+from .collect_manifest import after_run_findings, artifact_statuses, build_manifest, bundle_salt
 from .executors import Executor, Job, TaskResult, make_executor, run_all, run_jobs
 
 NSYS_KINDS = (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
@@ -421,7 +418,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     sopts = SummarizeOptions(step=step if step is not None else run.opts.step, top=run.opts.top,
                              step_range=run.opts.step_range)
     popts = PublishOptions(sopts, scrub_options, ship=run.opts.ray is not None, work_dir=str(run.opts.work_dir))
-    task = run.progress.add_task("summarize", total=max(1, len(window.work)), last="")
+    task = run.progress.add_task("summarize", total=max(1, 2 * len(window.work)), last="")
 
     def on_done(res: TaskResult) -> None:
         run.progress.advance(task)
@@ -429,9 +426,17 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
             _write_files(run.staging, res.value.files)
             res.value.files = {}
 
-    results = run_jobs(run.executor, [run.job(summarize_and_publish, w, popts, w.rel) for w in window.work], on_done)
-    published = [r.value if r.error is None else Published(w.rel, rows_error=r.error, trace_error=r.error)
-                 for w, r in zip(window.work, results)]
+    # One job for the rows and one for the window of each source, summaries (the longest) first:
+    # a single large report keeps two workers busy, many reports fill every worker.
+    halves = [replace(w, trace=None) for w in window.work] + [replace(w, summary=None) for w in window.work]
+    jobs = [run.job(summarize_and_publish, h, popts, h.rel) for h in halves if h.summary or h.trace]
+    todo = [h for h in halves if h.summary or h.trace]
+    by_rel = {w.rel: Published(w.rel) for w in window.work}
+    for h, r in zip(todo, run_jobs(run.executor, jobs, on_done)):
+        got = r.value if r.error is None else Published(
+            h.rel, rows_error=r.error if h.summary else None, trace_error=r.error if h.trace else None)
+        _join(by_rel[h.rel], got)
+    published = list(by_rel.values())
     for p in published:
         run.counts.update(p.counts)
     rows = merge_rows([p.rows for p in published if p.rows is not None])
@@ -449,8 +454,17 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
             if rep is not None:
                 run.scrub_results.append(_scrub_result(rep))
             traces.append(_trace_facts(p.trace))
-    run.progress.update(task, completed=max(1, len(window.work)))
+    run.progress.update(task, completed=max(1, 2 * len(window.work)))
     return rows, traces
+
+
+def _join(into: Published, part: Published) -> None:
+    """The rows half and the window half of one source's pass 2, as one result."""
+    into.rows = into.rows if part.rows is None else part.rows
+    into.rows_error = into.rows_error or part.rows_error
+    into.counts.update(part.counts)
+    into.trace = into.trace if part.trace is None else part.trace
+    into.trace_error = into.trace_error or part.trace_error
 
 
 def _write_files(root: Path, files: dict[str, bytes]) -> None:
@@ -686,113 +700,6 @@ def check_files(files: list[str], known: Any = None) -> list[Any]:
     from ..stages.scrub import check_paths
 
     return check_paths(files, known=known) if files else []
-
-
-def after_run_findings(gathered: gather_stage.GatherResult | None) -> list[Any]:
-    """verlprof doctor's after-run checks over what gather found (.qdstrm left, empty reports,
-    profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
-    from ..stages.doctor import after_run_checks
-
-    if gathered is None:
-        return []
-    arts = [{"kind": a.kind.value, "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
-            for a in gathered.artifacts]
-    cfg = gathered.config.raw if gathered.config is not None else None
-    try:
-        return after_run_checks(arts, cfg)
-    except Exception:  # noqa: BLE001 - advice must never fail a collect
-        return []
-
-
-def artifact_statuses(artifacts: list[Artifact], outcomes: list[StageOutcome]) -> list[ArtifactStatus]:
-    """The final status of every artifact, in gather order (model.final_status over its outcomes).
-
-    Artifacts no stage reads on their own get a `summarize: skipped` outcome saying why: the run's
-    Hydra config, and an export lying beside its report (summarized as that report)."""
-    by_rel: dict[str, list[StageOutcome]] = {}
-    for o in outcomes:
-        by_rel.setdefault(o.artifact, []).append(o)
-    out = []
-    for a in artifacts:
-        mine = by_rel.get(a.rel, [])
-        if not mine:
-            why = _unread_reason(a)
-            if why:
-                outcomes.append(StageOutcome("summarize", a.rel, "skipped", why))
-                mine = [outcomes[-1]]
-        empty = plain_reason("empty file", size=0, kind=a.kind.value) if a.size == 0 and not mine else None
-        out.append(final_status(a.rel, mine, empty))
-    return out
-
-
-def _unread_reason(a: Artifact) -> str:
-    if a.kind == ArtifactKind.HYDRA_CONFIG:
-        return "the run's config: read for roles and steps, not summarized"
-    report = next((n.split("=", 1)[1] for n in a.notes if n.startswith("export_of=")), None)
-    if report:
-        return f"the export of {Path(report).name}: summarized as that report"
-    return ""
-
-
-def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutcome], salt: str,
-                   extra: dict[str, Any], statuses: list[ArtifactStatus] | None = None) -> dict[str, Any]:
-    """manifest.json: relative names, salted host hashes, stage outcomes, each artifact's final
-    status and reason, and a `status` block naming every failed artifact (so `verlprof summarize`
-    can say which runs are incomplete); no absolute path."""
-    by_rel: dict[str, list[dict[str, Any]]] = {}
-    for o in outcomes:
-        by_rel.setdefault(o.artifact, []).append({"stage": o.stage, "status": o.status, "detail": o.detail, **o.info})
-    final = {s.rel: s for s in statuses or []}
-    artifacts = []
-    for a in gathered.artifacts:
-        rec = a.to_manifest(salt)
-        rec["stages"] = by_rel.get(a.rel, [])
-        if a.rel in final:
-            rec.update(final[a.rel].to_manifest())
-        artifacts.append(rec)
-    if statuses is not None:
-        extra = {"status": status_block(statuses), **extra}
-    return {
-        "manifest_version": MANIFEST_VERSION,
-        "verlprof_version": _verlprof_version(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "sources": gathered.roots,
-        "config": gathered.config.to_manifest() if gathered.config else None,
-        "artifacts": artifacts,
-        "skipped": [{"rel": r, "reason": why} for r, why in gathered.skipped],
-        **extra,
-    }
-
-
-def status_block(statuses: list[ArtifactStatus]) -> dict[str, Any]:
-    """The manifest's `status`: counts per final status, complete or not, and each failure."""
-    counts = {st: sum(1 for s in statuses if s.status == st) for st in (DONE, REUSED, SKIPPED, FAILED)}
-    return {
-        "complete": counts[FAILED] == 0,
-        "summarized": counts[DONE] + counts[REUSED],
-        **counts,
-        "failed_artifacts": [{"rel": s.rel, "stage": s.stage, "reason": s.reason}
-                             for s in statuses if s.status == FAILED],
-    }
-
-
-def _verlprof_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("verlprof")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
-def bundle_salt(work_dir: Path) -> str:
-    """A random salt kept in the WORK dir (never in a bundle), so host hashes cannot be reversed."""
-    p = work_dir / "salt"
-    try:
-        return p.read_text().strip()
-    except OSError:
-        atomic.write_text(p, _secrets.token_hex(16))
-        return p.read_text().strip()
 
 
 def _prepare_out(out: Path) -> None:

@@ -11,7 +11,6 @@ phases rows, status block and exit code (with a broken trace, with --strict, --h
 """
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import shutil
