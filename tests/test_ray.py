@@ -245,18 +245,18 @@ class KillNodeBeforeSummaries(NoProgress):
 def test_a_node_that_dies_mid_run_leaves_its_artifacts_failed_exit_3(ray_cluster, tmp_path: Path) -> None:
     doomed = tmp_path / "node_d"
     doomed.mkdir()
-    shutil.copy(data_path(RAY_EXPORTS[0]), doomed / "worker_process_4242.1.sqlite")
+    shutil.copy(data_path(RAY_EXPORTS[1]), doomed / "worker_process_4242.2.sqlite")   # step 2: summarized
     node = ray_cluster.cluster.add_node(num_cpus=1, resources={"node_d": 1}, object_store_memory=80 * MB,
                                         env_vars={cluster.NSIGHT_ENV: str(doomed)})
     ray_cluster.cluster.wait_for_nodes()
     opts = CollectOptions(sources=[], out=tmp_path / "out", work_dir=tmp_path / "work", jobs=2,
                           ray=ray_cluster.address)
     res = run_collect(opts, KillNodeBeforeSummaries(ray_cluster.cluster, node))
-    assert res.exit_code == 3
+    assert res.exit_code == 3, [(o.artifact, o.stage, o.status, o.detail) for o in res.outcomes if "4242" in o.artifact]
     failed = {s.rel: s for s in res.with_status("failed")}
-    assert list(failed) == ["worker_process_4242.1.sqlite"], failed
+    assert list(failed) == ["worker_process_4242.2.sqlite"], failed
     status = json.loads((tmp_path / "out" / "manifest.json").read_text())["status"]
-    assert status["failed_artifacts"][0]["rel"] == "worker_process_4242.1.sqlite"
+    assert status["failed_artifacts"][0]["rel"] == "worker_process_4242.2.sqlite"
     assert status["summarized"] == 4      # step 2 of node_a, node_b (trace + memory) and node_c
 
 
