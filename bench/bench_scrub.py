@@ -96,7 +96,34 @@ def main(argv: list[str] | None = None) -> int:
               f"{mb / r['scrub_s']:>6.1f} {r['check_s']:>8.1f} {r['out_mb']:>7.0f} {r['rss_scrub_mb']:>8.0f}MB "
               f"{r['rss_peak_mb']:>7.0f}MB {r['findings']:>5}")
     print(f"(machine: {os.cpu_count()} cores, shared with other jobs; one process per row)")
+    _per_string()
     return 0
+
+
+def _per_string() -> None:
+    """Per-string cost of the rules on every kernel / range name of every real capture in
+    tests/data (the false-positive corpus): first judgment, and a repeat (the per-run cache)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from scrub_corpus import corpus
+    from verlprof.stages.scrub.secrets import Scrubber, load_policy
+
+    names = sorted(set().union(*corpus().values()))
+    sc = Scrubber(load_policy(use_local_environment=False))
+    t0 = time.perf_counter()
+    changed = sum(sc.scrub(n, "bench") != n for n in names)
+    t1 = time.perf_counter()
+    for n in names:
+        sc.scrub(n, "bench")
+    t2 = time.perf_counter()
+    short = [n for n in names if len(n) <= 40]
+    sc2 = Scrubber(load_policy(use_local_environment=False))
+    t3 = time.perf_counter()
+    for n in short:
+        sc2.scrub(n, "bench")
+    t4 = time.perf_counter()
+    print(f"per string: {len(names)} names, {changed} changed; first judgment {(t1 - t0) / len(names) * 1e6:.1f} us "
+          f"(names <= 40 chars: {(t4 - t3) / max(1, len(short)) * 1e6:.1f} us, {len(short)} names), "
+          f"repeat {(t2 - t1) / len(names) * 1e6:.2f} us")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ and recorded with `DoneRecords`; a re-run reuses it without dispatching any work
 written atomically; the stacked tables are streamed run by run, so memory does not grow with the
 number of runs. A missing or corrupt input is reported (one line) and skipped, never fatal.
 
-Outputs under OUT (see docs/batch.md): runs.parquet, phases.parquet, kernels.parquet (stacked, with
-a `run` column), compare.parquet (per stage, role and metric: value in each run and delta against
+Outputs under OUT (see docs/batch.md): runs.parquet, phases.parquet, kernels.parquet, ranks.parquet
+(stacked, with a `run` column), compare.parquet (per stage, role and metric: value in each run and delta against
 the baseline), kernel_compare.parquet (largest kernel-time changes), report.html (optional).
 """
 from __future__ import annotations
@@ -37,12 +37,12 @@ from ..stages.core.errors import BadInputError, ExitCode, VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.core.phases import canonical_stage
 from ..stages.schema import arrow_schema
-from . import compare
+from . import compare, ranks
 from .executors import Executor, InlineExecutor, TaskResult, run_all
 from .progress import NoProgress
 
 #: Bump when the cached per-run payload changes shape: old done records are then ignored.
-CACHE_VERSION = 2       # 2: meta carries the bundle's failed artifacts
+CACHE_VERSION = 3       # 2: meta carries the bundle's failed artifacts; 3: union totals, ranks table
 STAGE = "summarize-run"
 
 #: Columns a bundle's table must have to be usable; every other schema column may be absent (null).
@@ -371,6 +371,7 @@ def _summarize_bundle(path: Path) -> RunPayload:
         tables={
             "phases": _ipc(tables["phases"]), "kernels": _ipc(tables["kernels"]),
             "stage_totals": _ipc(_frame_table(totals)), "kernel_totals": _ipc(_frame_table(ktotals)),
+            "ranks": _ipc(ranks.ranks_table(tables["phases"])),
         },
     )
 
@@ -491,7 +492,8 @@ def _write_table(path: Path, df: pd.DataFrame, schema: pa.Schema) -> None:
 def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: str | None = None,
                    executor: Executor | None = None, work_dir: str | Path | None = None,
                    html: bool = False, top_kernels: int = 20, collect_options: dict[str, Any] | None = None,
-                   on_done: Callable[[RunStatus], None] | None = None, strict: bool = False) -> BatchResult:
+                   on_done: Callable[[RunStatus], None] | None = None, strict: bool = False,
+                   noise_rel: float = compare.NOISE_REL, noise_abs_ns: int = compare.NOISE_ABS_NS) -> BatchResult:
     """Summarise every input, stack their tables, compare against the baseline; write OUT.
 
     With `strict`, a skipped or incomplete run means no output is written (the result still says
@@ -560,15 +562,15 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
     result.meta = meta_rows
     out.mkdir(parents=True, exist_ok=True)
     _write_table(out / "runs.parquet", pd.DataFrame(meta_rows, columns=RUNS_SCHEMA.names), RUNS_SCHEMA)
-    for name in SUMMARY_TABLES:
+    for name in (*SUMMARY_TABLES, "ranks"):
         _stack(out / f"{name}.parquet", name, ordered)
     totals = {run: _from_ipc(p.tables["stage_totals"]).to_pandas() for run, p in ordered}
     ktotals = {run: _from_ipc(p.tables["kernel_totals"]).to_pandas() for run, p in ordered}
-    result.compare = compare.compare_stages(totals, result.baseline)
+    result.compare = compare.compare_stages(totals, result.baseline, noise_rel=noise_rel, noise_abs_ns=noise_abs_ns)
     result.kernel_changes = compare.kernel_changes(ktotals, result.baseline, top=top_kernels)
     _write_table(out / "compare.parquet", result.compare, compare.COMPARE_SCHEMA)
     _write_table(out / "kernel_compare.parquet", result.kernel_changes, compare.KERNEL_COMPARE_SCHEMA)
-    result.outputs = {n: out / f"{n}.parquet" for n in ("runs", "phases", "kernels", "compare", "kernel_compare")}
+    result.outputs = {n: out / f"{n}.parquet" for n in ("runs", "phases", "kernels", "ranks", "compare", "kernel_compare")}
     if html:
         from .report_html import render_compare_report
 

@@ -53,6 +53,7 @@ from ..stages.core.model import (
     StageOutcome,
 )
 from .collect_tasks import (
+    CONFIG,
     MEMORY,
     NSYS,
     TORCH,
@@ -171,7 +172,7 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         exports = export(run)
         surveys = identify(run, raw_inputs(run.artifacts, exports))
         scrub_options = pseudonym_map(run, surveys)
-        window = choose_window(run, surveys)
+        window = choose_window(run, surveys, scrub_options)
         rows, traces = summarize_and_cut(run, window, surveys, scrub_options)
         manifest_extra = scrub_published(run, window, surveys, rows, traces, scrub_options)
         result = write_bundle(run, rows, manifest_extra, scrub_options)
@@ -310,6 +311,8 @@ def raw_inputs(artifacts: list[Artifact], exports: list[Any]) -> list[RawInput]:
     for art in artifacts:
         if art.kind in (ArtifactKind.TORCH_TRACE, ArtifactKind.MEMORY_SNAPSHOT) and art.size > 0:
             out.append(RawInput(art, str(art.path), TORCH if art.kind == ArtifactKind.TORCH_TRACE else MEMORY))
+        elif art.kind == ArtifactKind.HYDRA_CONFIG:      # its secret values become known values
+            out.append(RawInput(art, str(art.path), CONFIG))
     return out
 
 
@@ -359,7 +362,7 @@ def pseudonym_map(run: Run, surveys: list[tuple[RawInput, Survey]]) -> Any:
 # ------------------------------------------------------------------------------------------------
 
 
-def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]]) -> Window:
+def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_options: Any) -> Window:
     """Number the steps of every source, choose ONE step for the run, and plan pass 2."""
     from ..stages.summarize import summarize_job
     from ..stages.window import run_window, window_spans
@@ -380,7 +383,7 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]]) -> Window:
     for (item, _s), src in zip(found, resolved):
         spans = window_spans(src, choice.step)
         summary = summarize_job(item.path, src.ident if item.kind == TORCH else _ident(item), src, choice.step)
-        trace = _trace_job(run, item, spans) if run.opts.traces and spans else None
+        trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
         work.append(SourceWork(item.artifact.rel, item.kind, item.path,
                                summary if getattr(summary, "spans", None) else None, trace))
     return Window(choice, resolved, work, errors)
@@ -392,12 +395,15 @@ def _ident(item: RawInput) -> Any:
     return identity_from_artifact(item.artifact)
 
 
-def _trace_job(run: Run, item: RawInput, spans: list[Any]) -> Any:
+def _trace_job(run: Run, item: RawInput, spans: list[Any], scrub_options: Any) -> Any:
     """The chosen step of one source as small scrubbed SQLite + Chrome JSON under traces/: the
-    window is cut from the raw input into the WORK dir; only the scrubbed window enters the bundle."""
+    window is cut from the raw input into the WORK dir; only the scrubbed window enters the bundle,
+    under the source's published name (a host or user in the file name becomes its pseudonym)."""
+    from ..stages.scrub import publish_name
     from ..stages.traces import TraceJob
 
-    return TraceJob("torch" if item.kind == TORCH else "nsys", Path(item.path), item.artifact.rel, run.staging,
+    return TraceJob("torch" if item.kind == TORCH else "nsys", Path(item.path),
+                    publish_name(item.artifact.rel, scrub_options), run.staging,
                     min(s.start_ns for s in spans), max(s.end_ns for s in spans), work_dir=run.opts.work_dir)
 
 
@@ -578,7 +584,7 @@ def scrub_published(run: Run, window: Window, surveys: list[tuple[RawInput, Surv
             for k, v in s.versions.items():
                 versions[k].append(v)
         meta = summarize_stage.summary_metadata(
-            inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys],
+            inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.kind != CONFIG],
             tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
                    **versions},
             choice=window.choice)
@@ -620,10 +626,14 @@ def write_bundle(run: Run, rows: dict[str, Any], extra: dict[str, Any], scrub_op
 
     staging = run.staging
     if "window" in extra:
+        from .ranks import write_ranks   # issue 23: the run across ranks, from the scrubbed rows
+
         summarize_stage.write_summaries(rows, staging / "summaries", run.summary_metadata)
+        write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata)
     scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
     statuses = artifact_statuses(run.artifacts, run.outcomes)
     manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)
+    manifest = scrub_stage.publish_manifest(manifest, scrub_options)   # file names and SOURCEs as published
     result = CollectResult(run.opts.out, run.artifacts, run.outcomes, run.gathered.skipped, manifest,
                            rows=rows if "window" in extra else None, statuses=statuses, published=False,
                            nodes=run.nodes)

@@ -23,8 +23,8 @@ from typing import Any
 from ..stages.core.errors import VerlprofError
 from ..stages.core.model import Artifact, ArtifactKind
 
-#: source kinds of `RawInput.kind`
-NSYS, TORCH, MEMORY = "nsys", "torch", "memory"
+#: kinds of `RawInput.kind` (a config is read for its secret values only)
+NSYS, TORCH, MEMORY, CONFIG = "nsys", "torch", "memory", "config"
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Survey:
 
 def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
     """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone."""
-    from ..stages.scrub import ScrubTask, identities_task
+    from ..stages.scrub import ScrubTask, config_task, identities_task
     from ..stages.summarize import source_steps_item
     from ..stages.window import identity_from_artifact
 
@@ -75,9 +75,10 @@ def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
             out.artifact = art
         except VerlprofError as exc:
             out.identify_error = str(exc)
-    scrub_kind = {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind]
     try:
-        out.identities = identities_task(ScrubTask(item.path, "", scrub_kind, art.rel), options.policy)
+        task = config_task(item.path, art.rel) if item.kind == CONFIG else ScrubTask(
+            item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
+        out.identities = identities_task(task, options.policy)
     except Exception:  # noqa: BLE001 - an unreadable input fails in its own summarize row instead
         out.identities = None
     if item.kind in (NSYS, TORCH):

@@ -25,7 +25,7 @@ import pyarrow as pa
 from ..stages.core.phases import STAGES, canonical_stage
 
 #: Metrics compared per (stage, role); all nanoseconds, all "lower is better".
-METRICS: tuple[str, ...] = ("wall_ns", "gpu_busy_ns", "kernel_ns", "comm_ns", "idle_ns")
+METRICS: tuple[str, ...] = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "kernel_ns", "comm_ns")
 
 #: Identity of one profiled process inside a run.
 PROCESS_KEYS: tuple[str, ...] = ("source_kind", "role", "rank", "pid")
@@ -71,83 +71,225 @@ def _preferred_kind(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return df[order == best]
 
 
-def counted_rows(phases: Any) -> pd.DataFrame:
-    """The phase rows that count for their stage (no double counting of nested ranges)."""
-    df = to_frame(phases)
-    if df.empty:
-        return df
-    df = _fill_keys(df, ("source", *PROCESS_KEYS))
-    if "stage" not in df.columns or df["stage"].isna().any():
-        df["stage"] = [s if isinstance(s, str) and s else canonical_stage(str(p), r if r != _NONE else None)
-                       for s, p, r in zip(df.get("stage", [None] * len(df)), df["phase"], df["role"])]
-    if "parent" not in df.columns:
-        df["parent"] = None
-    kept: list[Any] = []
-    for _, grp in df.groupby(["source", *PROCESS_KEYS], sort=False, dropna=False):
-        parent_of: dict[str, str | None] = {}
-        stage_of: dict[str, str] = {}
-        for ph, par, st in zip(grp["phase"], grp["parent"], grp["stage"]):
-            parent_of.setdefault(ph, par if isinstance(par, str) else None)
-            stage_of.setdefault(ph, st)
-        memo: dict[str, frozenset[str]] = {}
+#: Stages that are no stage of their own: the step itself and unknown ranges.
+_NOT_A_STAGE = frozenset({"step", "other"})
+UNATTRIBUTED = "(unattributed)"
+#: Extra per-process figures next to METRICS (not compared as deltas of sums: a peak is a max).
+PEAK = "mem_peak_bytes"
 
-        def chain(name: str) -> frozenset[str]:
-            """Stages of `name` and of all its ancestors (cycle-safe: a name is visited once)."""
-            if name in memo:
-                return memo[name]
-            seen: set[str] = set()
-            stages: set[str] = set()
-            cur: str | None = name
-            while cur is not None and cur not in seen:
-                seen.add(cur)
-                if cur in memo:
-                    stages |= memo[cur]
-                    break
-                stages.add(stage_of.get(cur) or canonical_stage(cur))
-                cur = parent_of.get(cur)
-            memo[name] = frozenset(stages)
-            return memo[name]
 
-        for idx, par, st in zip(grp.index, grp["parent"], grp["stage"]):
-            anc = chain(par) if isinstance(par, str) else frozenset()
-            if (not (anc - {"step", "other"})) if st == "other" else (st not in anc):
-                kept.append(idx)
-    return _unfill(df.loc[kept].copy(), ("source", *PROCESS_KEYS))
+def _ancestor_paths(path: Any, phase: str, parent: Any, parent_of: Mapping[str, Any]) -> list[str]:
+    """The ancestors of a row as path prefixes (outermost first): from `path` when the row has one,
+    else rebuilt through `parent` names (older bundles), cycle-safe."""
+    if isinstance(path, str) and path:
+        parts = path.split(" > ")
+        return [" > ".join(parts[:i]) for i in range(1, len(parts))]
+    chain: list[str] = []
+    cur = parent if isinstance(parent, str) else None
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        nxt = parent_of.get(cur)
+        cur = nxt if isinstance(nxt, str) else None
+    return list(reversed(chain))
+
+
+def _exclusive_union(intervals: list[tuple[int, int, str]]) -> dict[str, int]:
+    """Per label, the time it owns when every instant goes to one label only: the interval that
+    started last among those covering it (the innermost when ranges nest, the later one when two
+    threads overlap). The values therefore never add up to more than the union of all intervals."""
+    if not intervals:
+        return {}
+    bounds = sorted({b for s, e, _ in intervals for b in (s, e)})
+    owned: dict[str, int] = {}
+    ordered = sorted(intervals)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        best: tuple[int, str] | None = None
+        for s, e, lab in ordered:
+            if s > a:
+                break
+            if e >= b and (best is None or s >= best[0]):
+                best = (s, lab)
+        if best is not None:
+            owned[best[1]] = owned.get(best[1], 0) + (b - a)
+    return owned
+
+
+def _num(v: Any) -> int:
+    try:
+        return 0 if v is None or pd.isna(v) else int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
+def process_stage_rows(grp: pd.DataFrame) -> list[dict[str, Any]]:
+    """The stage split of one process's step (see `process_stage_totals`): one dict per stage, the
+    `other` row and the `step` row, each with METRICS and `mem_peak_bytes`."""
+    recs = grp.to_dict("records")
+    parent_of = {r["phase"]: r.get("parent") for r in recs}
+    by_path = {}
+    for r in recs:
+        key = r.get("path") if isinstance(r.get("path"), str) and r.get("path") else r["phase"]
+        by_path.setdefault(key, r)
+    step_row = next((r for r in recs if r.get("stage") == "step" and _num(r.get("depth")) == 0), None)
+    unattr = next((r for r in recs if r["phase"] == UNATTRIBUTED), None)
+    tops: list[dict[str, Any]] = []
+    for r in recs:
+        st = r.get("stage")
+        if r["phase"] == UNATTRIBUTED or st in _NOT_A_STAGE or not isinstance(st, str):
+            continue
+        anc = _ancestor_paths(r.get("path"), r["phase"], r.get("parent"), parent_of)
+        anc_stages = {(by_path[a].get("stage") if a in by_path else canonical_stage(a.rsplit(" > ", 1)[-1]))
+                      for a in anc}
+        if not (anc_stages - _NOT_A_STAGE):
+            tops.append(r)
+    if step_row is not None:
+        lo, hi = _num(step_row["start_ns"]), _num(step_row["start_ns"]) + _num(step_row["wall_ns"])
+    elif unattr is not None:
+        lo, hi = _num(unattr["start_ns"]), _num(unattr["start_ns"]) + _num(unattr["wall_ns"])
+    else:
+        ends = [(_num(r["start_ns"]), _num(r["start_ns"]) + _num(r["wall_ns"])) for r in recs
+                if _num(r.get("depth")) == 0]
+        lo, hi = (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else (0, 0)
+    step_wall = max(0, hi - lo)
+    ivs = [(max(lo, _num(r["start_ns"])), min(hi, _num(r["start_ns"]) + _num(r["wall_ns"])), r["stage"])
+           for r in tops] if step_wall else [(_num(r["start_ns"]), _num(r["start_ns"]) + _num(r["wall_ns"]),
+                                              r["stage"]) for r in tops]
+    ivs = [iv for iv in ivs if iv[1] > iv[0]]
+    owned = _exclusive_union(ivs)
+    if not step_wall:
+        step_wall = sum(owned.values())
+    out: dict[str, dict[str, Any]] = {}
+    for r in tops:
+        o = out.setdefault(r["stage"], {m: 0 for m in METRICS} | {PEAK: None})
+        for m in METRICS:
+            if m != "wall_ns":
+                o[m] += _num(r.get(m))
+        if _num(r.get(PEAK)):
+            o[PEAK] = max(_num(o[PEAK]), _num(r.get(PEAK)))
+    for st, o in out.items():
+        o["wall_ns"] = owned.get(st, 0)
+    # the step's own figures: its row, else the top-level rows plus what no range claimed
+    if step_row is not None:
+        total = {m: _num(step_row.get(m)) for m in METRICS} | {PEAK: step_row.get(PEAK)}
+    else:
+        total = {m: sum(_num(r.get(m)) for r in recs if _num(r.get("depth")) == 0 and r["phase"] != UNATTRIBUTED)
+                 for m in METRICS}
+        if unattr is not None:
+            total["gpu_busy_inherited_ns"] += _num(unattr.get("gpu_busy_inherited_ns"))
+        peaks = [_num(r.get(PEAK)) for r in recs if _num(r.get(PEAK))]
+        total[PEAK] = max(peaks) if peaks else None
+    total["wall_ns"] = step_wall
+    other = {m: max(0, total[m] - sum(o[m] for o in out.values())) for m in METRICS} | {PEAK: None}
+    other["wall_ns"] = max(0, step_wall - sum(owned.values()))
+    rows = [{"stage": st, **o} for st, o in out.items()]
+    rows.append({"stage": "other", **other})
+    rows.append({"stage": "step", **total})
+    return rows
 
 
 def process_stage_totals(phases: Any) -> pd.DataFrame:
-    """Per process, step and stage: summed metrics of the counted rows (nulls count as 0)."""
-    df = counted_rows(phases)
+    """Per process, step and stage: the one rule for totals, shared by every view.
+
+    Per process and step, a stage's wall time is the union of the intervals of its *top* ranges
+    (ranges with a known stage and no ancestor with a known stage, `path` ancestry), clipped to the
+    step; an instant covered by two stages (two threads) goes to the one that started last, so the
+    stages never add up to more than the step. `other` = step - attributed stages (never negative);
+    `step` is the step itself. GPU and kernel figures of a stage are the sums over its top ranges
+    (inclusive figures, so nested ranges are not added twice); `other` holds the rest of the
+    step's own figure. Peak memory is the maximum over the stage's top ranges. The row
+    `(unattributed)` is never a stage (its time is in `other`).
+    """
+    df = to_frame(phases)
     cols = [*PROCESS_KEYS, "step", "stage"]
     if df.empty:
-        return pd.DataFrame(columns=[*cols, *METRICS])
-    df = _fill_keys(df, ("step",))
+        return pd.DataFrame(columns=[*cols, *METRICS, PEAK])
+    df = df.copy()
+    if "stage" not in df.columns or df["stage"].isna().any():
+        roles = df["role"] if "role" in df.columns else [None] * len(df)
+        df["stage"] = [s if isinstance(s, str) and s else canonical_stage(str(p), r if isinstance(r, str) else None)
+                       for s, p, r in zip(df.get("stage", [None] * len(df)), df["phase"], roles)]
+    for c in ("parent", "path", "depth", "start_ns", PEAK, *METRICS):
+        if c not in df.columns:
+            df[c] = None
+    df = _fill_keys(df, ("source", *PROCESS_KEYS, "step"))
+    out: list[dict[str, Any]] = []
+    for key, grp in df.groupby(["source", *PROCESS_KEYS, "step"], sort=False, dropna=False):
+        ident = dict(zip(["source", *PROCESS_KEYS, "step"], key))
+        for r in process_stage_rows(grp):
+            out.append({**{k: ident[k] for k in (*PROCESS_KEYS, "step")}, **r})
+    res = pd.DataFrame(out, columns=[*cols, *METRICS, PEAK])
     for m in METRICS:
-        df[m] = pd.to_numeric(df[m], errors="coerce").fillna(0).astype("int64") if m in df.columns else 0
-    out = df.groupby(cols, dropna=False, sort=False)[list(METRICS)].sum().reset_index()
-    return _unfill(out, cols)
+        res[m] = res[m].astype("int64")
+    return _unfill(res, cols)
 
 
 def stage_totals(phases: Any) -> pd.DataFrame:
-    """Per (stage, role): the stage value of one run (slowest process, mean over steps)."""
-    per = process_stage_totals(phases)
-    cols = ["stage", "role", "source_kind", *METRICS, "processes", "steps"]
+    """Per (stage, role): the stage value of one run, so that a role's stages add up to its step.
+
+    Per role and step, the *slowest process* (longest step: ranks synchronise, the slowest bounds
+    the step) lends all its stage rows; then the mean over steps. `processes` counts the role's
+    processes; `mem_peak_bytes` is the peak over all of them. `spread_ns`: half the range of the
+    stage's values over steps 2..N when two or more of them were profiled, else null (the noise
+    `compare_stages` measures changes against).
+    """
+    df = to_frame(phases)
+    memory = df[df["source_kind"] == "memory"] if "source_kind" in df.columns else df.iloc[:0]
+    per = process_stage_totals(df.drop(memory.index) if len(memory) else df)
+    cols = ["stage", "role", "source_kind", *METRICS, PEAK, "processes", "steps", "spread_ns"]
     if per.empty:
         return pd.DataFrame(columns=cols)
     per = _fill_keys(per, (*PROCESS_KEYS, "step"))
     per = _preferred_kind(per, ["role"])
-    by_step = per.groupby(["stage", "role", "source_kind", "step"], sort=False)
-    agg = by_step[list(METRICS)].max().reset_index()
-    nproc = by_step.size().reset_index(name="processes")
-    agg = agg.merge(nproc, on=["stage", "role", "source_kind", "step"])
-    g = agg.groupby(["stage", "role", "source_kind"], sort=False)
+    per[PEAK] = pd.to_numeric(per[PEAK], errors="coerce")
+    keys = ["role", "source_kind", "step"]
+    steps = per[per["stage"] == "step"]
+    slowest = steps.loc[steps.groupby(keys, sort=False)["wall_ns"].idxmax()]
+    rep = per.merge(slowest[[*keys, "rank", "pid"]], on=[*keys, "rank", "pid"])
+    nproc = steps.groupby(keys, sort=False).size().rename("processes").reset_index()
+    peak = per.groupby(["stage", *keys], sort=False)[PEAK].max().rename("_peak").reset_index()
+    rep = rep.merge(nproc, on=keys).merge(peak, on=["stage", *keys])
+    g = rep.groupby(["stage", "role", "source_kind"], sort=False)
     out = g[list(METRICS)].mean().round().astype("int64").reset_index()
+    out[PEAK] = g["_peak"].max().values
     out["processes"] = g["processes"].max().values
     out["steps"] = g.size().values
+
+    def spread(frame: pd.DataFrame) -> float | None:
+        steady = frame[[(s != _NONE and int(s) >= 2) for s in frame["step"]]]["wall_ns"]
+        return float(steady.max() - steady.min()) / 2 if len(steady) >= 2 else None
+
+    out["spread_ns"] = [spread(grp) for _, grp in g]
     out = _unfill(out, ["role", "source_kind"])
+    if len(memory):
+        out = _with_snapshot_peaks(out, memory)
     order = {s: i for i, s in enumerate(STAGES)}
     out["_o"] = out["stage"].map(lambda s: order.get(s, len(order)))
     return out.sort_values(["_o", "role"], na_position="first", key=None).drop(columns="_o").reset_index(drop=True)[cols]
+
+
+def _with_snapshot_peaks(out: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
+    """Memory-snapshot rows lend only their peaks (their ranges are allocator phases, not wall
+    time): per stage, the snapshot's peak where the role's own figure is missing or lower; a
+    snapshot without a role applies to every role. `step` gets the snapshot's overall peak."""
+    peaks = pd.to_numeric(memory.get(PEAK), errors="coerce")
+    if peaks is None or peaks.isna().all():
+        return out
+    roles = memory["role"] if "role" in memory.columns else pd.Series([None] * len(memory), index=memory.index)
+    best: dict[tuple[str, Any], float] = {}
+    for st, role, pk in zip(memory["stage"], roles, peaks):
+        if pd.isna(pk):
+            continue
+        role = role if isinstance(role, str) else None
+        for key in ((st, role), ("step", role)):
+            best[key] = max(best.get(key, 0), float(pk))
+    out = out.copy()
+    vals = []
+    for st, role, cur in zip(out["stage"], out["role"], out[PEAK]):
+        role = role if isinstance(role, str) else None
+        cand = max(best.get((st, role), 0), best.get((st, None), 0))
+        vals.append(max(cand, 0 if pd.isna(cur) else cur) or None)
+    out[PEAK] = vals
+    return out
 
 
 def kernel_totals(kernels: Any) -> pd.DataFrame:
@@ -181,38 +323,74 @@ def _rel(delta: float | None, base: float | None) -> float | None:
     return float(delta) / float(base)
 
 
-def compare_stages(totals: Mapping[str, pd.DataFrame], baseline: str) -> pd.DataFrame:
+#: Default noise threshold of a change when a run profiled one steady step only: both must be
+#: exceeded (`summarize --noise-rel/--noise-ms`).
+NOISE_REL = 0.05
+NOISE_ABS_NS = 100_000
+#: The figures compared per (stage, role): the METRICS (ns) and the peak memory (bytes).
+COMPARED: tuple[str, ...] = (*METRICS, PEAK)
+
+
+def _noise(base_row: Any, row: Any) -> float | None:
+    """The step-to-step noise of a stage: the larger half-range of steps 2..N of the two runs."""
+    vals = [r.get("spread_ns") for r in (base_row, row) if r is not None]
+    vals = [float(v) for v in vals if v is not None and not pd.isna(v)]
+    return max(vals) if vals else None
+
+
+def compare_stages(totals: Mapping[str, pd.DataFrame], baseline: str, *, noise_rel: float = NOISE_REL,
+                   noise_abs_ns: int = NOISE_ABS_NS) -> pd.DataFrame:
     """Long table: per (stage, role, metric, run) the value, the baseline value and the deltas.
 
     `totals` maps run id -> `stage_totals(...)` in run order. A (stage, role) missing from a run
-    has a null value there; one missing from the baseline has null deltas.
+    has a null value there; one missing from the baseline has null deltas. `flagged`: the change
+    is above the noise: where both runs profiled several steady steps (2..N), |delta| must exceed
+    their step-to-step spread (`noise_ns`, wall time; the other metrics scale it by their share of
+    the wall); else |delta| must exceed both `noise_rel` of the baseline and `noise_abs_ns`
+    (memory: `noise_rel` only).
     """
     if baseline not in totals:
         raise KeyError(baseline)
     keys: list[tuple[str, Any]] = []
     for t in totals.values():
         for st, role in zip(t["stage"], t["role"]):
-            if (st, role) not in keys:
-                keys.append((st, role))
+            keys.append((st, role if isinstance(role, str) else None))
+    keys = list(dict.fromkeys(keys))
     order = {s: i for i, s in enumerate(STAGES)}
     keys.sort(key=lambda k: (order.get(k[0], len(order)), k[1] or ""))
-    index = {run: {(st, role): row for st, role, row in zip(t["stage"], t["role"], t.to_dict("records"))}
+    index = {run: {(st, role if isinstance(role, str) else None): row
+                   for st, role, row in zip(t["stage"], t["role"], t.to_dict("records"))}
              for run, t in totals.items()}
     rows: list[dict[str, Any]] = []
     for st, role in keys:
         base_row = index[baseline].get((st, role))
-        for metric in METRICS:
-            base = base_row[metric] if base_row is not None else None
+        for metric in COMPARED:
+            base = base_row.get(metric) if base_row is not None else None
+            base = None if base is None or pd.isna(base) else int(base)
             for run in totals:
                 row = index[run].get((st, role))
-                val = row[metric] if row is not None else None
-                delta = None if val is None or base is None else int(val) - int(base)
+                val = row.get(metric) if row is not None else None
+                val = None if val is None or pd.isna(val) else int(val)
+                delta = None if val is None or base is None else val - base
+                noise = _noise(base_row, row) if run != baseline else None
+                if noise is not None and metric != "wall_ns" and metric != PEAK:
+                    wall = base_row.get("wall_ns") if base_row is not None else None
+                    noise = noise * (base or 0) / wall if wall else None
+                if metric == PEAK:
+                    noise = None
+                if delta is None or run == baseline:
+                    flagged = False
+                elif noise is not None:
+                    flagged = abs(delta) > noise
+                else:
+                    flagged = abs(delta) > noise_rel * abs(base or 0) and (metric == PEAK or abs(delta) > noise_abs_ns)
                 rows.append({
                     "stage": st, "role": role, "metric": metric, "run": run,
                     "source_kind": row["source_kind"] if row is not None else None,
-                    "value_ns": None if val is None else int(val),
-                    "baseline": baseline, "baseline_ns": None if base is None else int(base),
+                    "value_ns": val, "baseline": baseline, "baseline_ns": base,
                     "delta_ns": delta, "delta_rel": _rel(delta, base),
+                    "unit": "B" if metric == PEAK else "ns",
+                    "noise_ns": None if noise is None else int(noise), "flagged": flagged,
                 })
     return pd.DataFrame(rows, columns=list(COMPARE_SCHEMA.names))
 
@@ -252,6 +430,7 @@ COMPARE_SCHEMA = pa.schema([
     ("stage", pa.string()), ("role", pa.string()), ("metric", pa.string()), ("run", pa.string()),
     ("source_kind", pa.string()), ("value_ns", pa.int64()), ("baseline", pa.string()),
     ("baseline_ns", pa.int64()), ("delta_ns", pa.int64()), ("delta_rel", pa.float64()),
+    ("unit", pa.string()), ("noise_ns", pa.int64()), ("flagged", pa.bool_()),
 ], metadata={"verlprof.schema": "compare"})
 
 KERNEL_COMPARE_SCHEMA = pa.schema([

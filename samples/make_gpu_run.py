@@ -69,7 +69,10 @@ def parse_args(argv=None):
     p.add_argument("--same-gpu", action="store_true")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
-    p.add_argument("--nvtx-api", choices=["auto", "verl", "nvtx", "torch", "none"], default="auto")
+    p.add_argument("--nvtx-api", choices=["auto", "verl", "nvtx", "torch", "record_function", "none"], default="auto",
+                   help="record_function: the same ranges as torch.profiler user annotations (with --torch-trace)")
+    p.add_argument("--torch-trace", default=None, metavar="DIR",
+                   help="record each step with torch.profiler into DIR, named as verl names its traces")
     p.add_argument("--timeout-s", type=float, default=120.0, help="process-group timeout")
     return p.parse_args(argv)
 
@@ -90,6 +93,8 @@ from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 # ----------------------------------------------------------------------------------------------
 def _pick_nvtx_api(want):
     errors = []
+    if want == "record_function":
+        return "record_function", errors
     if want in ("auto", "verl"):
         try:
             import verl.utils.profiler as vp  # noqa: F401
@@ -146,6 +151,10 @@ class Marks:
             return self._nvtx.start_range(message=name, color=safe_color(color))
         if self.api == "torch":
             torch.cuda.nvtx.range_push(name)
+        if self.api == "record_function":
+            rf = torch.profiler.record_function(name)
+            rf.__enter__()
+            return rf
         return None
 
     def end(self, handle):
@@ -155,6 +164,8 @@ class Marks:
             self._nvtx.end_range(handle)
         elif self.api == "torch":
             torch.cuda.nvtx.range_pop()
+        elif self.api == "record_function" and handle is not None:
+            handle.__exit__(None, None, None)
 
     def timer(self, name, timing, color=None):
         """verl's ``marked_timer(name, timing_raw, color=...)`` (ray_trainer.py)."""
@@ -365,6 +376,8 @@ class ActorRolloutRefWorker:
         with ctx:
             for mb in range(self.args.mini_batches):
                 sl = slice(mb * mbs, (mb + 1) * mbs)
+                # the same range for NVTX (nsys) and torch.profiler (record_function), once each
+                h = MARKS.start(f"mini_batch{mb}") if API not in ("record_function", "none") else None
                 with torch.profiler.record_function(f"mini_batch{mb}"):
                     lp = token_logp(self.actor, seq[sl])
                     ratio = torch.exp(lp - old[sl])
@@ -376,6 +389,7 @@ class ActorRolloutRefWorker:
                     self.actor.clip_grad_norm_(1.0)
                     self.opt.step()
                     losses.append(loss.detach())
+                MARKS.end(h)
         return torch.stack(losses).mean().item()
 
 
@@ -431,6 +445,32 @@ def setup_dist(args):
     return rank, world, device, use_cuda, backend
 
 
+def torch_trace_start(args, use_cuda):
+    """torch.profiler around one step (verl's tool=torch, discrete per step), when --torch-trace."""
+    if not args.torch_trace:
+        return None
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if use_cuda else [])
+    prof = torch.profiler.profile(activities=acts)
+    prof.__enter__()
+    return prof
+
+
+def torch_trace_stop(prof, args, step, rank, world):
+    if prof is None:
+        return
+    import gzip
+    import shutil
+
+    prof.__exit__(None, None, None)
+    os.makedirs(args.torch_trace, exist_ok=True)
+    stamp = time.strftime("%Y%m%d%H%M%S") + "000"
+    base = os.path.join(args.torch_trace, f"make-gpu-run_train_step{step}_rank{rank}-of-{world}_pid{os.getpid()}_{stamp}")
+    prof.export_chrome_trace(base + ".json")
+    with open(base + ".json", "rb") as f, gzip.open(base + ".json.gz", "wb") as g:
+        shutil.copyfileobj(f, g)
+    os.remove(base + ".json")
+
+
 def main(args):
     rank, world, device, use_cuda, backend = setup_dist(args)
     tag = f"[make_gpu_run rank {rank}/{world} pid {os.getpid()}]"
@@ -456,9 +496,11 @@ def main(args):
         timing = {}
         t0 = time.perf_counter()
         worker.steps_profiler.begin_step(args.capture_range)
+        prof = torch_trace_start(args, use_cuda)
         loss = rl_step(worker, args, timing)
         if use_cuda:
             torch.cuda.synchronize()
+        torch_trace_stop(prof, args, step, rank, world)
         worker.steps_profiler.end_step(args.capture_range)
         dt = time.perf_counter() - t0
         parts = " ".join(f"{k}={v * 1000:.1f}ms" for k, v in timing.items())

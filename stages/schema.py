@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2"   # 2: phases grouped by normalised name path, inherited GPU attribution, rank_source
+SCHEMA_VERSION = "3"   # 3: ranks table; 2: phases grouped by normalised name path, inherited GPU attribution, rank_source
 
 
 @dataclass(frozen=True)
@@ -73,12 +73,12 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("kernel_inherited_ns", pa.int64(), "ns", "sum of kernel durations by the inherited rule (see gpu_busy_inherited_ns)", "lower"),
         _c("kernel_count_inherited", pa.int64(), "", "number of kernels by the inherited rule"),
         _c("rank_source", pa.string(), "", "where `rank` came from: artifact (file name / report identity), RANK env, "
-           "LOCAL_RANK env, CUDA device, or `unknown: ...` with the reason"),
+           "LOCAL_RANK env, CUDA device, distributedInfo (torch trace), or `unknown: ...` with the reason"),
     ],
     "kernels": _KEYS + [
         _c("phase", pa.string(), "", "innermost range the kernel was launched from"),
         _c("stage", pa.string(), "", "canonical stage of `phase`"),
-        _c("kernel", pa.string(), "", "demangled kernel name (`other` row: everything past --top)"),
+        _c("kernel", pa.string(), "", "demangled kernel name (`other` row: everything past --top-kernels)"),
         _c("kernel_short", pa.string(), "", "short kernel name"),
         _c("category", pa.string(), "", "gemm | attention | comm | normalization | memcpy | memset | elementwise | reduction | other"),
         _c("count", pa.int64(), "", "instances"),
@@ -88,11 +88,43 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("max_ns", pa.int64(), "ns", "longest instance"),
         _c("median_ns", pa.float64(), "ns", "median duration"),
     ],
+    "ranks": [
+        _c("row_kind", pa.string(), "", "`rank`: one rank's phase; `ranks`: the phase across the role's ranks (rank null)"),
+        _c("role", pa.string(), "", "verl role"),
+        _c("step", pa.int32(), "", "RL training step"),
+        _c("path", pa.string(), "", "phase path (as in phases.parquet); depth <= 2 or a known stage"),
+        _c("stage", pa.string(), "", "canonical stage of the phase"),
+        _c("rank", pa.int32(), "", "rank (null on `ranks` rows)"),
+        _c("ranks", pa.int32(), "", "`ranks` rows: how many ranks have the phase"),
+        _c("wall_ns", pa.int64(), "ns", "the rank's wall time (`ranks` rows: the median)", "lower"),
+        _c("gpu_busy_inherited_ns", pa.int64(), "ns", "GPU busy, inherited rule (`ranks`: median)", "lower"),
+        _c("gpu_busy_ns", pa.int64(), "ns", "GPU busy, NVIDIA's same-thread rule (`ranks`: median)", "lower"),
+        _c("comm_ns", pa.int64(), "ns", "collective kernel time (NCCL) in the phase (`ranks`: median)", "lower"),
+        _c("collective_ns", pa.int64(), "ns", "wall of CPU-side collective ranges nested in the phase "
+           "(gloo / c10d / record_param_comms / nccl:*; `ranks`: median)", "lower"),
+        _c("arrival_ns", pa.int64(), "ns", "phase start minus the earliest rank's start (`ranks`: the largest)"),
+        _c("mem_peak_bytes", pa.int64(), "B", "peak device memory in the phase (`ranks`: the largest)", "lower"),
+        _c("wall_min_ns", pa.int64(), "ns", "`ranks`: shortest wall over the ranks"),
+        _c("wall_median_ns", pa.int64(), "ns", "`ranks`: median wall"),
+        _c("wall_p90_ns", pa.int64(), "ns", "`ranks`: 90th percentile wall"),
+        _c("wall_max_ns", pa.int64(), "ns", "`ranks`: longest wall"),
+        _c("slowest_rank", pa.int32(), "", "`ranks`: the rank with the longest wall (may be one that waited)"),
+        _c("skew_ns", pa.int64(), "ns", "`ranks`: longest minus shortest wall", "lower"),
+        _c("straggler_rank", pa.int32(), "", "`ranks`: the rank the others wait for (null when it cannot be told; "
+           "see straggler_by and docs/summaries.md)"),
+        _c("straggler_by", pa.string(), "", "`ranks`: the rule that decided: nccl (shortest collective kernels), "
+           "collectives (least time in collective ranges), arrival (latest start), or `none: why`"),
+        _c("straggler_ns", pa.int64(), "ns", "`ranks`: what the straggler cost the others: median wait minus its "
+           "wait, or its arrival minus the median arrival", "lower"),
+    ],
     "steps": _KEYS + [
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),
         _c("wall_ns", pa.int64(), "ns", "step duration", "lower"),
         _c("boundary", pa.string(), "", "how the step was found: nvtx_step | profiler_step (ProfilerStep#N) | step_name (step<N> range) | step_range (--step-range REGEX) | capture_range | aligned | discrete | stage_sequence (verl stage names only) | file_name | snapshot_dir | whole_file (no markers: the whole capture)"),
         _c("chosen", pa.bool_(), "", "true for the steady-state step summarised in phases/kernels"),
+        _c("label", pa.string(), "", "the marker of the step as the source names it: the range (`ProfilerStep#104` "
+           "is step 105, since profiler.step() counts from 0; `step #3`: the third verl `step` range), "
+           "`capture range .2`, `step2 in the file name`, `whole capture`"),
         _c("reason", pa.string(), "", "one line: why this step was (not) chosen"),
     ],
 }

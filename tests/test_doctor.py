@@ -422,8 +422,11 @@ def test_capture_range_end_discrete_is_not_counted(tmp_path):
 def test_startup_step(tmp_path):
     cfg = make_cfg(tmp_path, {"global_profiler.steps": [1], "trainer.total_training_steps": 1})
     f = D.check_startup_step(cfg)
-    assert codes(f, "warning") == ["nsys-startup-step"] and "steps=[1,2]" in f[0].fix
+    # a note, not a warning: steps [1] is the lightest footprint, and collect says it summarises step 1
+    assert codes(f, "info") == ["nsys-startup-step"]
+    assert f[0].fix == "global_profiler.steps=[1,2,3] trainer.total_training_steps=3"
     assert D.check_startup_step(make_cfg(tmp_path)) == []
+    assert D.check_startup_step(make_cfg(tmp_path, {"global_profiler.steps": [1, 3]})) == []
     assert D.check_startup_step(make_cfg(tmp_path, {"global_profiler.steps": [1],
                                                     "global_profiler.global_tool_config.nsys.discrete": True})) == []
     assert D.check_startup_step(make_cfg(tmp_path, {"global_profiler.steps": [1],

@@ -97,8 +97,14 @@ def test_no_markers_window_is_the_whole_capture_per_process(h100_rows: dict) -> 
     reason = steps["reason"].iloc[0]
     assert "whole capture" in reason and "no step markers" in reason and "--step-range" in reason
     for row in steps.itertuples():
-        lo, hi = _sql(H100, f"SELECT min(start), max(end) FROM NVTX_EVENTS WHERE eventType IN ({RANGE_TYPES}) "
-                            "AND ((globalTid >> 24) & 16777215) = ?", (int(row.pid),))[0]
+        # the whole capture: from the first to the last event of the process, ranges and GPU work alike
+        parts = [_sql(H100, f"SELECT min(start), max(end) FROM NVTX_EVENTS WHERE eventType IN ({RANGE_TYPES}) "
+                            "AND ((globalTid >> 24) & 16777215) = ?", (int(row.pid),))[0]]
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            parts += _sql(H100, f"SELECT min(start), max(end) FROM {table} WHERE ((globalPid >> 24) & 16777215) = ?",
+                          (int(row.pid),))
+        lo = min(p[0] for p in parts if p[0] is not None)
+        hi = max(p[1] for p in parts if p[1] is not None)
         assert row.wall_ns == hi - lo
 
 
@@ -241,7 +247,13 @@ def test_every_nsys_year_summarizes_and_kernel_totals_match_nsys_stats(path: Pat
     assert len(rows["steps"]) >= 1 and len(ph) >= 1
     roots = ph[ph["depth"] == 0]           # whole-capture window here: every kernel is in a root or left over
     if all(s["boundary"] == "whole_file" for s in rows["steps"]):
+        # the whole capture runs from the first to the last GPU operation of any kind: kernels before
+        # the first range and copies outside the kernels' span count (nsys stats gpumemtimesum)
         assert roots["kernel_count"].sum() == want["count"].sum()
+        assert roots["kernel_ns"].sum() == want["total"].sum()
+        mem = path.parent / "golden" / f"{path.stem}_gpumemtimesum.csv"
+        mem_total = pd.read_csv(mem)["Total Time (ns)"].sum() if mem.exists() else 0   # none: no copies
+        assert roots["memcpy_ns"].sum() + roots["memset_ns"].sum() == mem_total
 
 
 # ------------------------------------------------------------------------------------------------

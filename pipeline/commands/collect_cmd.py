@@ -53,6 +53,7 @@ def collect(
     ray: bool = typer.Option(False, "--ray", help="Collect on every node of the running Ray cluster (address auto)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDRESS",
                                               help="Ray cluster address (implies --ray)."),
+    per_rank: bool = typer.Option(False, "--per-rank", help="Also print one phase table per rank (default: per role, across ranks)."),
     strict: bool = typer.Option(False, "--strict",
                                 help="Any failed artifact fails the run: no bundle is written (exit 3)."),
 ) -> None:
@@ -77,9 +78,9 @@ def collect(
             result = run_collect(opts, progress)
     except RunFailedError as err:
         if err.result is not None:          # nothing (or, with --strict, not all) summarized
-            print_collect_table(err.result, console, top_phases)
+            print_collect_table(err.result, console, top_phases, per_rank)
         raise
-    print_collect_table(result, console, top_phases)
+    print_collect_table(result, console, top_phases, per_rank)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
@@ -102,11 +103,23 @@ def _step_range(pattern: str | None) -> str | None:
     return pattern
 
 
-def print_collect_table(result: CollectResult, console: Console, top_phases: int = 15) -> None:
-    """One row per artifact (final status, and why when not done), the closing line, the window
-    choice, the chosen step's phases, doctor's findings and where the bundle is."""
-    for line in artifact_lines(result, console.width):
-        console.print(line, overflow="fold", highlight=False, crop=False)
+#: More artifacts than this: the list collapses to one line per kind, status and step (issue 23).
+_LIST_EACH_ARTIFACT = 16
+
+
+def print_collect_table(result: CollectResult, console: Console, top_phases: int = 15,
+                        per_rank: bool = False) -> None:
+    """The artifacts (one row each, or collapsed by kind/status/step past a few, failures always
+    by name), the closing line, the window choice, the chosen step's phases per role across ranks
+    (pipeline/terminal_views.py; per rank with `per_rank`), doctor's findings and the bundle."""
+    from .. import terminal_views
+
+    if len(result.artifacts) <= _LIST_EACH_ARTIFACT:
+        for line in artifact_lines(result, console.width):
+            console.print(line, overflow="fold", highlight=False, crop=False)
+    else:
+        for line in terminal_views.artifact_summary(result.statuses, result.artifacts):
+            console.print(line, markup=False, highlight=False, crop=False, overflow="fold")
     console.print(closing_line(result))
     if result.nodes:
         console.print(node_line(result.nodes))
@@ -120,14 +133,18 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
         for w in window.get("warnings", [])[:5]:
             console.print(f"  [yellow]warning[/yellow]: {w}")
     if result.rows and result.rows.get("phases"):
-        from ...stages.summarize import render_phase_table
-
         phases = list(result.rows["phases"])
-        sources = list(dict.fromkeys(r.get("source") for r in phases))
-        shown = set(sources[:_MAX_SOURCE_TABLES])
-        render_phase_table([r for r in phases if r.get("source") in shown], console, top_phases)
-        if len(sources) > len(shown):
-            console.print(f"... and {len(sources) - len(shown)} more sources in summaries/phases.parquet")
+        ranks_rows = terminal_views.ranks_of_bundle(result.out) if result.published else None
+        for line in terminal_views.role_tables(phases, ranks_rows, top=top_phases, width=console.width):
+            console.print(line, markup=False, highlight=False, crop=False, overflow="fold")
+        if per_rank:
+            from ...stages.summarize import render_phase_table
+
+            sources = list(dict.fromkeys(r.get("source") for r in phases))
+            shown = set(sources[:_MAX_SOURCE_TABLES])
+            render_phase_table([r for r in phases if r.get("source") in shown], console, top_phases)
+            if len(sources) > len(shown):
+                console.print(f"... and {len(sources) - len(shown)} more sources in summaries/phases.parquet")
     if result.doctor:
         from .doctor_cmd import print_findings
 

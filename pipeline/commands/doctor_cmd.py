@@ -7,8 +7,8 @@
     verlprof doctor run_qwen3_8b.sh [-- extra overrides]       # a launch script, read not run
 
 The checks live in ``verlprof.stages.doctor``; this module only reads the inputs, prints the
-findings (a rich table, or ``--json``) and sets the exit status (1 when an error-level finding
-exists, 2 for bad input). ``print_findings`` is reusable by other commands (``collect``).
+findings (a list in the terminal's width, each fix whole on its own line, or ``--json``) and sets
+the exit status (1 when an error-level finding exists, 2 for bad input). ``print_findings`` is reusable by other commands (``collect``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 from typing import Optional
 
 import typer
 import yaml
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from ...stages import doctor as D
 from ...stages.core.errors import VerlprofError
@@ -36,23 +37,40 @@ def findings_to_json(findings: list[D.Finding], target: Optional[str] = None, in
 
 
 def print_findings(findings: list[D.Finding], console: Optional[Console] = None, title: Optional[str] = None) -> None:
-    """A table of findings, most severe first; one line when there is nothing to report."""
+    """Findings, most severe first, in the terminal's width: a heading line per finding, the message
+    wrapped under it, and the fix on a line of its own, never wrapped (one copy, one paste).
+
+    Why not a table: four columns at 80 columns wrapped the fixes in the middle of a key, so they
+    could not be pasted; a fix longer than the terminal is left for the terminal to fold, whole.
+    """
     console = console or Console()
     findings = D.sort_findings(findings)
     if not findings:
         console.print("[green]doctor: no findings[/green]" + (f" ({title})" if title else ""))
         return
-    table = Table(title=title, show_lines=False, expand=False)
-    table.add_column("severity", no_wrap=True)
-    table.add_column("check", no_wrap=True)
-    table.add_column("what is wrong", overflow="fold")
-    table.add_column("type instead", overflow="fold")
+    if title:
+        console.print(Text(title, style="bold"), soft_wrap=True)
     for f in findings:
-        table.add_row(f"[{_SEV_STYLE.get(f.severity, '')}]{f.severity}[/]", f.code, f.message, f.fix)
-    console.print(table)
+        console.print(Text.assemble((f"{f.severity:8}", _SEV_STYLE.get(f.severity, "")), " ", (f.code, "bold")))
+        console.print(Text(textwrap.fill(f.message, width=max(40, console.width), initial_indent="  ",
+                                         subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)),
+                      soft_wrap=True)
+        for line in fix_lines(f.fix, console.width - 4):
+            console.print(Text("    " + line, style="green"), soft_wrap=True)
     n_err = sum(1 for f in findings if f.severity == "error")
     n_warn = sum(1 for f in findings if f.severity == "warning")
     console.print(f"{n_err} error(s), {n_warn} warning(s), {len(findings) - n_err - n_warn} note(s)")
+
+
+def fix_lines(fix: str, width: int) -> list[str]:
+    """A fix as printed: one line when it fits; a fix made only of override words that does not fit,
+    one word a line (each whole, each pasteable); anything else one line, left whole."""
+    if not fix:
+        return []
+    words = fix.split()
+    if len(fix) <= width or not all(_looks_like_override(w) for w in words):
+        return [fix]
+    return words
 
 
 def _fail(msg: str, code: int = 2) -> None:
@@ -116,6 +134,7 @@ def run_doctor(
     inputs: dict = {}
 
     script: Optional[D.LaunchLine] = None
+    appended: list[str] = []    # a script's "$@": the words given after it
     if target is not None:
         if os.path.isfile(target) and _is_shell_script(target):
             try:
@@ -124,6 +143,7 @@ def run_doctor(
                 _fail(str(e))
             inputs["script"] = target
             inputs["launch_line"] = script.line
+            appended = list(words)
         elif os.path.isdir(target):
             run = D.load_run_folder(target)
             inputs["run_folder"] = target
@@ -184,7 +204,7 @@ def run_doctor(
     if base is not None or words:
         cfg = D.build_profile_config(base, words, base_kind=base_kind, recorded_words=recorded,
                                      entrypoint=entrypoint, phases=phases, nsys_supports_discard_env=supports,
-                                     check_existence=check_existence)
+                                     check_existence=check_existence, appended_words=appended)
         checked = D.config_checks(cfg)
         if script is not None:  # a value the script leaves unknown is not judged as null
             checked = D.soften_unknown(checked, {w.text: w.unknown for w in script.words if w.unknown})
@@ -233,7 +253,7 @@ def doctor(
     if as_json:
         typer.echo(json.dumps(findings_to_json(findings, target, inputs), indent=2))
     else:
-        print_findings(findings, Console(width=max(120, Console().width)), title=f"verlprof doctor {target or ''}".strip())
+        print_findings(findings, Console(), title=f"verlprof doctor {target or ''}".strip())
     if D.has_errors(findings):
         raise typer.Exit(1)
 

@@ -28,6 +28,28 @@ def _fmt_ms(ns: Any) -> str:
     return fmt_ms(ns)
 
 
+def _value(v: Any, metric: str) -> str:
+    if metric == "mem_peak_bytes":
+        return "–" if v is None else f"{v / 2**20:,.0f}"
+    return _fmt_ms(v)
+
+
+def flagged_lines(result: Any, limit: int = 12) -> list[str]:
+    """The changes above the noise, every metric (wall, GPU, memory), largest relative first."""
+    df = result.compare
+    if df is None or df.empty or "flagged" not in df.columns:
+        return []
+    f = df[df["flagged"].fillna(False).astype(bool)]
+    f = f.reindex(f["delta_rel"].abs().sort_values(ascending=False).index).head(limit)
+    out = []
+    for r in f.to_dict("records"):
+        role = r["role"] if isinstance(r["role"], str) else "-"
+        out.append(f"  {r['run']}: {r['stage']} ({role}) {r['metric']} {_value(r['baseline_ns'], r['metric'])} -> "
+                   f"{_value(r['value_ns'], r['metric'])} ({r['delta_rel']:+.1%})")
+    return (["changes above the noise (steps 2..N spread, else 5% and 0.1 ms):"] + out) if out else \
+        ["no change above the noise (steps 2..N spread, else 5% and 0.1 ms)"]
+
+
 def comparison_table(result: Any, metric: str = "wall_ns", max_runs: int = 8) -> Table:
     """The terminal table: per (stage, role) the baseline value and each run's value and delta."""
     from ..report_html import _isnull, fmt_rel
@@ -36,7 +58,9 @@ def comparison_table(result: Any, metric: str = "wall_ns", max_runs: int = 8) ->
     df = df[df["metric"] == metric]
     runs = [r.run for r in result.ok]
     shown = [r for r in runs if r != result.baseline][:max_runs]
-    t = Table(title=f"{metric.removesuffix('_ns')} per step (ms), baseline {result.baseline}"
+    unit = "MB" if metric == "mem_peak_bytes" else "ms"
+    t = Table(title=f"{metric.removesuffix('_ns')} per step ({unit}), baseline {result.baseline}; "
+                    "a change is coloured only above the noise"
                     + (f"; first {max_runs} of {len(runs) - 1} other runs shown" if len(runs) - 1 > max_runs else ""))
     t.add_column("stage")
     t.add_column("role")
@@ -46,15 +70,17 @@ def comparison_table(result: Any, metric: str = "wall_ns", max_runs: int = 8) ->
     for (stage, role), grp in df.groupby(["stage", "role"], sort=False, dropna=False):
         by_run = {r["run"]: r for r in grp.to_dict("records")}
         base = grp["baseline_ns"].iloc[0]
-        cells = [str(stage), "" if _isnull(role) else str(role), _fmt_ms(None if _isnull(base) else base)]
+        cells = [str(stage), "" if _isnull(role) else str(role), _value(None if _isnull(base) else base, metric)]
         for run in shown:
             rec = by_run.get(run)
             if rec is None or _isnull(rec["value_ns"]):
                 cells.append("–")
                 continue
             d = rec["delta_ns"]
-            style = "" if _isnull(d) or d == 0 else ("red" if d > 0 else "green")
-            txt = f"{_fmt_ms(rec['value_ns'])} ({fmt_rel(rec['delta_rel'])})"
+            flagged = bool(rec.get("flagged", True))
+            style = "" if _isnull(d) or d == 0 or not flagged else ("red" if d > 0 else "green")
+            rel = fmt_rel(rec["delta_rel"]) if flagged or _isnull(d) else "noise"
+            txt = f"{_value(rec['value_ns'], metric)} ({rel})"
             cells.append(f"[{style}]{txt}[/]" if style else txt)
         t.add_row(*cells)
     return t
@@ -96,7 +122,9 @@ def register(app: typer.Typer) -> None:
         jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="local worker processes (1 = inline)"),
         work: Optional[Path] = typer.Option(None, "--work", help="work/cache dir (default $VERLPROF_CACHE or ~/.cache/verlprof)"),
         top_changes: int = typer.Option(20, "--top-changes", min=1, help="kernel changes kept per run (the kernels whose time changed most)"),
-        metric: str = typer.Option("wall_ns", "--metric", help="metric of the terminal table: wall_ns, gpu_busy_ns, kernel_ns, comm_ns, idle_ns"),
+        metric: str = typer.Option("wall_ns", "--metric", help="metric of the terminal table: wall_ns, gpu_busy_inherited_ns, gpu_busy_ns, kernel_ns, comm_ns, mem_peak_bytes"),
+        noise_rel: float = typer.Option(0.05, "--noise-rel", min=0.0, help="a change must exceed this share of the baseline (when one steady step was profiled)"),
+        noise_ms: float = typer.Option(0.1, "--noise-ms", min=0.0, help="... and this many ms (when one steady step was profiled)"),
         fresh: bool = typer.Option(False, "--fresh", help="ignore cached per-run results"),
         strict: bool = typer.Option(False, "--strict",
                                     help="a skipped or incomplete run fails the batch: no outputs (exit 3)"),
@@ -107,8 +135,8 @@ def register(app: typer.Typer) -> None:
         from ..executors import make_executor
         from ..progress import err_console
 
-        if metric not in compare.METRICS:
-            raise VerlprofError(None, f"--metric must be one of {', '.join(compare.METRICS)}, not {metric!r}")
+        if metric not in compare.COMPARED:
+            raise VerlprofError(None, f"--metric must be one of {', '.join(compare.COMPARED)}, not {metric!r}")
         address = ray_address if ray_address is not None else ("auto" if ray else None)
         executor = make_executor(jobs, ray_address=address)
         work_dir = work or default_work_dir()
@@ -124,13 +152,16 @@ def register(app: typer.Typer) -> None:
 
         try:
             result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor, work_dir=work_dir,
-                                          html=html, top_kernels=top_changes, on_done=progress, strict=strict)
+                                          html=html, top_kernels=top_changes, on_done=progress, strict=strict,
+                                          noise_rel=noise_rel, noise_abs_ns=int(noise_ms * 1e6))
         finally:
             close = getattr(executor, "close", None)
             if close:
                 close()
         if result.compare is not None:
             console.print(comparison_table(result, metric))
+            for ln in flagged_lines(result):
+                console.print(ln, markup=False, highlight=False)
         console.print(status_table(result))
         if not result.ok:
             raise NothingSummarizedError(None, f"none of the {len(inputs)} inputs could be summarised "

@@ -75,6 +75,51 @@ def _delta_bar(delta: float, scale: float, width: int = 120) -> str:
             f'<rect x="{x:.1f}" y="1" width="{w:.1f}" height="8" fill="{color}"/></svg>')
 
 
+_TABLE_METRICS = (("wall_ns", "wall", "ms"), ("gpu_busy_inherited_ns", "GPU busy (inherited rule)", "ms"),
+                  ("mem_peak_bytes", "peak device memory", "MB"))
+NOISE_NOTE = ("A change is coloured only above the noise: the step-to-step spread of steps 2..N where "
+              "several steps were profiled, else 5% of the baseline and 0.1 ms (summarize --noise-rel, "
+              "--noise-ms); below it the cell says <i>noise</i>. GPU busy is the inherited figure: GPU work "
+              "launched from the stage's ranges and their worker threads (NVIDIA's same-thread figure: "
+              "metric gpu_busy_ns in compare.parquet).")
+
+
+def _fmt(v: Any, unit: str) -> str:
+    if isnull(v):
+        return "–"
+    return f"{float(v) / 2**20:,.0f}" if unit == "MB" else fmt_ms(v)
+
+
+def _stage_tables(cmp_df: Any, run_ids: list[str], baseline: str) -> str:
+    """Wall, GPU busy and memory per stage and role, one table each, changes flagged over noise."""
+    out = [f"<p class=note>{NOISE_NOTE}</p>"]
+    for metric, name, unit in _TABLE_METRICS:
+        m = cmp_df[cmp_df["metric"] == metric] if not cmp_df.empty else cmp_df
+        if m.empty or m["value_ns"].isna().all():
+            continue
+        rows_by: dict[str, dict[str, Any]] = {}
+        for r in m.to_dict("records"):
+            rows_by.setdefault(_label(r["stage"], r["role"]), {"_base": r["baseline_ns"]})[r["run"]] = r
+        heads = [("stage (role)", "l"), (f"{baseline} {unit}", "")] + [(f"{r}", "") for r in run_ids if r != baseline]
+        rows = []
+        for g, by in rows_by.items():
+            cells = [(esc(g), "l"), (_fmt(by["_base"], unit), "")]
+            for r in run_ids:
+                if r == baseline:
+                    continue
+                c = by.get(r)
+                if c is None or isnull(c["value_ns"]):
+                    cells.append(("–", ""))
+                elif isnull(c["delta_ns"]) or c.get("flagged", True):
+                    cells.append(((f'{_fmt(c["value_ns"], unit)} <span class="{delta_class(c["delta_ns"])}">'
+                                   f'({fmt_rel(c["delta_rel"])})</span>'), ""))
+                else:
+                    cells.append((f'{_fmt(c["value_ns"], unit)} <span class="noise">(noise)</span>', ""))
+            rows.append(cells)
+        out.append(f"<h3>{esc(name)} ({unit})</h3>" + table(heads, rows))
+    return "".join(out)
+
+
 def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows: Any, *, baseline: str,
                           metric: str = "wall_ns", title: str | None = None, top: int = 20) -> str:
     """Many runs' page: grouped bars of stage times per run (each labelled with its change against
@@ -111,27 +156,13 @@ def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows:
         c = table_rows.get(g, {}).get(run)
         if run == baseline or c is None or isnull(c.get("delta_rel")):
             return None
-        return f"({fmt_rel(c['delta_rel'])})"
+        return f"({fmt_rel(c['delta_rel'])})" if c.get("flagged", True) else "(noise)"
 
     body.append(f"<h2>Stage time per run ({esc(metric.removesuffix('_ns'))}, ms)</h2>")
     if groups:
         body.append(legend([(r, colors[r]) for r in run_ids]))
         body.append(svg_grouped_bars(groups, run_ids, lambda g, s: values.get((g, s)), colors, note=change))
-        heads = [("stage (role)", "l"), (f"{baseline} ms", "")] + [(f"{r}", "") for r in run_ids if r != baseline]
-        rows = []
-        for g in groups:
-            cells = [(esc(g), "l"), (fmt_ms(table_rows[g]["baseline_ns"]), "")]
-            for r in run_ids:
-                if r == baseline:
-                    continue
-                c = table_rows[g].get(r)
-                if c is None or isnull(c["value_ns"]):
-                    cells.append(("–", ""))
-                else:
-                    cells.append(((f'{fmt_ms(c["value_ns"])} <span class="{delta_class(c["delta_ns"])}">'
-                                   f'({fmt_rel(c["delta_rel"])})</span>'), ""))
-            rows.append(cells)
-        body.append(table(heads, rows))
+        body.append(_stage_tables(cmp_df, run_ids, baseline))
     else:
         body.append("<p>No stage times to compare.</p>")
 
@@ -143,7 +174,8 @@ def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows:
         if part.empty:
             continue
         part = part.head(top)
-        scale = float(part["delta_ns"].abs().max() or 0)
+        # bars scale to at least 1 ms, so +-5 µs changes stay specks (issue 23)
+        scale = max(float(part["delta_ns"].abs().max() or 0), 1e6)
         recs = part.to_dict("records")
         names = kernel_labels([(r["kernel"], r["kernel_short"]) for r in recs])
         body.append(f"<h3>{esc(run)}</h3>")

@@ -179,3 +179,58 @@ def pixel_runs(iv: GpuIntervals, cat: int, lo: int, hi: int, x0: float, px_per_n
             cs, ce = a, b
     runs.append((cs, ce))
     return runs
+
+
+def _covered(iv_s: np.ndarray, iv_e: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Busy ns of the union of [iv_s, iv_e) inside each bin [edges[k], edges[k+1])."""
+    if not len(iv_s):
+        return np.zeros(len(edges) - 1)
+    order = np.argsort(iv_s, kind="stable")
+    s, e = iv_s[order], iv_e[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    ms = s[new]
+    me = np.append(run_end[np.flatnonzero(new)[1:] - 1], run_end[-1])
+    lengths = (me - ms).astype(np.float64)
+    before = np.concatenate([[0.0], np.cumsum(lengths)])
+    j = np.searchsorted(ms, edges, side="right") - 1
+    jj = np.clip(j, 0, len(ms) - 1)
+    cum = np.where(j < 0, 0.0, before[jj] + np.clip(edges - ms[jj], 0, lengths[jj]))
+    return np.diff(cum)
+
+
+def coverage_pixels(iv: GpuIntervals, lo: int, hi: int, sx: float, px_per_ns: float) -> list[tuple[int, int, int]]:
+    """The lane as whole pixel columns: `(x, width, lane category)` runs whose painted width equals
+    the GPU's busy share of [lo, hi) (to the pixel), however short the kernels.
+
+    Why: drawing each kernel at least a pixel wide painted a GPU busy 18% of the step over 94% of
+    its lane. Here every pixel column gets its covered fraction of time; an error-diffusion pass
+    paints a column when the carried coverage reaches half a pixel, so the painted count is the
+    rounded sum of the fractions, and each painted column takes the category that covered most of
+    it. Columns sit on whole CSS pixels so a screenshot counts them exactly."""
+    if hi <= lo or not len(iv):
+        return []
+    x_first = int(np.floor(sx))
+    x_last = int(np.ceil(sx + (hi - lo) * px_per_ns))
+    xs = np.arange(x_first, x_last + 1, dtype=np.float64)
+    edges = np.clip(lo + (xs - sx) / px_per_ns, lo, hi)
+    s, e = np.clip(iv.start, lo, hi), np.clip(iv.end, lo, hi)
+    keep = e > s
+    s, e, cat = s[keep].astype(np.float64), e[keep].astype(np.float64), iv.cat[keep]
+    total = _covered(s, e, edges) * px_per_ns
+    per = np.stack([_covered(s[cat == c], e[cat == c], edges) for c in range(len(LANE_CATEGORIES))])
+    dominant = per.argmax(axis=0)
+    runs: list[tuple[int, int, int]] = []
+    acc = 0.0
+    for k, c in enumerate(np.minimum(total, 1.0).tolist()):
+        acc += c
+        if acc >= 0.5:
+            acc -= 1.0
+            x, cat_k = x_first + k, int(dominant[k])
+            if runs and runs[-1][0] + runs[-1][1] == x and runs[-1][2] == cat_k:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1, cat_k)
+            else:
+                runs.append((x, 1, cat_k))
+    return runs

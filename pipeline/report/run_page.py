@@ -15,10 +15,11 @@ from typing import Any
 import pandas as pd
 
 from ...stages.core.errors import BadInputError
-from .. import compare
+from .. import compare, ranks
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, read_bundle_gpu
 from .links import TRACE_NOTE, TraceFiles, fmt_bytes, leaf, traces_of
 from .processes import ProcessId, ProcessStep, process_steps
+from .rank_skew import ranks_section
 from .step_bars import GPU_BAR_COLOR, svg_step_bars
 from .template import (
     GAP_COLOR,
@@ -106,7 +107,7 @@ def _timeline_note(t0: int, n: int) -> str:
 
 def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str, Any] | None, *,
                       steps_rows: Any = None, bundle: str | Path | None = None, title: str | None = None,
-                      top: int = 20) -> str:
+                      top: int = 20, ranks_rows: Any = None) -> str:
     """One bundle's page. `bundle` (the folder holding summaries/ and traces/) adds the GPU lanes
     of the timeline and, when `steps_rows` is not given, the step windows of steps.parquet."""
     manifest = manifest or {}
@@ -155,8 +156,12 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
         body.append(f'<div class="lanes">{svg_timeline(procs, gpu, hrefs)}</div>')
 
     per = compare.process_stage_totals(phases_rows)
+    ranks_df = compare.to_frame(ranks_rows)
+    if ranks_df.empty:
+        ranks_df = ranks.ranks_table(phases_rows).to_pandas()
     if not per.empty:
-        body.append(_stage_table(phases_rows, per, traces, sources))
+        body.append(_stage_table(phases_rows, per, traces, sources, ranks_df))
+    body.append(ranks_section(ranks_df))
     if traces:
         body.append(_trace_table(traces, sources))
     body.append(_kernel_table(kernels_rows, top))
@@ -164,13 +169,19 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
 
 
 def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, TraceFiles],
-                 sources: Mapping[ProcKey, list[str]]) -> str:
-    """Per (stage, role): the slowest process's value, linked to that process's trace."""
+                 sources: Mapping[ProcKey, list[str]], ranks_df: pd.DataFrame | None = None) -> str:
+    """Per (stage, role): the slowest process's value, linked to the trace of the stage's
+    straggler (the rank the others waited for) when one is named, else of the slowest process."""
+    late: dict[tuple[Any, Any], int] = {}
+    for r in ranks.stragglers(ranks_df if ranks_df is not None else pd.DataFrame()).to_dict("records"):
+        late.setdefault((r["stage"], r["role"] if isinstance(r["role"], str) else None), int(r["straggler_rank"]))
     slowest: dict[tuple[Any, Any, Any], tuple[float, ProcKey]] = {}
     for r in per.to_dict("records"):
         pk = _proc_key(r["source_kind"], r["role"], r["rank"], r["pid"])
         k3 = (r["stage"], pk[1], pk[0])
         v = float(r["wall_ns"] or 0)
+        if late.get((r["stage"], pk[1])) == pk[2]:
+            v = float("inf")   # the straggler's trace is the one to open
         if k3 not in slowest or v > slowest[k3][0]:
             slowest[k3] = (v, pk)
 
@@ -183,18 +194,26 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
         t = next((traces[s] for s in sources.get(pk, []) if s in traces), None)
         if t is None:
             return ""
-        return (f'<a href="{esc(t.href)}" title="slowest process: {esc(t.source)}">'
+        return (f'<a href="{esc(t.href)}" title="straggler, else slowest process: {esc(t.source)}">'
                 f'{esc(_short_label(pk[1], pk[2], pk[3]))}</a>')
 
     totals = compare.stage_totals(phases_rows)
-    return "<h2>Stages (slowest process, mean over steps)</h2>" + table(
-        [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU busy ms", ""),
-         ("kernel ms", ""), ("comm ms", ""), ("idle ms", ""), ("processes", ""), ("trace (slowest)", "l")],
+    return ("<h2>Stages (per role: the slowest process's step, split so the rows add up; mean over steps)</h2>"
+            "<p class=note>A stage's wall is the union of its ranges on the process (nested ranges "
+            "counted once); <b>other</b> is the step minus the stages. <b>GPU ms</b> is the inherited "
+            "figure: GPU work launched from the stage's ranges, their worker threads included; "
+            "<b>same-thread</b> is NVIDIA's rule (only work launched on the range's own thread).</p>"
+            + table(
+        [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU ms", ""), ("GPU %", ""),
+         ("same-thread ms", ""), ("kernel ms", ""), ("comm ms", ""), ("mem peak", ""), ("processes", ""),
+         ("trace (straggler, else slowest)", "l")],
         [[(esc(r["stage"]), "l"), (esc(r["role"]), "l"), (esc(r["source_kind"]), "l"),
-          (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_ns"]), ""), (fmt_ms(r["kernel_ns"]), ""),
-          (fmt_ms(r["comm_ns"]), ""), (fmt_ms(r["idle_ns"]), ""), (esc(r["processes"]), ""),
-          (trace_cell(r), "l")]
-         for r in totals.to_dict("records")])
+          (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_inherited_ns"]), ""),
+          (f"{100 * r['gpu_busy_inherited_ns'] / r['wall_ns']:.0f}%" if r["wall_ns"] else "", ""),
+          (fmt_ms(r["gpu_busy_ns"]), ""), (fmt_ms(r["kernel_ns"]), ""),
+          (fmt_ms(r["comm_ns"]), ""), (fmt_bytes(None if isnull(r["mem_peak_bytes"]) else int(r["mem_peak_bytes"])), ""),
+          (esc(r["processes"]), ""), (trace_cell(r), "l")]
+         for r in totals.to_dict("records")]))
 
 
 def _trace_table(traces: Mapping[str, TraceFiles], sources: Mapping[ProcKey, list[str]]) -> str:
@@ -242,4 +261,4 @@ def render_bundle_report(bundle: str | Path, *, title: str | None = None, top: i
         p = b / "summaries" / f"{name}.parquet"
         return pd.read_parquet(p) if p.is_file() else pd.DataFrame()
     return render_run_report(table_of("phases"), table_of("kernels"), manifest, steps_rows=table_of("steps"),
-                             bundle=b, title=title, top=top)
+                             bundle=b, title=title, top=top, ranks_rows=table_of("ranks"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
-from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, busy_ns, pixel_runs
+from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, busy_ns, coverage_pixels
 from .processes import ProcessId, ProcessStep
 from .template import axis, esc, fmt_ms, nice_ticks, open_process, stage_color
 
@@ -67,9 +67,13 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
                      f'+{esc(fmt_ms(p.start_ns - t0))} ms, {esc(fmt_ms(p.wall_ns))} ms ({esc(p.step_from)})</title></rect>')
         for ph in p.phases:
             x, w = x0 + (ph.start_ns - t0) * scale, ph.wall_ns * scale
-            gpu_txt = f", GPU busy {fmt_ms(ph.gpu_busy_ns)} ms" if ph.gpu_busy_ns is not None else ""
-            if ph.gpu_busy_ns is not None and ph.gpu_inherited_ns is not None:
-                gpu_txt += f" ({fmt_ms(ph.gpu_inherited_ns)} ms with kernels of other threads)"
+            gpu_txt = ""
+            if ph.gpu_inherited_ns is not None:
+                gpu_txt = f", GPU busy {fmt_ms(ph.gpu_inherited_ns)} ms (inherited rule: its worker threads included)"
+                if ph.gpu_busy_ns is not None:
+                    gpu_txt += f"; NVIDIA's same-thread rule: {fmt_ms(ph.gpu_busy_ns)} ms"
+            elif ph.gpu_busy_ns is not None:
+                gpu_txt = f", GPU busy {fmt_ms(ph.gpu_busy_ns)} ms (same-thread rule)"
             parts.append(f'<rect class="ph" data-phase="{esc(ph.name)}" x="{x:.2f}" y="{y}" width="{max(w, 0.5):.2f}" '
                          f'height="{ph_h}" fill="{stage_color(ph.stage)}">'
                          f'<title>{esc(p.label)} · {esc(ph.name)} ({esc(ph.stage)}): starts +{esc(fmt_ms(ph.start_ns - t0))} ms, '
@@ -99,11 +103,12 @@ def _gpu_lane(p: ProcessStep, iv: GpuIntervals | None, t0: int, scale: float, x0
              + (f": {detail}" if detail else ": no GPU activity in the step"))
     out = [(f'<g class="gpulane"><title>{esc(title)}</title>'
             f'<rect x="{sx:.2f}" y="{y}" width="{sw:.2f}" height="{h}" fill="#f1f1f1"/>')]
-    min_gap = 2.0 if compact else 1.0
-    for i, c in enumerate(LANE_CATEGORIES):
-        runs = pixel_runs(iv, i, p.start_ns, p.end_ns, x0 + (p.start_ns - t0) * scale, scale, min_gap)
-        if runs:
-            d = "".join(f"M{a:.1f} {y}h{max(b - a, 0.4):.1f}v{h}h-{max(b - a, 0.4):.1f}z" for a, b in runs)
-            out.append(f'<path class="gpu-{c}" d="{d}" fill="{LANE_COLORS[c]}"/>')
+    # whole pixel columns, painted in proportion to the busy time (gpu_lanes.coverage_pixels)
+    by_cat: dict[int, list[str]] = {}
+    for x, w, c in coverage_pixels(iv, p.start_ns, p.end_ns, sx, scale):
+        by_cat.setdefault(c, []).append(f"M{x} {y}h{w}v{h}h-{w}z")
+    for c, d in sorted(by_cat.items()):
+        name = LANE_CATEGORIES[c]
+        out.append(f'<path class="gpu-{name}" d="{"".join(d)}" fill="{LANE_COLORS[name]}" shape-rendering="crispEdges"/>')
     out.append("</g>")
     return "".join(out)

@@ -62,6 +62,7 @@ _FRAMEWORK_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p)
 ))
 
 
+@lru_cache(maxsize=1 << 16)   # called per range (10^6 in range-heavy captures); names repeat
 def verl_stage(phase: str, role: str | None = None) -> str:
     """verl's own range names -> canonical stage (exact names only); `other` for anything else.
     The window stage cuts step sequences from these alone."""
@@ -126,6 +127,7 @@ _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _STEP_N = re.compile(r"^(?:train[_ ]?)?step[ _#-]?(\d+)$", re.IGNORECASE)
 
 
+@lru_cache(maxsize=1 << 16)   # called per range by the window stage; names repeat
 def step_marker(name: str) -> tuple[str, int | None] | None:
     """Whether a range marks one training step, and which: `(boundary, number or None)`.
 

@@ -33,6 +33,9 @@ class ProfileConfig:
     # Whether override keys were checked for existence against an authoritative config
     # ("config") or only against verl's stock config ("verl-default").
     existence_base: Optional[BaseKind] = None
+    # The words given after a launch script (what its "$@" passes): they override the script's own
+    # words on purpose, so a key set by both is the user's fix at work, not a slip.
+    appended: tuple[str, ...] = ()
 
     # -- lookups ------------------------------------------------------------------------------
     def get(self, path: str, default: Any = None) -> Any:
@@ -123,6 +126,7 @@ def build_profile_config(
     entrypoint: Optional[str] = None,
     phases: Iterable[str] = (),
     nsys_supports_discard_env: Optional[bool] = None,
+    appended_words: Iterable[str] = (),
     check_existence: bool = True,
 ) -> ProfileConfig:
     """Apply override ``words`` on top of ``base``.
@@ -153,6 +157,7 @@ def build_profile_config(
         phases=tuple(phases),
         nsys_supports_discard_env=nsys_supports_discard_env,
         existence_base=base_kind if checked and check_existence else None,
+        appended=tuple(appended_words),
     )
 
 

@@ -42,6 +42,13 @@ def check_overrides(cfg: ProfileConfig) -> list[Finding]:
                                f"drop `{o.word}`", o.key))
     for d in cfg.duplicates:
         values = {w.partition("=")[2] for w in d.words}
+        if d.words[-1] in cfg.appended:
+            # given last after a launch script (its "$@"): the way to change a script's value, or an
+            # earlier word, without editing anything, and how doctor's own fixes are applied
+            out.append(Finding("override-duplicate", "info",
+                               f"{d.key} is set {len(d.words)} times ({', '.join(d.words)}); `{d.winner}`, "
+                               "given last after the script, wins", "", d.key))
+            continue
         sev = "info" if len(values) == 1 else "warning"
         out.append(Finding("override-duplicate", sev,
                            f"{d.key} is set {len(d.words)} times ({', '.join(d.words)}); the last one wins: {d.winner}",

@@ -13,6 +13,20 @@ from .config import (
 )
 from .findings import Finding, Severity
 
+#: The steps doctor recommends profiling: step 1 carries start-up (CUDA/NCCL init, profiler start,
+#: first-touch allocations), so collect's window summarises step 2, and step 3 shows whether step 2
+#: was typical. `[1]` alone is the lightest footprint; collect then says it summarises a warm-up step.
+STEADY_STATE_STEPS = [1, 2, 3]
+RECOMMENDATION = ("Profile steps [1,2,3] with trainer.total_training_steps=3: collect summarises the "
+                  "steady-state step 2; steps [1] with total_training_steps=1 is the lightest, and collect "
+                  "then summarises step 1, a warm-up step")
+
+
+def recommended_words(cfg: ProfileConfig) -> str:
+    """The steady-state recommendation as override words for this config (`+` where a key is new)."""
+    return (_set_word(cfg, "global_profiler.steps", STEADY_STATE_STEPS) + " "
+            + _set_word(cfg, "trainer.total_training_steps", STEADY_STATE_STEPS[-1]))
+
 
 def check_pins(cfg: ProfileConfig) -> list[Finding]:
     """One-step profile pins: total_training_steps, save_freq, test_freq, resume_mode, steps."""
@@ -21,15 +35,16 @@ def check_pins(cfg: ProfileConfig) -> list[Finding]:
     out: list[Finding] = []
     steps = profile_steps(cfg)
     ints = _int_steps(cfg)
-    last = max(ints) if ints else 1
+    last = max(ints) if ints else STEADY_STATE_STEPS[-1]
 
     # global_profiler.steps
     key = "global_profiler.steps"
     if not steps:
         sev: Severity = "warning" if cfg.origin(key) == "missing" and cfg.base_kind == "none" else "error"
         out.append(Finding("pin-profile-steps", sev,
-                           "global_profiler.steps is not set: no step is profiled, the run finishes with empty traces",
-                           _set_word(cfg, key, [1]), key))
+                           "global_profiler.steps is not set: no step is profiled, the run finishes with empty "
+                           f"traces. {RECOMMENDATION}",
+                           recommended_words(cfg), key))
     else:
         bad = [s for s in steps if not isinstance(s, int) or s < 1]
         if bad:

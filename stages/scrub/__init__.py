@@ -10,6 +10,7 @@ from .tasks import (
     ScrubTask,
     build_options,
     bundle_salt,
+    config_task,
     finish_scrub,
     identities_task,
     output_name,
@@ -17,12 +18,20 @@ from .tasks import (
     scrub_task,
     write_report,
 )
-from .values import publish_scrubber, scrub_summary_rows, scrub_values, values_report
+from .values import (
+    publish_manifest,
+    publish_name,
+    publish_root,
+    publish_scrubber,
+    scrub_summary_rows,
+    scrub_values,
+    values_report,
+)
 
 __all__ = [
-    "publish_scrubber", "scrub_summary_rows", "scrub_values", "values_report",
+    "publish_manifest", "publish_name", "publish_root", "publish_scrubber", "scrub_summary_rows", "scrub_values", "values_report",
     "Checker", "check_paths", "format_findings", "Policy", "Pseudonyms", "Scrubber", "load_policy",
     "local_identities", "read_values_file", "SCRUBBABLE", "ScrubOptions", "ScrubResult", "ScrubRun",
-    "ScrubTask", "build_options", "bundle_salt", "finish_scrub", "identities_task", "output_name",
+    "ScrubTask", "build_options", "bundle_salt", "config_task", "finish_scrub", "identities_task", "output_name",
     "plan_inputs", "scrub_task", "write_report",
 ]

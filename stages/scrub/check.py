@@ -20,6 +20,7 @@ huge text lines) skip only the entropy rule: they glue unrelated cells together.
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import pickle
 import shutil
@@ -117,6 +118,8 @@ class Checker:
 
     # -- entry points ---------------------------------------------------------------------------
     def check_paths(self, paths: Iterable[str | Path]) -> list[Finding]:
+        paths = [Path(p) for p in paths]
+        self._learn_configs(paths)
         for p in paths:
             root = Path(p)
             if not root.exists():
@@ -127,6 +130,28 @@ class Checker:
             else:
                 self._file(root, str(root), root.name, 0)
         return self.sink.findings()
+
+    def _learn_configs(self, paths: list[Path]) -> None:
+        """A run's own config (`.hydra/config.yaml`) among the inputs: its secret values are known
+        values for every other file, as collect makes them (an unlabelled `judge_api_key` value in
+        an NVTX range is a finding)."""
+        from .tasks import find_config_identities
+
+        configs = [p for p in paths if p.is_file() and p.name == "config.yaml" and p.parent.name == ".hydra"]
+        for p in paths:
+            if p.is_dir():
+                configs += sorted(p.rglob(".hydra/config.yaml"))
+        ids = []
+        for c in configs:
+            try:
+                ids.append(find_config_identities(c, self.policy))
+            except BadInputError:
+                continue
+        values = {v for i in ids for v in i.secret_values} - set(self.known.secret_values)
+        if values:
+            self.known = dataclasses.replace(self.known, secret_values=tuple(
+                sorted(set(self.known.secret_values) | values, key=lambda v: (-len(v), v))))
+            self.sc = Scrubber(self.policy, self.known)
 
     # -- dispatch -------------------------------------------------------------------------------
     def _file(self, path: Path, display: str, rel: str, depth: int) -> None:

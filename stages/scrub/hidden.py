@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from typing import Iterator
 
 # One prefilter for every decoder: a base64/hex-alphabet run, or a URL component holding %XX.
-_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}|[A-Za-z0-9._~+\-]*(?:%[0-9A-Fa-f]{2}[A-Za-z0-9._~+\-]*)+")
+# Two regexes, not one alternation: the URL branch backtracks over every identifier run of a
+# string (O(n^2) on kernel names), so it runs only on strings holding a `%`.
+_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
+_URL_RUN = re.compile(r"[A-Za-z0-9._~+\-]*(?:%[0-9A-Fa-f]{2}[A-Za-z0-9._~+\-]*)+")
 _HEX_RUN = re.compile(r"^(?:[0-9a-fA-F]{2})+$")
 _PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
 
@@ -75,9 +78,14 @@ def encoded_runs(text: str, min_base64: int = 16, min_hex: int = 16, min_printab
     `skip` (the entropy allowlist) exempts runs inside harmless shapes (mangled C++ symbols ...):
     they are not encodings, and skipping them keeps kernel-heavy strings cheap.
     """
-    allowed = [m.span() for m in skip.finditer(text)] if skip is not None else []
-    for m in _RUN.finditer(text):
+    allowed: list[tuple[int, int]] | None = None      # computed when the first run is found
+    found = list(_RUN.finditer(text))
+    if "%" in text:
+        found = sorted(found + list(_URL_RUN.finditer(text)), key=lambda m: (m.start(), -m.end()))
+    for m in found:
         a, b = m.span()
+        if allowed is None:
+            allowed = [x.span() for x in skip.finditer(text)] if skip is not None else []
         if any(x <= a and b <= y for x, y in allowed):
             continue
         run = m.group(0)
@@ -124,12 +132,30 @@ _ENTROPY_RUN = re.compile(r"[A-Za-z0-9+/_\-]{20,}={0,2}")
 _HEX_ONLY = re.compile(r"^(?:[0-9a-f]+|[0-9A-F]+)$")
 # Dictionary-like parts of identifiers (`Backward`, `cuda`, `TILE`): random tokens rarely hold many.
 _WORDISH = re.compile(r"[A-Z]?[a-z]{4,}|[A-Z]{4,}")
+_WORDISH3 = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}")
 
 
 def shannon(s: str) -> float:
     """Bits per character of `s`."""
     n = len(s)
     return -sum(c / n * math.log2(c / n) for c in Counter(s).values())
+
+
+def _identifier_shaped(run: str) -> bool:
+    """Names glued with `_` from short parts (`fmha_cutlassF_bf16_aligned_64x128_rf_sm80`,
+    `cutlass_80_tensorop_bf16_s16816gemm_relu_128x128`): kernel and op names, not tokens. A random
+    token rarely holds three `_` with no part longer than 12 characters."""
+    parts = run.split("_")
+    return len(parts) >= 4 and max(len(p) for p in parts) <= 12
+
+
+def _vowel_poor(run: str, min_length: int) -> bool:
+    """A letters-only piece of `run` (between `/`, `_`, `-`, `+`) of >= min_length letters that is
+    poor in vowels and rich in distinct letters."""
+    for piece in re.split(r"[^A-Za-z]+", run.lower()):
+        if len(piece) >= min_length and len(set(piece)) >= 12 and sum(1 for c in piece if c in "aeiouy") < 0.22 * len(piece):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -148,9 +174,20 @@ class EntropyRule:
     def __init__(self, settings: EntropySettings, allow: re.Pattern[str] | None) -> None:
         self.s = settings
         self.allow = allow
+        self._verdicts: dict[str, bool] = {}
 
     def is_random(self, run: str) -> bool:
-        """True when `run` (a base64/hex-alphabet run) reads as random rather than as a name."""
+        """True when `run` (a base64/hex-alphabet run) reads as random rather than as a name.
+        Judged once per distinct run: the same identifiers recur across thousands of names."""
+        hit = self._verdicts.get(run)
+        if hit is None:
+            hit = self._judge(run)
+            if len(self._verdicts) >= 200_000:
+                self._verdicts.clear()
+            self._verdicts[run] = hit
+        return hit
+
+    def _judge(self, run: str) -> bool:
         n = len(run)
         if n < self.s.min_length:
             return False
@@ -158,11 +195,28 @@ class EntropyRule:
         if _HEX_ONLY.match(body):
             has_digit = any(c.isdigit() for c in body)
             return has_digit and not body.isdigit() and shannon(body) >= self.s.hex_bits
-        if not (any(c.isdigit() for c in body) and any(c.isupper() for c in body) and any(c.islower() for c in body)):
+        if _identifier_shaped(body):
             return False
-        if shannon(body) < self.s.base64_ratio * math.log2(len(body)):
+        digit = any(c.isdigit() for c in body)
+        upper = any(c.isupper() for c in body)
+        lower = any(c.islower() for c in body)
+        if digit + upper + lower < 2:
+            # one letter case, no digit (`qzkvbxwplrtjhgfdsmnc...`): random letters are far poorer
+            # in vowels than names and words (about 19 % against 35-45 %)
+            return (upper or lower) and _vowel_poor(body, self.s.min_length + 4)
+        if not upper:
+            # lower case and digits (base36 keys): judged per piece between separators, so a path
+            # (`/fsx/user-0967c1a9/ckpt`) is not one run
+            return any(len(pc) >= self.s.min_length and sum(c.isdigit() for c in pc) >= 3
+                       and shannon(pc) >= self.s.base64_ratio * math.log2(min(len(pc), 36))
+                       and sum(len(w) for w in _WORDISH.findall(pc)) < self.s.max_wordish * len(pc)
+                       for pc in re.split(r"[/_\-+.]", body))
+        # entropy against the best a run of this length can reach (capped: a 140-char base64 run
+        # cannot reach log2(140) bits per char, so long tokens were never random before)
+        if shannon(body) < self.s.base64_ratio * math.log2(min(len(body), 64)):
             return False
-        wordish = sum(len(w) for w in _WORDISH.findall(body))
+        # without digits, camelCase words of three letters count too (`getCpAsyncBulkGmemIndex`)
+        wordish = sum(len(w) for w in (_WORDISH if digit else _WORDISH3).findall(body))
         return wordish < self.s.max_wordish * len(body)
 
     def spans(self, text: str) -> list[tuple[int, int]]:

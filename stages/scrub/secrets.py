@@ -42,6 +42,8 @@ from .hidden import (
     encoded_runs,
     encoded_value_forms,
 )
+from .personal import ARGV_HINTS as _ARGV_HINTS
+from .personal import NETWORK_HINT, USER_ROOT_RE, argv_secret_spans, ip_kept, network_spans, user_components
 
 REDACTED = "[REDACTED]"
 
@@ -56,6 +58,7 @@ KIND_PATH = "env_path"          # cosmetic (site-packages prefix), never a findi
 KIND_UNKNOWN = "unknown_metadata"
 KIND_ENTROPY = "entropy"                 # a random-looking run no other rule explained
 KIND_SPLIT = "split_value"               # a secret written across two adjacent NVTX ranges
+KIND_EMAIL = "email"                     # an e-mail address (redacted whole)
 
 
 def encoded_kind(codec: str) -> str:
@@ -304,10 +307,19 @@ class NameRule:
         bare = name.strip().strip("\"'").lstrip("-")
         if not bare or bare.upper() in self.allow:
             return False
-        for w in name_words(bare):
+        words = name_words(bare)
+        if len(words) > 1 and words[-1] in _WHERE_WORDS:
+            return False        # token_uri, key_path, secret_file: where a secret is, not the secret
+        for w in words:
             if w in self.words or (len(w) > 3 and w.endswith(self.suffixes)):
                 return True
         return False
+
+
+# A name ending with one of these holds a location or a size, never the secret itself; its value
+# still goes through every free-text rule (a URL with credentials is caught by the URL rule).
+_WHERE_WORDS = frozenset({"uri", "url", "urls", "endpoint", "path", "paths", "file", "files", "dir", "dirs",
+                          "type", "types", "len", "length", "size", "count", "num", "limit", "ids"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,7 +378,7 @@ PATTERN_RULES: dict[str, tuple[str, int, bool]] = {
     "google_api_key": (_T + r"AIza[0-9A-Za-z_\-]{35}", 0, True),
     "stripe": (_T + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}", 0, True),
     "npm": (_T + r"npm_[A-Za-z0-9]{36}" + _E, 0, True),
-    "url_credentials": (r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://([^/\s:@\"'\x00]{1,128}:[^/\s@\"'\x00]{1,256})@", 1, False),
+    "url_credentials": (r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://([^/\s:@\"'\x00]{0,128}:[^/\s\"'\x00]{1,256})@(?=[A-Za-z0-9\[])", 1, False),
     "bearer": (r"(?i)\b(?:bearer|authorization:\s*(?:basic|token|digest))\s+([A-Za-z0-9._~+/=\-]{12,})", 1, False),
 }
 
@@ -399,7 +411,8 @@ PATTERN_EXAMPLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                        ("AIzaxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",)),
     "stripe": (("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "k%3Dsk_live_4eC39HqLyjWDarjtT1zdp7dc"), ("sk_live_xxxxxxxxxxxxxxxxxxxx", "disk_test_run")),
     "npm": (("npm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAB12", "t%3Dnpm_Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAB12"), ("npm_install_cache_dir",)),
-    "url_credentials": (("https://bob:hunter22@example.com/x", "git+ssh://u:p4ss@host/repo"),
+    "url_credentials": (("https://bob:hunter22@example.com/x", "git+ssh://u:p4ss@host/repo", "redis://:s3cretpw@cache:6379/0",
+                         "postgres://bob:p@ss@w0rd@db.example.com/x"),
                         ("https://example.com/a:b@c", "user@host:/path")),
     "bearer": (("Authorization: Bearer abcdefghijklmnop123", "authorization: basic dXNlcjpodW50ZXIyMg=="),
                ("bearer of bad news", "Authorization: Bearer <token>")),
@@ -520,7 +533,8 @@ _HOME_RE = re.compile(r"(?:/home|/Users|/export/home|\\\\Users|\\Users)[/\\]{1,2
 _GPU_UUID = re.compile(r"(?i)(?<![0-9a-z])(?P<p>GPU|MIG)-(?P<u>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f])")
 _BARE_UUID = re.compile(r"(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _PSEUDO_USER = re.compile(r"^user-(?:\d+|[0-9a-f]{8})$")
-_PSEUDO_HOST = re.compile(r"^host-(?:\d+|[0-9a-f]{8})$")
+# host-N / host-<hash> (scrub's pseudonyms) and the 12-hex salted hash of manifest `host` fields
+_PSEUDO_HOST = re.compile(r"^(?:host-(?:\d+|[0-9a-f]{8})|[0-9a-f]{12})$")
 
 
 _BULK_SECRET_NAME = re.compile(
@@ -606,6 +620,8 @@ class IdentityCollector:
 
     def add_host(self, host: str) -> None:
         h = host.strip().strip("\"'")
+        if re.match(r"^[0-9.]+$|^[0-9A-Fa-f:]+$", h) and ip_kept(h):
+            return          # --host 0.0.0.0, 127.0.0.1, ::1 identify no machine
         if h and h.lower() not in ("localhost", "local (cli)", "") and not _PSEUDO_HOST.match(h) \
                 and re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,253}$", h):
             self.ids.hosts.add(h)
@@ -903,6 +919,7 @@ class Scrubber:
         self.counts: Counter[tuple[str, str]] = Counter()
         self._cache: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._join_cache: dict[tuple[str, str], tuple[bool, bool]] = {}
+        self._decoded_cache: dict[tuple[str, int, bool], bool] = {}
         self._forced: dict[str, str] = {}
         self._patterns = _compile_patterns(policy)
         self._keep_users = frozenset(policy.keep_users)
@@ -941,6 +958,46 @@ class Scrubber:
             policy.entropy_min_length, policy.entropy_base64_ratio, policy.entropy_hex_bits,
             policy.entropy_max_wordish), self._allow_rx) if policy.entropy_enabled else None
         self._entropy_keys = frozenset(k.lower() for k in policy.entropy_allow_keys)
+        self._build_prefilter(hint_words)
+
+    def _build_prefilter(self, hint_words: list[str]) -> None:
+        """One pass over the lower-cased string decides which keyword-driven rules run at all.
+
+        Every literal a rule needs before it can match (provider prefixes, secret-name words,
+        context anchors, argv tools, `authorization`) is looked for; rules without such a literal
+        (custom patterns) always run. The rules themselves are unchanged: this only skips those
+        that cannot match."""
+        steps: dict[str, set[str]] = {}
+        self._always: set[str] = set()
+        for name, _rx, _g, _e in self._patterns:
+            hints = _PATTERN_HINTS.get(name) or _PATTERN_IHINTS.get(name)
+            if hints is None:
+                self._always.add("pattern:" + name)
+                continue
+            for h in hints:
+                steps.setdefault(h.lower(), set()).add("pattern:" + name)
+        for w in hint_words:
+            steps.setdefault(w.lower(), set()).add("names")
+        for rule in self._context:
+            for h in CONTEXT_HINTS.get(rule.name, ()) or ("",):
+                if h:
+                    steps.setdefault(h.lower(), set()).add("context:" + rule.name)
+                else:
+                    self._always.add("context:" + rule.name)
+        for h in _ARGV_HINTS:
+            steps.setdefault(h, set()).add("argv")
+        # `lit in text` per literal (C speed, exact, overlaps need no care): measured faster than
+        # one alternation regex here, and no new dependency (an Aho-Corasick package would pay
+        # off only for thousands of literals; the known VALUES use one regex of their own).
+        self._pre_steps = tuple((lit, frozenset(st)) for lit, st in sorted(steps.items()))
+
+    def _triggered(self, s: str) -> set[str]:
+        out = set(self._always)
+        low = s.lower()
+        for lit, st in self._pre_steps:
+            if lit in low:
+                out |= st
+        return out
 
     # -- public API ---------------------------------------------------------------------------
     def force_redact(self, texts: Iterable[str], kind: str = KIND_SPLIT) -> None:
@@ -999,17 +1056,27 @@ class Scrubber:
         return tuple(k for k in self._apply(text, use_entropy=False)[1] if k != KIND_PATH) if text else ()
 
     def joined_halves(self, a: str, b: str) -> tuple[bool, bool]:
-        """Which of two adjacent texts (NVTX ranges of one thread) hold part of a secret that only
-        their concatenation shows. Shape rules only (values, patterns, names, context, decoders):
-        the entropy rule would glue a phase name (`step`) to whatever random text follows it."""
+        """Which of two adjacent RAW texts (NVTX ranges of one thread) hold part of a secret that
+        only their concatenation shows, whatever text surrounds each half (`tok_part1 ghp_...`).
+
+        The first half is involved when the joined text, scrubbed, no longer starts with the first
+        half scrubbed alone; the second when the first half's own scrub followed by the second
+        half, scrubbed, no longer ends with the second half scrubbed alone. So a half whose finding
+        is its own (`update_actor api_key=...` before `next`) keeps its finer redaction and its
+        neighbour stays. Shape rules only (values, patterns, names, context, decoders): the entropy
+        rule would glue a phase name (`step`) to whatever random text follows it."""
         if not a or not b:
             return (False, False)
         key = (a, b)
         hit = self._join_cache.get(key)
         if hit is None:
+            sa = self._apply(a, use_entropy=False)[0]
+            sb = self._apply(b, use_entropy=False)[0]
             out, kinds = self._apply(a + b, use_entropy=False)
             if any(k != KIND_PATH for k in kinds):
-                hit = (not out.startswith(a), not out.endswith(b))
+                first = not out.startswith(sa)
+                second = not self._apply(sa + b, use_entropy=False)[0].endswith(sb)
+                hit = (first, second)
             else:
                 hit = (False, False)
             if len(self._join_cache) >= self.CACHE_MAX:
@@ -1027,6 +1094,10 @@ class Scrubber:
             if len(self._key_classes) < 50_000:
                 self._key_classes[key] = c
         return c
+
+    def is_hash_key(self, key: Any) -> bool:
+        """A key whose value is random by design (policy `[entropy] allow_keys`)."""
+        return isinstance(key, str) and key.lower() in self._entropy_keys
 
     def scrub_keyed(self, key: str, value: str, location: str) -> str:
         """A value whose key/variable name is known: secret-named keys lose their whole value,
@@ -1099,8 +1170,9 @@ class Scrubber:
         """(cleaned text, kinds replaced). `depth` counts decodings already applied to `text`."""
         kinds: list[str] = []
         s = text
+        on = self._triggered(s)      # the keyword-driven rules that can match at all
         # 0. companions of anchor tokens (before the anchors themselves are replaced)
-        if self._context:
+        if self._context and any(k.startswith("context:") for k in on):
             s = self._sub_context(s, kinds)
         # 1. known secret values (plain and encoded), wherever they are
         if self._values_rx is not None and any(f in s for f in self._value_firsts):
@@ -1108,12 +1180,18 @@ class Scrubber:
             kinds += [KIND_VALUE] * n
         # 2. provider token shapes
         for name, rx, group, entropy in self._patterns:
-            if not _hinted(name, s):
+            if "pattern:" + name not in on or not _hinted(name, s):
                 continue
             s = self._sub_pattern(rx, group, entropy, s, pattern_kind(name), kinds)
-        # 3. secret-named assignments
-        if self._name_hint is not None and self._name_hint.search(s):
+        # 3. secret-named assignments, and argv values in the spellings assignments miss
+        if "names" in on and self._name_hint is not None and self._name_hint.search(s):
             s = self._sub_assignments(s, kinds)
+        if "names" in on or "argv" in on:
+            s = _replace_spans(s, [(a, b) for a, b in argv_secret_spans(s, self.is_secret_name)
+                                   if not _is_clean_value(s[a:b])], KIND_NAME, kinds)
+        # 3b. e-mail addresses, host names and addresses (pseudonymised; kept hosts left alone)
+        if ("." in s or ":" in s) and NETWORK_HINT.search(s):
+            s = self._sub_network(s, kinds)
         # 4. personal data
         if "GPU-" in s or "MIG-" in s or "gpu-" in s or "mig-" in s:
             s = self._sub_gpu(s, kinds)
@@ -1162,8 +1240,14 @@ class Scrubber:
         for run in encoded_runs(s, pol.decode_min_base64, pol.decode_min_hex, pol.decode_min_printable, self._allow_rx):
             if spans and spans[-1] == (run.start, run.end):
                 continue
-            inner = self._apply(run.decoded, depth + 1, use_entropy)[1]
-            if any(k != KIND_PATH for k in inner):
+            key = (run.decoded, depth, use_entropy)
+            hit = self._decoded_cache.get(key)
+            if hit is None:       # decoded forms repeat across strings (the same run in many names)
+                hit = any(k != KIND_PATH for k in self._apply(run.decoded, depth + 1, use_entropy)[1])
+                if len(self._decoded_cache) >= self.CACHE_MAX:
+                    self._decoded_cache.clear()
+                self._decoded_cache[key] = hit
+            if hit:
                 spans.append((run.start, run.end))
                 codecs.append(run.codec)
         if not spans:
@@ -1204,18 +1288,51 @@ class Scrubber:
         return _GPU_UUID.sub(rep, s)
 
     def _sub_home(self, s: str, kinds: list[str]) -> str:
+        """The person in a cluster path (`/home/<u>`, `/fsx/<u>`, `/lustre/<group>/<u>`) becomes
+        their pseudonym, whoever they are (personal.USER_ROOT_RE)."""
         if not self.policy.pseudonymize_users:
             return s
 
         def rep(m: re.Match[str]) -> str:
-            user = m.group("u")
-            if user in self._keep_users or _PSEUDO_USER.match(user):
-                return m.group(0)
-            kinds.append(KIND_HOME)
-            pseudo = self._user_map.get(user) or fallback_pseudonym("user", user, self.ps.salt)
-            return m.group(0)[: m.start("u") - m.start(0)] + pseudo
+            rest = m.group("rest")
+            for a, b in user_components(rest):
+                user = rest[a:b]
+                if user in self._keep_users or _PSEUDO_USER.match(user):
+                    return m.group(0)
+                kinds.append(KIND_HOME)
+                pseudo = self._user_map.get(user) or fallback_pseudonym("user", user, self.ps.salt)
+                off = m.start("rest") - m.start(0)
+                return m.group(0)[: off + a] + pseudo + m.group(0)[off + b:]
+            return m.group(0)
 
-        return _HOME_RE.sub(rep, s)
+        return USER_ROOT_RE.sub(rep, s)
+
+    def _sub_network(self, s: str, kinds: list[str]) -> str:
+        """E-mails -> [REDACTED]; host names and addresses -> the bundle's host pseudonym (numbered
+        when the identity pass saw the host, else a salted hash: stable across the bundle)."""
+        spans = sorted(network_spans(s))
+        if not spans:
+            return s
+        out: list[str] = []
+        last = 0
+        for a, b, kind in spans:
+            if a < last:
+                continue
+            out.append(s[last:a])
+            if kind == KIND_EMAIL:
+                out.append(REDACTED)
+                kinds.append(KIND_EMAIL)
+            else:
+                name = s[a:b]
+                if not self.policy.pseudonymize_hosts or _PSEUDO_HOST.match(name):
+                    out.append(name)
+                else:
+                    out.append(self._host_map.get(name) or self._host_map.get(name.split(".")[0] if not name[0].isdigit() else name)
+                               or fallback_pseudonym("host", name.lower(), self.ps.salt))
+                    kinds.append(KIND_HOST)
+            last = b
+        out.append(s[last:])
+        return "".join(out)
 
     def _sub_free_names(self, s: str, kinds: list[str]) -> str:
         def rep(m: re.Match[str]) -> str:

@@ -202,6 +202,12 @@ def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubSta
             out.execute(f"PRAGMA {pragma}")
         out.execute("ATTACH DATABASE ? AS src", (_uri(src),))
         _register(out, scrubber)
+        if scrubber.policy.join_adjacent_nvtx:
+            # judged on the RAW ranges: once each half is scrubbed alone (the second's own tail
+            # redacted by the entropy rule) the first half's prefix no longer shows as a secret
+            halves = split_nvtx_texts(src, scrubber)
+            if halves:
+                scrubber.force_redact(halves)
         stats = _copy(out, src, src_tables, scrubber)
         if scrubber.policy.join_adjacent_nvtx:
             redact_split_nvtx(out, scrubber)
@@ -418,16 +424,14 @@ def split_nvtx_texts(path: Path, scrubber: Scrubber) -> set[str]:
 
     For callers that read a raw export and scrub the strings they keep one by one (summary rows):
     `scrubber.force_redact(split_nvtx_texts(raw, scrubber))` first, so a split value is redacted
-    there too. Halves are judged scrubbed (`update_actor api_key=...` alone keeps its own, finer
-    redaction); the raw text is what the caller will meet.
+    there too. `joined_halves` judges each half against its own scrub (`update_actor api_key=...`
+    alone keeps its own, finer redaction); the raw text is what the caller will meet.
     """
     conn = open_ro(path)
     out: set[str] = set()
     try:
         for first, second in iter_adjacent_nvtx(conn):
-            a = scrubber.scrub(first[2], SPLIT_LOCATION)
-            b = scrubber.scrub(second[2], SPLIT_LOCATION)
-            for raw, involved in zip((first[2], second[2]), scrubber.joined_halves(a, b)):
+            for raw, involved in zip((first[2], second[2]), scrubber.joined_halves(first[2], second[2])):
                 if involved:
                     out.add(raw)
     except sqlite3.DatabaseError as exc:

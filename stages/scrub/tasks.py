@@ -154,7 +154,34 @@ def find_identities(path: str | Path, kind: str, policy: Policy | None = None) -
         return find_snapshot_identities(p, pol)
     if kind in (KIND_REPORT, KIND_QDSTRM):
         return Identities()  # refused later; nothing is read from it
+    if kind == KIND_CONFIG:
+        return find_config_identities(p, pol)
     raise BadInputError(p, f"cannot scrub a file of kind {kind!r}")
+
+
+KIND_CONFIG = "hydra_config"
+
+
+def find_config_identities(path: Path, policy: Policy) -> Identities:
+    """Secret values of the run's own config (`.hydra/config.yaml`: `judge_api_key: ...`): the run
+    repeats them unlabelled in range names and arguments, so they become known values, replaced
+    wherever they appear in the bundle. The config itself is never published."""
+    import yaml
+
+    from .secrets import IdentityCollector
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise BadInputError(path, f"cannot read the run's config: {' '.join(str(exc).split())[:200]}") from None
+    col = IdentityCollector(policy)
+    col.feed_obj(data)
+    return col.ids
+
+
+def config_task(path: str | Path, rel: str) -> ScrubTask:
+    """The identity-pass task of a run's config (collect adds it to pass 1; nothing is written)."""
+    return ScrubTask(src=str(path), dst="", kind=KIND_CONFIG, rel=rel)
 
 
 def identities_task(task: ScrubTask, policy: Policy) -> Identities:

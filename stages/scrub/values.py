@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from .secrets import Scrubber
+from .secrets import Pseudonyms, Scrubber, load_policy
 from .sqlite import split_nvtx_texts
 from .tasks import ScrubOptions, ScrubResult
 
@@ -22,7 +22,9 @@ def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
     """A copy of `obj` (dicts, lists, tuples, Arrow tables, scalars) with every string scrubbed.
 
     Dict keys are left as they are: in every structure passed here they are verlprof's own names
-    (schema columns, metadata and fact keys). Strings are cached per call, since names repeat.
+    (schema columns, metadata and fact keys). Values under the keys whose values are content hashes
+    by design (policy `[entropy] allow_keys`: `verlprof.inputs`, `sha256`) skip only the entropy
+    rule, as `check` does for them. Strings are cached per call, since names repeat.
     """
     cache: dict[str, str] = {}
 
@@ -37,7 +39,8 @@ def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
         if isinstance(v, str):
             return one(v, where)
         if isinstance(v, dict):
-            return {k: walk(x, f"{where}.{k}" if isinstance(k, str) and k.isidentifier() else where)
+            return {k: (scrubber.scrub_keyed(k, x, where) if isinstance(x, str) and scrubber.is_hash_key(k)
+                        else walk(x, f"{where}.{k}" if isinstance(k, str) and k.isidentifier() else where))
                     for k, x in v.items()}
         if isinstance(v, (list, tuple)):
             out = [walk(x, where) for x in v]
@@ -80,3 +83,52 @@ def scrub_summary_rows(rows: dict[str, Any], options: ScrubOptions,
     sc = scrubber or publish_scrubber(options, raw_exports)
     clean = {name: scrub_values(part, sc, f"summaries.{name}") for name, part in rows.items()}
     return clean, values_report(sc)
+
+
+# ------------------------------------------------------------------------------------------------
+# Names collect publishes: manifest entries, trace file names, the SOURCE arguments
+# ------------------------------------------------------------------------------------------------
+
+_NAMERS: dict[int, tuple[Any, Scrubber]] = {}
+
+
+def _namer(options: Any) -> Scrubber:
+    """One Scrubber per options object (names are few; building one compiles every rule)."""
+    hit = _NAMERS.get(id(options))
+    if hit is None or hit[0] is not options:
+        policy = options.policy if isinstance(options, ScrubOptions) else load_policy()
+        known = options.pseudonyms if isinstance(options, ScrubOptions) else options
+        hit = (options, Scrubber(policy, known if isinstance(known, Pseudonyms) else None))
+        _NAMERS.clear()
+        _NAMERS[id(options)] = hit
+    return hit[1]
+
+
+def publish_name(rel: str, options: Any) -> str:
+    """A relative file name as the bundle may show it: each path component through every rule,
+    so a host (`<fqdn>_rank0.<ms>.pt.trace.json.gz`, nsys's `%h`) or a user name in it becomes the
+    bundle's pseudonym, the same one the Parquet `source` cells and the manifest show.
+    `options`: the bundle's ScrubOptions (or its Pseudonyms)."""
+    sc = _namer(options)
+    parts = rel.replace("\\", "/").split("/")
+    return "/".join(sc.scrub(p, "manifest.names") if p else p for p in parts)
+
+
+def publish_root(root: str, options: Any) -> str:
+    """A SOURCE argument as the manifest shows it: its last component only (published), never
+    where the run lies (`home/<user>/runs/...`, `/fsx/<user>/...`)."""
+    name = Path(str(root).rstrip("/\\")).name or "."
+    return publish_name(name, options)
+
+
+def publish_manifest(manifest: dict[str, Any], options: Any) -> dict[str, Any]:
+    """manifest.json as published: `sources` reduced to their last component, every other string
+    through every rule (file names of artifacts and traces included); content hashes (`sha256`)
+    skip only the entropy rule."""
+    sc = _namer(options)
+    out = dict(manifest)
+    if isinstance(out.get("sources"), list):
+        out["sources"] = [publish_root(s, options) if isinstance(s, str) else s for s in out["sources"]]
+    rest = {k: v for k, v in out.items() if k != "sources"}
+    clean = scrub_values(rest, sc, "manifest")
+    return {k: (out[k] if k == "sources" else clean[k]) for k in out}

@@ -1,22 +1,11 @@
 """Summarize: the chosen step of every nsys export, phase by phase, as rows of stages/schema.py.
 
 Why: the user's question is "in the steady-state step, per role and rank, where did the time and
-memory go, phase by phase?". For each export this module projects GPU work onto verl's NVTX ranges
-with NVIDIA's rule (`nsys_projection.project`, one streaming sweep), then for the ranges inside the
-chosen step computes wall time, GPU busy time (union over streams), kernel/copy/memset time,
-collective time and how much of it compute did not hide, CUDA API time and peak device memory.
-Kernels launched in the step from no range at all (e.g. PyTorch's autograd thread has no NVTX
-ranges) are kept as a `(unattributed)` phase so totals stay honest.
-
-Phases group by name path: range names are normalised first (`aten::mul, seq = 3, op_id = 9` ->
-`aten::mul`, `core/phases.normalize_range_name`), so one row per (process, step, path) carries
-an `instances` count. Beside NVIDIA's same-thread numbers every phase has *inherited* ones
-(`*_inherited` columns): what a user means by "GPU time of update_actor". Each GPU operation gets
-one home range: NVIDIA's, except that (a) an operation launched from a thread with no open range
-goes to the innermost range open on its process's main thread at launch time, and (b) an operation
-launched inside an emit_nvtx backward range (`MmBackward0, seq = N` on autograd's thread) goes to
-the forward op of the same `seq` on the main thread. Inherited figures are inclusive of nested
-ranges, like NVIDIA's; what no rule places stays in the `(unattributed)` row's inherited figures.
+memory go, phase by phase?". This module is the nsys adapter of the one summarizer
+(`summarize/phases.py`, which holds the rules: same-thread projection, inherited figures, name
+paths, instances, the `(unattributed)` row): it reads the export through SQL for the step's window
+only, projects GPU work onto the NVTX ranges with NVIDIA's rule (`projection.project`, one streaming
+sweep), reads device memory levels and each process's rank, and hands that model over.
 
 Outputs: `phases`, `kernels` and `steps` rows (SummaryRows), written by `write_summaries` as
 Parquet with key-value metadata. `kernel_summary` and `project_ranges` give NVIDIA-comparable
@@ -37,7 +26,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.atomic import atomic_path
-from ..core.phases import autograd_seq, canonical_stage, normalize_range_name
 from ..readers.nsys_sqlite import KERNEL, MEMORY, NsysExport, NvtxRanges, pid_of_gtid, tid_of_gtid
 from ..readers.nvtx_tree import RangeIndex
 from ..schema import SCHEMAS, arrow_schema
@@ -47,19 +35,16 @@ from ..window import (
     StepSpan,
     WindowChoice,
     gpu_only_spans,
-    is_phase_range,
     nsys_source_steps,
     run_window,
     source_steps_from_ranges,
     window_spans,
 )
-from . import intervals
 from .kernel_category import categorize
-from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, ProjectionResult, project
+from .phases import OTHER_KERNELS, PATH_SEP, UNATTRIBUTED, phase_rows  # noqa: F401 - re-exported
+from .projection import KIND_KERNEL, ProjectionResult, project
 from .types import DEFAULT_TOP_PHASES, SummarizeOptions, SummaryRows
 
-UNATTRIBUTED = "(unattributed)"
-OTHER_KERNELS = "other"
 _HOST_MEM_KINDS = (0, 1)  # pageable, pinned: not device memory
 
 
@@ -110,8 +95,7 @@ def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions
         src = None
         if spans is None:
             src = source_steps_from_ranges(ident, str(path), offset, r, (), options.step_range)
-            if len(r) == 0:
-                src = gpu_only_spans(db, src, offset)
+            src = gpu_only_spans(db, src, offset)
             resolved, choice = run_window([src], options.step)
             src = resolved[0]
             spans = window_spans(src, choice.step)
@@ -130,7 +114,8 @@ def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions
         names = _kernel_names(db, res.ops)
         res.ops["copy_kind"] = _copy_direction(res.ops["copy_kind"], db.copy_kind_names())
         mem = _memory_levels(db, window) if window is not None else {}
-        phases, kernels = _phase_rows(ident, offset, r, index, res, selected, rel_spans, names, mem, options.top)
+        phases, kernels = phase_rows(ident, offset, r, index, res.ops, res.api_ns, selected, rel_spans, names,
+                                     mem, options.top)
         ranks = _process_ranks(db, ident, {int(p) for p in np.unique(r.pid)} | {int(row["pid"]) for row in phases})
         for row in phases + kernels:
             got = ranks.get(row["pid"])
@@ -213,113 +198,6 @@ def _memory_levels(db: NsysExport, window: tuple[int, int]) -> dict[int, tuple[n
     return out
 
 
-def _mem_peak(levels: tuple[np.ndarray, np.ndarray, int] | None, lo: int, hi: int) -> int | None:
-    if levels is None:
-        return None
-    t, lvl, base = levels
-    i0 = int(np.searchsorted(t, lo, side="left"))
-    i1 = int(np.searchsorted(t, hi, side="right"))
-    before = int(lvl[i0 - 1]) if i0 > 0 else base
-    inside = int(lvl[i0:i1].max()) if i1 > i0 else before
-    return max(0, before, inside)
-
-
-def _owner(r: NvtxRanges, index: RangeIndex) -> np.ndarray:
-    """Each range's phase: itself, or its nearest ancestor outside library NVTX domains."""
-    own = np.arange(len(r))
-    is_phase = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
-    for i in range(len(r)):
-        if not is_phase[i]:
-            p = index.parent[i]
-            own[i] = own[p] if p >= 0 else -1
-    return own
-
-
-def _phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIndex, res: ProjectionResult,
-                selected: np.ndarray, spans: list[tuple[int, int, int | None, int]],
-                names: dict[int, tuple[str, str]], mem: dict[int, Any], top: int
-                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    ops = res.ops
-    order = np.argsort(ops["rng"], kind="stable")
-    ops = {k: v[order] for k, v in ops.items()}
-    rng = ops["rng"]
-    uniq, inv = np.unique(ops["name"], return_inverse=True)
-    cat_of = np.array([categorize(*reversed(names.get(int(n), ("", "")))) for n in uniq.tolist()], dtype=object)
-    cat = cat_of[inv.reshape(-1)] if uniq.size else np.zeros(0, dtype=object)
-    cat[ops["kind"] == KIND_MEMCPY] = "memcpy"
-    cat[ops["kind"] == KIND_MEMSET] = "memset"
-    api_incl = index.rollup_sum(res.api_ns)
-    is_phase = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
-    owner = _owner(r, index)
-    pids = r.pid
-    step_of_pid = {pid: step for _, _, pid, step in spans}
-    default_step = spans[0][3] if spans else None
-
-    def op_slice(ids: Iterable[int]) -> np.ndarray:
-        parts = [np.arange(np.searchsorted(rng, i, "left"), np.searchsorted(rng, i, "right")) for i in ids]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-    # Group selected phase ranges by (pid, path of normalised names): repeated instances add up.
-    irng = _inherited_ranges(r, index, ops, selected, is_phase)
-    iorder = np.argsort(irng, kind="stable")
-    irng_sorted = irng[iorder]
-
-    def inherited_slice(ids: Iterable[int]) -> np.ndarray:
-        parts = [iorder[np.searchsorted(irng_sorted, i, "left"):np.searchsorted(irng_sorted, i, "right")] for i in ids]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-    paths = _phase_paths(r, index, owner, np.flatnonzero(selected & is_phase))
-    groups: dict[tuple, list[int]] = {}
-    for i in np.flatnonzero(selected & is_phase).tolist():
-        groups.setdefault((int(pids[i]), paths[i]), []).append(i)
-    phases: list[dict[str, Any]] = []
-    for (pid, path), members in groups.items():
-        tree = [j for i in members for j in index.subtree(i).tolist()]
-        sel_ops = op_slice(tree)
-        starts = [int(r.start[i]) for i in members]
-        ends = [int(r.end[i]) for i in members]
-        lvl = mem.get(pid)
-        peak = None
-        if lvl is not None:
-            peak = max((_mem_peak(lvl, s, e) or 0) for s, e in zip(starts, ends))
-        row = _numbers(ops, cat, sel_ops)
-        wall = int(sum(e - s for s, e in zip(starts, ends)))
-        name = path[-1]
-        phases.append({
-            **ident.keys(step_of_pid.get(pid, default_step)), "pid": pid,
-            "phase": name, "stage": canonical_stage(name, ident.role), "parent": path[-2] if len(path) > 1 else None,
-            "depth": len(path) - 1, "path": PATH_SEP.join(path), "instances": len(members),
-            "start_ns": offset + min(starts), "wall_ns": wall, **row,
-            **_inherited_numbers(ops, inherited_slice(tree)),
-            "idle_ns": max(0, wall - row["gpu_busy_ns"]),
-            "api_ns": int(sum(api_incl[i] for i in members)), "mem_peak_bytes": peak,
-        })
-    # GPU work in the step that no range launched (other threads, no NVTX): one row per process.
-    un = np.flatnonzero(rng < 0)
-    un_inh = np.flatnonzero(irng < 0)
-    for lo, hi, pid, step in spans:
-        ids = un if pid is None else un[ops["pid"][un] == pid]
-        ids = ids[(ops["start"][ids] >= lo) & (ops["start"][ids] <= hi)]
-        if ids.size == 0:
-            continue
-        left = un_inh if pid is None else un_inh[ops["pid"][un_inh] == pid]
-        left = left[(ops["start"][left] >= lo) & (ops["start"][left] <= hi)]
-        row = _numbers(ops, cat, ids)
-        wall = hi - lo
-        phases.append({
-            **ident.keys(step), "pid": pid if pid is not None else int(ops["pid"][ids[0]]),
-            "phase": UNATTRIBUTED, "stage": "other", "parent": None, "depth": 0, "path": UNATTRIBUTED,
-            "instances": 1, "start_ns": offset + lo, "wall_ns": wall, **row, **_inherited_numbers(ops, left),
-            "idle_ns": max(0, wall - row["gpu_busy_ns"]), "api_ns": None, "mem_peak_bytes": None,
-        })
-    kernels = _kernel_rows(ident, r, ops, cat, names, owner, pids, step_of_pid, default_step, spans, top)
-    return phases, kernels
-
-
-PATH_SEP = " > "
-_AUTOGRAD_ROOT = "autograd::engine::evaluate_function"
-
-
 def _process_ranks(db: NsysExport, ident: SourceIdentity, pids: set[int]) -> dict[int, tuple[int | None, str]]:
     """pid -> (rank, where it came from) for every summarised process of the export."""
     from ..readers.report_identity import process_ranks
@@ -327,201 +205,6 @@ def _process_ranks(db: NsysExport, ident: SourceIdentity, pids: set[int]) -> dic
     if not pids:
         return {}
     return process_ranks(db.con, db.tables, pids, db.path)
-
-
-def _phase_paths(r: NvtxRanges, index: RangeIndex, owner: np.ndarray, ids: np.ndarray) -> dict[int, tuple[str, ...]]:
-    """Range index -> names of its phase ancestors and itself, normalised (`step > gen > aten::mm`).
-
-    Library-domain ranges (NCCL, cuBLAS) take no place in a path; their work belongs to the phase
-    around them (`owner`)."""
-    memo: dict[int, tuple[str, ...]] = {}
-    norm: dict[str, str] = {}
-
-    def name(i: int) -> str:
-        t = r.text[i]
-        if t not in norm:
-            norm[t] = normalize_range_name(t)
-        return norm[t]
-
-    def path(i: int) -> tuple[str, ...]:
-        chain = []
-        j = i
-        while j >= 0 and j not in memo:
-            chain.append(j)
-            p = index.parent[j]
-            j = int(owner[p]) if p >= 0 else -1
-        base = memo[j] if j >= 0 else ()
-        for k in reversed(chain):
-            base = base + (name(k),)
-            memo[k] = base
-        return memo[i]
-
-    return {int(i): path(int(i)) for i in ids.tolist()}
-
-
-def _main_threads(r: NvtxRanges, index: RangeIndex) -> dict[int, int]:
-    """pid -> globalTid of its main (range-issuing) thread: the thread whose id is the pid when it
-    opened ranges, else the thread with most ranges."""
-    out: dict[int, int] = {}
-    counts: dict[int, int] = {}
-    for g in index.threads:
-        counts[g] = int(np.count_nonzero(r.gtid == g))
-    for g in sorted(index.threads, key=lambda g: -counts[g]):
-        pid = int(pid_of_gtid(g))
-        if int(tid_of_gtid(g)) == pid:
-            out[pid] = g
-        else:
-            out.setdefault(pid, g)
-    return out
-
-
-def _seq_homes(r: NvtxRanges, index: RangeIndex, main: dict[int, int]) -> np.ndarray:
-    """Range index -> the forward op range (main thread) whose autograd `seq` it shares, for ranges
-    on other threads (emit_nvtx backward ops and everything nested in them); autograd's
-    `evaluate_function` wrappers without one go to the main thread's range open when they start;
-    -1 elsewhere."""
-    n = len(r)
-    home = np.full(n, -1, np.int64)
-    seq = {i: autograd_seq(t) for i, t in enumerate(r.text) if "seq" in t}
-    if not seq:
-        return home
-    mains = set(main.values())
-    forward: dict[tuple[int, int], list[int]] = {}
-    for i, q in seq.items():
-        if q is not None and int(r.gtid[i]) in mains:
-            forward.setdefault((int(pid_of_gtid(int(r.gtid[i]))), q), []).append(i)
-    if not forward:
-        return home
-    for i in range(n):  # parents sort before children
-        if int(r.gtid[i]) in mains:
-            continue
-        q = seq.get(i)
-        f = -1
-        if q is not None:
-            cands = [c for c in forward.get((int(pid_of_gtid(int(r.gtid[i]))), q), ()) if r.start[c] <= r.start[i]]
-            if cands:  # the outermost op of that seq, the latest forward pass before this backward
-                f = min(cands, key=lambda c: (index.depth[c], -int(r.start[c])))
-        if f < 0 and index.parent[i] >= 0:
-            f = int(home[index.parent[i]])
-        elif f < 0 and r.text[i].startswith(_AUTOGRAD_ROOT) and pid_of_gtid(int(r.gtid[i])) in main:
-            # autograd's own wrapper around a backward op: the range open on the main thread then
-            g = main[int(pid_of_gtid(int(r.gtid[i])))]
-            f = int(index.innermost(g, r.start[i:i + 1], r.start[i:i + 1])[0])
-        home[i] = f
-    return home
-
-
-def _inherited_ranges(r: NvtxRanges, index: RangeIndex, ops: dict[str, np.ndarray], selected: np.ndarray,
-                      is_phase: np.ndarray) -> np.ndarray:
-    """Each kept GPU operation's home range for the inherited figures (module docstring), -1 when none."""
-    rng = ops["rng"]
-    irng = rng.copy()
-    if len(r) == 0 or rng.size == 0:
-        return np.full(rng.size, -1, np.int64)
-    main = _main_threads(r, index)
-    home = _seq_homes(r, index, main)
-    on = rng >= 0
-    h = np.where(on, home[np.maximum(rng, 0)], -1)
-    irng = np.where(h >= 0, h, irng)
-    orphan = (rng < 0) & (ops["launch"] >= 0)
-    for pid in np.unique(ops["pid"][orphan]).tolist():
-        g = main.get(int(pid))
-        if g is None:
-            continue
-        m = np.flatnonzero(orphan & (ops["pid"] == pid))
-        irng[m] = index.innermost(g, ops["launch"][m], ops["launch"][m])
-    ok = irng >= 0
-    ok[ok] = selected[irng[ok]]
-    return np.where(ok, irng, -1)
-
-
-def _inherited_numbers(ops: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, int]:
-    """GPU busy, kernel time and kernel count of the operations a phase inherits."""
-    k = ops["kind"][ids] == KIND_KERNEL
-    dur = ops["end"][ids] - ops["start"][ids]
-    return {"gpu_busy_inherited_ns": intervals.union_length(ops["start"][ids], ops["end"][ids]),
-            "kernel_inherited_ns": int(dur[k].sum()), "kernel_count_inherited": int(k.sum())}
-
-
-def _numbers(ops: dict[str, np.ndarray], cat: np.ndarray, ids: np.ndarray) -> dict[str, int]:
-    """GPU numbers of a set of operations (indices into ops)."""
-    s, e, kind = ops["start"][ids], ops["end"][ids], ops["kind"][ids]
-    dur = e - s
-    k = kind == KIND_KERNEL
-    mc = kind == KIND_MEMCPY
-    ms = kind == KIND_MEMSET
-    c = cat[ids] == "comm" if ids.size else np.zeros(0, bool)
-    nb = ops["nbytes"][ids]
-    ck = ops["copy_kind"][ids]
-    comm_s, comm_e = s[c & k], e[c & k]
-    comp = k & ~c
-    return {
-        "gpu_busy_ns": intervals.union_length(s, e),
-        "kernel_ns": int(dur[k].sum()), "kernel_count": int(k.sum()),
-        "memcpy_ns": int(dur[mc].sum()),
-        "memcpy_h2d_bytes": int(nb[mc & (ck == 1)].sum()),
-        "memcpy_d2h_bytes": int(nb[mc & (ck == 2)].sum()),
-        "memcpy_d2d_bytes": int(nb[mc & (ck == 3)].sum()),
-        "memcpy_other_bytes": int(nb[mc & (ck == 0)].clip(min=0).sum()),
-        "memset_ns": int(dur[ms].sum()),
-        "comm_ns": intervals.union_length(comm_s, comm_e),
-        "exposed_comm_ns": intervals.exposed_length(comm_s, comm_e, s[comp], e[comp]),
-    }
-
-
-def _kernel_rows(ident: SourceIdentity, r: NvtxRanges, ops: dict[str, np.ndarray], cat: np.ndarray,
-                 names: dict[int, tuple[str, str]], owner: np.ndarray, pids: np.ndarray,
-                 step_of_pid: dict, default_step: int | None, spans: list, top: int) -> list[dict[str, Any]]:
-    """Top kernels per (process, phase) by total time, plus one `other` row so totals add up."""
-    import pandas as pd
-
-    k = ops["kind"] == KIND_KERNEL
-    if not k.any():
-        return []
-    rng = ops["rng"][k]
-    own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1) if owner.size else np.full(rng.size, -1, np.int64)
-    norm: dict[int, str] = {}
-    phase = [(norm.get(o) or norm.setdefault(o, normalize_range_name(r.text[o]))) if o >= 0 else UNATTRIBUTED
-             for o in own.tolist()]
-    df = pd.DataFrame({
-        "pid": ops["pid"][k], "phase": phase, "name": ops["name"][k],
-        "dur": ops["end"][k] - ops["start"][k], "cat": cat[k],
-    })
-    if (rng < 0).any():  # unattributed kernels count only inside their process's span
-        st = ops["start"][k]
-        inside = np.ones(k.sum(), bool)
-        for lo, hi, pid, _ in spans:
-            if pid is not None:
-                m = (df["pid"].to_numpy() == pid) & (rng < 0)
-                inside &= ~m | ((st >= lo) & (st <= hi))
-        df = df[inside]
-    g = df.groupby(["pid", "phase", "name"], sort=False)["dur"].agg(
-        ["count", "sum", "min", "max", "median"]).reset_index()
-    cats = df.groupby("name", sort=False)["cat"].first()
-    rows: list[dict[str, Any]] = []
-    for (pid, ph), part in g.groupby(["pid", "phase"], sort=False):
-        part = part.sort_values(["sum", "name"], ascending=[False, True])
-        head, rest = part.iloc[:top], part.iloc[top:]
-        keys = ident.keys(step_of_pid.get(int(pid), default_step))
-        keys["pid"] = int(pid)
-        stage = "other" if ph == UNATTRIBUTED else canonical_stage(ph, ident.role)
-        for rec in head.itertuples(index=False):
-            dem, short = names.get(int(rec.name), (f"<kernel {rec.name}>",) * 2)
-            rows.append({**keys, "phase": ph, "stage": stage, "kernel": dem, "kernel_short": short,
-                         "category": cats[rec.name], "count": int(rec.count), "total_ns": int(rec.sum),
-                         "avg_ns": float(rec.sum) / rec.count, "min_ns": int(rec.min), "max_ns": int(rec.max),
-                         "median_ns": float(rec.median)})
-        if len(rest):
-            cnt, tot = int(rest["count"].sum()), int(rest["sum"].sum())
-            rows.append({**keys, "phase": ph, "stage": stage, "kernel": OTHER_KERNELS, "kernel_short": OTHER_KERNELS,
-                         "category": "other", "count": cnt, "total_ns": tot, "avg_ns": tot / cnt,
-                         "min_ns": int(rest["min"].min()), "max_ns": int(rest["max"].max()), "median_ns": None})
-    return rows
-
-
-# ----------------------------------------------------------------------------------------------
-# Whole-report numbers comparable with NVIDIA's tools
-# ----------------------------------------------------------------------------------------------
 
 
 def kernel_summary(path: str | Path, by: str = "demangled") -> list[dict[str, Any]]:
@@ -599,8 +282,23 @@ def steps_rows(sources: Sequence[SourceSteps], choice: WindowChoice) -> list[dic
             if s.pid is not None:
                 keys["pid"] = s.pid
             rows.append({**keys, "start_ns": s.start_ns, "wall_ns": s.wall_ns, "boundary": s.boundary,
-                         "chosen": chosen, "reason": reason})
+                         "chosen": chosen, "reason": reason, "label": step_label(s, src.ident)})
     return rows
+
+
+def step_label(s: StepSpan, ident: SourceIdentity) -> str:
+    """The step's marker as the source names it (steps.parquet `label`)."""
+    if s.label:
+        return s.label
+    if s.boundary == "capture_range":
+        return f"capture range .{ident.capture_range if ident.capture_range is not None else s.step}"
+    if s.boundary == "file_name":
+        return f"step{s.step} in the file name"
+    if s.boundary == "snapshot_dir":
+        return f"step{s.step} of the snapshot folder"
+    if s.boundary == "whole_file":
+        return "whole capture"
+    return f"{s.boundary.replace('_', ' ')} {s.step}"
 
 
 @dataclass

@@ -1,23 +1,24 @@
 """torch chrome traces and memory snapshots -> rows of the phases / kernels / steps schemas.
 
 Why: verl's torch profiler writes one chrome trace per step and rank, and its torch_memory tool a
-caching-allocator snapshot; users compare them with nsys runs, so this module yields exactly the
-rows `stages/summarize/nsys.py` yields for nsys exports, computed by the same rules:
+caching-allocator snapshot; users compare them with nsys runs. This module is an adapter: it fills
+the summarizer's event model from a trace and hands it to `summarize/phases.py`, the rules nsys
+exports go through too (same-thread projection, inherited figures, name paths, instances):
 
-- Phases are `user_annotation` ranges (torch.profiler.record_function, verl's annotations, e.g.
-  `mini_batch0`, `Optimizer.step#AdamW.step`). Ranges nest per thread (parent, depth); repeated
-  instances with the same (pid, name, parent, depth) add up into one row, like the nsys half.
-- GPU work (kernels, memcpys, memsets) belongs to a range when its launching CUDA runtime/driver
-  call (joined by `args.correlation`) lies inside the range on the same thread: NVIDIA's
-  projection rule. It counts for the innermost such range and is rolled up into the enclosing
-  ones. Work launched from no range (PyTorch's autograd engine launches backward kernels from
-  its own `pt_autograd_N` thread, which has no annotations) becomes the `(unattributed)` phase,
-  as in the nsys half, so totals stay honest. `inherit_ranges=True` instead lends such threads
-  the innermost range open at launch time on an annotated thread of the same process.
-- Steps: the `step<N>` of the file name (verl's torch traces hold one step each); else
-  `ProfilerStep#N` ranges (N counts `profiler.step()` calls from 0, so step N+1; in verl they
-  count mini-batches, not RL steps, so they are used only when nothing else says); else the whole
-  file. A step's span is the extent of its top-level ranges (else the profiler's own span).
+- Ranges are `user_annotation` events (torch.profiler.record_function, verl's annotations, e.g.
+  `mini_batch0`, `Optimizer.step#AdamW.step`), as `NvtxRanges` with globalTid = pid << 24 | tid.
+- GPU operations (kernels, memcpys, memsets) join their launching CUDA runtime/driver call by
+  `args.correlation`; the call's innermost same-thread range is NVIDIA's home. Launches from
+  threads with no open range (autograd's `pt_autograd_N` thread runs backward) keep their launch
+  time, so the inherited figures give them to the range open on the main thread then (`## backward
+  ##`, `update_actor`); NVIDIA's figures leave them in `(unattributed)`.
+- Identity: `distributedInfo.rank` inside the trace gives the rank where the file name gave none
+  (`rank_source` says which).
+- Steps: `--step-range REGEX` ranges when given; the `step<N>` of the file name (verl's torch traces
+  hold one step each); else `ProfilerStep#N` ranges (N counts `profiler.step()` calls from 0, so
+  step N+1, and steps.parquet's `label` keeps `ProfilerStep#N`); else the whole file. A step's span
+  is the extent of its top-level ranges (else the profiler's own span); a file that is one step owns
+  all of its GPU work, also what ran after the last range ended.
 - Time: event `ts` are microseconds after the trace's `baseTimeNanoseconds` (kineto, torch >= 2.1);
   rows hold absolute UTC ns. See `readers/chrome_trace.py` for traces without that field.
 - Memory snapshots: the allocator's event timeline (`device_traces`: alloc / free_requested /
@@ -33,7 +34,7 @@ options)`: plain, module-level and picklable.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -41,8 +42,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core.phases import UNSTEADY_STAGES, canonical_stage
-from ..readers.chrome_trace import KERNEL, MEMCPY, MEMSET, TraceData, read_chrome_trace
+from ..readers.chrome_trace import KERNEL, MEMCPY, TraceData, read_chrome_trace
 from ..readers.memory_snapshot import load_snapshot
+from ..readers.nsys_sqlite import NVTX_PUSHPOP, PID_SHIFT, NvtxRanges, pid_of_gtid
+from ..readers.nvtx_tree import RangeIndex
 from ..window import (
     DEFAULT_STEP,
     SourceIdentity,
@@ -50,15 +53,15 @@ from ..window import (
     StepArg,
     StepSpan,
     TopRange,
+    compile_step_range,
     run_window,
     window_spans,
 )
-from . import intervals
-from .kernel_category import categorize
+from .phases import UNATTRIBUTED, phase_rows
+from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 from .types import SummarizeOptions, SummaryRows
 
-UNATTRIBUTED = "(unattributed)"
-OTHER_KERNELS = "other"
+_FAR = 1 << 62                     # a span that holds every time on a trace's clock
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _WHOLE_FILE = ("file_name", "whole_file")   # step boundaries that make the whole trace one step
 
@@ -111,29 +114,35 @@ def _memcpy_direction(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# One trace, prepared: absolute times, range nesting, attribution
+# One trace as the event model: ranges (NvtxRanges), GPU operations (ops), API time per range
 # ------------------------------------------------------------------------------------------------
+
+_ID_BITS = (1 << PID_SHIFT) - 1     # what a pid or tid may hold inside a globalTid
+_COPY_KIND = {"h2d": 1, "d2h": 2, "d2d": 3}
+
 
 @dataclass
 class _Prepared:
+    """One trace in the summarizer's model (times on the trace's clock; `base` reaches UTC)."""
+
     data: TraceData
+    base: int
+    ranges: NvtxRanges           # sorted by (thread, start, -end): parents first
+    index: RangeIndex
+    ops: dict[str, np.ndarray]   # summarize/phases.py's GPU-operation columns
+    api_ns: np.ndarray           # CUDA API time per innermost same-thread range
+    names: dict[int, tuple[str, str]]
+    main_pid: int | None
+    identity: dict[str, Any]     # distributedInfo.rank / world_size when the trace says
+
+    # the window's view, in the model's range order, absolute ns
     r_name: list[str]
-    r_start: np.ndarray          # absolute ns
+    r_start: np.ndarray
     r_end: np.ndarray
-    r_thread: np.ndarray
-    r_pid: list[Any]
+    r_pid: list[int]
     parent: np.ndarray
-    depth: np.ndarray
-    api_range: np.ndarray        # innermost same-thread range of each API call, -1 if none
-    op_range: np.ndarray         # innermost range each GPU op is attributed to, -1 if none
-    op_launch: np.ndarray        # absolute launch time (ns) of each GPU op, -1 if unknown
-    op_pid: np.ndarray           # pid of the launching thread (GPU device pid when unknown)
     g_start: np.ndarray
     g_end: np.ndarray
-    g_kind: np.ndarray
-    g_name: np.ndarray
-    g_bytes: np.ndarray
-    inherited: int               # ops attributed through inherit_ranges
 
 
 def _arr(a: Any, dtype: Any = np.int64) -> np.ndarray:
@@ -144,126 +153,107 @@ def _int_pid(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _sweep(r_start: np.ndarray, r_end: np.ndarray, ranges: list[int], ts: np.ndarray,
-           calls: np.ndarray) -> np.ndarray:
-    """Innermost range (of `ranges`, one thread's) open at each call time; -1 when none.
+def _thread_gtids(threads: list[tuple[Any, Any]], fallback_pid: int) -> np.ndarray:
+    """(pid, tid) of every trace thread -> a globalTid (`pid << 24 | tid`, as nsys packs them).
 
-    Ranges sorted by (start, -end) are pushed as calls pass their start; ranges that ended are
-    popped from the top, so the top is the latest-started range still open."""
-    out = np.full(len(calls), -1, dtype=np.int64)
-    if not ranges or not len(calls):
-        return out
-    order = sorted(ranges, key=lambda i: (r_start[i], -r_end[i]))
-    starts = [int(r_start[i]) for i in order]
-    ends = {i: int(r_end[i]) for i in order}
-    call_order = np.argsort(ts[calls], kind="stable")
-    stack: list[int] = []
-    k = 0
-    n = len(order)
-    for j in call_order.tolist():
-        t = int(ts[calls[j]])
-        while k < n and starts[k] <= t:
-            stack.append(order[k])
-            k += 1
-        while stack and ends[stack[-1]] < t:
-            stack.pop()
-        if stack:
-            out[j] = stack[-1]
+    Kineto writes OS ids, which fit; string or oversized ids (other writers) get ids of their own
+    from the top of the range, so a thread stays one thread and `tid == pid` still marks main."""
+    out = np.zeros(len(threads), np.int64)
+    spare = _ID_BITS
+    pids: dict[Any, int] = {}
+    for k, (pid, tid) in enumerate(threads):
+        p = pid if _int_pid(pid) is not None and 0 <= pid <= _ID_BITS else None
+        if p is None:
+            p = pids.get(pid)
+            if p is None:
+                p = pids[pid] = fallback_pid if not pids and fallback_pid <= _ID_BITS else spare
+                spare -= 1
+        t = tid if _int_pid(tid) is not None and 0 <= tid <= _ID_BITS else spare
+        if t == spare:
+            spare -= 1
+        out[k] = (p << PID_SHIFT) | t
     return out
 
 
-def _prepare(data: TraceData, inherit_ranges: bool = False) -> _Prepared:
-    base = data.base_ns
+def _identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """rank and world size written inside the trace (`distributedInfo`, kineto with torch.distributed)."""
+    info = meta.get("distributedInfo")
+    out: dict[str, Any] = {}
+    if isinstance(info, dict):
+        for key in ("rank", "world_size"):
+            v = info.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                out[key] = v
+    return out
+
+
+def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
+    """Fill the event model from one trace: every loop here is over threads or arrays, not events."""
+    pid_hint = ident.pid if ident is not None and ident.pid is not None else 0
+    gtid_of = _thread_gtids(data.threads, pid_hint)
     nr = len(data.ranges)
-    r_name = [r[0] for r in data.ranges]
-    r_start = np.array([r[1] for r in data.ranges], dtype=np.int64) + base
-    r_end = r_start + np.array([r[2] for r in data.ranges], dtype=np.int64)
-    r_thread = np.array([r[3] for r in data.ranges], dtype=np.int64)
-    r_pid = [data.threads[t][0] for t in r_thread.tolist()]
+    r_start = np.fromiter((r[1] for r in data.ranges), np.int64, nr)
+    r_end = r_start + np.fromiter((r[2] for r in data.ranges), np.int64, nr)
+    r_gtid = gtid_of[np.fromiter((r[3] for r in data.ranges), np.int64, nr)] if nr else np.zeros(0, np.int64)
+    order = np.lexsort((np.arange(nr), -r_end, r_start, r_gtid))
+    text = [data.ranges[i][0] for i in order.tolist()]
+    ranges = NvtxRanges(r_start[order], r_end[order], r_gtid[order], np.full(nr, NVTX_PUSHPOP, np.int64),
+                        np.ones(nr, bool), order.astype(np.int64), text, [None] * nr)
+    index = RangeIndex.build(ranges)
 
-    # Nesting per thread: parent = the latest-started range still open at a range's start.
-    parent = np.full(nr, -1, dtype=np.int64)
-    depth = np.zeros(nr, dtype=np.int64)
-    by_thread: dict[int, list[int]] = {}
-    for i in range(nr):
-        by_thread.setdefault(int(r_thread[i]), []).append(i)
-    for members in by_thread.values():
-        members.sort(key=lambda i: (r_start[i], -r_end[i], i))
-        stack: list[int] = []
-        for i in members:
-            while stack and r_end[stack[-1]] <= r_start[i]:
-                stack.pop()
-            if stack:
-                parent[i] = stack[-1]
-                depth[i] = depth[stack[-1]] + 1
-            stack.append(i)
+    # API calls -> innermost range on the same thread (NVIDIA's rule), thread by thread.
+    api_ts, api_thread = _arr(data.api_ts), _arr(data.api_thread)
+    api_gtid = gtid_of[api_thread] if api_ts.size else np.zeros(0, np.int64)
+    api_range = np.full(api_ts.size, -1, np.int64)
+    for g in np.intersect1d(np.unique(api_gtid), np.fromiter(index.threads, np.int64)).tolist():
+        m = np.flatnonzero(api_gtid == g)
+        api_range[m] = index.innermost(g, api_ts[m], api_ts[m])
+    api_ns = np.zeros(nr, np.int64)
+    inside = api_range >= 0
+    np.add.at(api_ns, api_range[inside], _arr(data.api_dur)[inside])
 
-    # API calls -> innermost range on the same thread.
-    api_ts = _arr(data.api_ts) + base
-    api_thread = _arr(data.api_thread)
-    api_range = np.full(len(api_ts), -1, dtype=np.int64)
-    if len(api_ts):
-        order = np.argsort(api_thread, kind="stable")
-        th_sorted = api_thread[order]
-        bounds = np.flatnonzero(np.diff(th_sorted)) + 1
-        for grp in np.split(order, bounds):
-            if not len(grp):
-                continue
-            th = int(api_thread[grp[0]])
-            if th in by_thread:
-                api_range[grp] = _sweep(r_start, r_end, by_thread[th], api_ts, grp)
-
-    # GPU ops -> launch (correlation) -> range.
-    g_ts = _arr(data.gpu_ts) + base
-    g_end = g_ts + _arr(data.gpu_dur)
-    corr = _arr(data.gpu_corr)
-    api_corr = _arr(data.api_corr)
-    op_api = np.full(len(g_ts), -1, dtype=np.int64)
+    # GPU ops -> launching call (correlation id) -> range.
+    g_ts = _arr(data.gpu_ts)
+    corr, api_corr = _arr(data.gpu_corr), _arr(data.api_corr)
+    op_api = np.full(g_ts.size, -1, np.int64)
     # CUPTI correlation ids start at 1; -1 = missing; below -1: ids beyond 64 bits, renumbered.
     valid = np.flatnonzero((api_corr > 0) | (api_corr < -1))
-    if len(g_ts) and valid.size:
+    if g_ts.size and valid.size:
         srt = valid[np.argsort(api_corr[valid], kind="stable")]
         keys = api_corr[srt]
         pos = np.minimum(np.searchsorted(keys, corr), keys.size - 1)
         hit = ((corr > 0) | (corr < -1)) & (keys[pos] == corr)
         op_api[hit] = srt[pos[hit]]
     has = op_api >= 0
-    op_range = np.full(len(g_ts), -1, dtype=np.int64)
-    op_range[has] = api_range[op_api[has]]
-    op_launch = np.full(len(g_ts), -1, dtype=np.int64)
-    op_launch[has] = api_ts[op_api[has]]
-    op_pid = np.full(len(g_ts), -1, dtype=np.int64)
-    if has.any():
-        thread_pid = np.array([_int_pid(p) if _int_pid(p) is not None else -1 for p, _ in data.threads],
-                              dtype=np.int64)
-        op_pid[has] = thread_pid[api_thread[op_api[has]]]
-
-    inherited = 0
-    if inherit_ranges and len(g_ts) and nr:
-        # Launches from threads that never annotate: the innermost range open at launch time on
-        # any annotated thread of the same process.
-        annotated = set(by_thread)
-        orphan = has & (op_range < 0)
-        orphan_idx = np.flatnonzero(orphan)
-        if orphan_idx.size:
-            pid_ranges: dict[Any, list[int]] = {}
-            for i in range(nr):
-                pid_ranges.setdefault(r_pid[i], []).append(i)
-            th_of = api_thread[op_api[orphan_idx]]
-            for th in np.unique(th_of).tolist():
-                if th in annotated:
-                    continue
-                pid = data.threads[th][0]
-                rs = pid_ranges.get(pid)
-                if not rs:
-                    continue
-                sel = orphan_idx[th_of == th]
-                got = _sweep(r_start, r_end, rs, op_launch, sel)
-                op_range[sel] = got
-                inherited += int((got >= 0).sum())
-    return _Prepared(data, r_name, r_start, r_end, r_thread, r_pid, parent, depth, api_range, op_range,
-                     op_launch, op_pid, g_ts, g_end, _arr(data.gpu_kind, np.int8), _arr(data.gpu_name),
-                     _arr(data.gpu_bytes), inherited)
+    ix = np.maximum(op_api, 0)
+    rng = np.where(has, api_range[ix] if api_range.size else -1, -1)
+    pids = ranges.pid
+    main_pid = ident.pid if ident is not None else None
+    if main_pid is None and nr:
+        u, c = np.unique(pids, return_counts=True)
+        main_pid = int(u[c.argmax()])
+    op_gtid = np.where(has, api_gtid[ix] if api_gtid.size else -1, -1)
+    orphan = has & (rng < 0)
+    names_ = data.names
+    g_name = _arr(data.gpu_name)
+    kind = _arr(data.gpu_kind, np.int8)
+    copy_of_name = np.array([_COPY_KIND.get(_memcpy_direction(n), 0) for n in names_], np.int64)
+    ops = {
+        "rng": rng, "start": g_ts, "end": g_ts + _arr(data.gpu_dur),
+        "kind": np.select([kind == KERNEL, kind == MEMCPY], [KIND_KERNEL, KIND_MEMCPY], KIND_MEMSET).astype(np.int64),
+        "name": np.where(kind == KERNEL, g_name, -1),
+        "nbytes": _arr(data.gpu_bytes),
+        "copy_kind": np.where(kind == MEMCPY, copy_of_name[g_name] if g_name.size else 0, 0),
+        "pid": np.where(has, pid_of_gtid(np.maximum(op_gtid, 0)), main_pid if main_pid is not None else -1),
+        "launch": np.where(orphan, api_ts[ix] if api_ts.size else -1, -1),
+        "launch_tid": np.where(orphan, op_gtid, -1),
+    }
+    kernel_names = np.unique(ops["name"][ops["name"] >= 0])
+    names = {int(n): (names_[n], short_kernel_name(names_[n])) for n in kernel_names.tolist()}
+    base = data.base_ns
+    return _Prepared(data, base, ranges, index, ops, api_ns, names, main_pid, _identity(data.metadata), text,
+                     ranges.start + base, ranges.end + base, pids.tolist(), index.parent, g_ts + base,
+                     ops["end"] + base)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -279,28 +269,28 @@ def _step_hint(ident: SourceIdentity, path: Path) -> int | None:
     return info.step if info is not None else None
 
 
-def _main_pid(p: _Prepared, ident: SourceIdentity) -> int | None:
-    if ident.pid is not None:
-        return ident.pid
-    pids = [x for x in p.r_pid if _int_pid(x) is not None]
-    if pids:
-        return max(set(pids), key=pids.count)
-    return None
-
-
-def _spans(p: _Prepared, ident: SourceIdentity, path: Path) -> tuple[list[StepSpan], list[str]]:
+def _spans(p: _Prepared, ident: SourceIdentity, path: Path, step_range: str | None = None
+           ) -> tuple[list[StepSpan], list[str]]:
     """The steps this trace holds (absolute ns) and notes about how they were found."""
     notes: list[str] = []
     hint = _step_hint(ident, path)
-    pid = _main_pid(p, ident)
+    pid = p.main_pid
     top = np.flatnonzero(p.parent < 0)
+    user_re = compile_step_range(step_range)
+    if user_re is not None:
+        mine = sorted((i for i, nm in enumerate(p.r_name) if user_re.search(nm)), key=lambda i: p.r_start[i])
+        if mine:
+            notes.append(f"steps from the ranges --step-range {step_range!r} matches, numbered in order")
+            return [StepSpan(k + 1, int(p.r_start[i]), int(p.r_end[i]), "step_range", ident.source, (),
+                             p.r_pid[i], p.r_name[i]) for k, i in enumerate(mine)], notes
+        notes.append(f"--step-range {step_range!r} matches no range of the trace")
     if hint is None:
         prof = [(int(m.group(1)), i) for i, nm in enumerate(p.r_name) if (m := _PROFILER_STEP.match(nm))]
         if prof:
-            notes.append("steps from ProfilerStep#N ranges (they count profiler.step() calls, which verl "
-                         "makes per mini-batch, not per RL step)")
+            notes.append("steps from ProfilerStep#N ranges (they count profiler.step() calls from 0, so "
+                         "ProfilerStep#N is step N+1; verl calls it per mini-batch, not per RL step)")
             return [StepSpan(n + 1, int(p.r_start[i]), int(p.r_end[i]), "profiler_step", ident.source, (),
-                             _int_pid(p.r_pid[i]) or pid) for n, i in sorted(prof, key=lambda x: p.r_start[x[1]])], notes
+                             p.r_pid[i], p.r_name[i]) for n, i in sorted(prof, key=lambda x: p.r_start[x[1]])], notes
     if top.size:
         lo, hi = int(p.r_start[top].min()), int(p.r_end[top].max())
     elif p.data.profiler_span is not None:
@@ -323,28 +313,29 @@ def _flags(p: _Prepared, ident: SourceIdentity, span: StepSpan) -> tuple[str, ..
     return tuple(sorted(names))
 
 
-def _source_steps(p: _Prepared, ident: SourceIdentity, path: Path) -> tuple[SourceSteps, list[str]]:
-    spans, notes = _spans(p, ident, path)
-    spans = [StepSpan(s.step, s.start_ns, s.end_ns, s.boundary, s.source, _flags(p, ident, s), s.pid)
-             for s in spans]
+def _source_steps(p: _Prepared, ident: SourceIdentity, path: Path, step_range: str | None = None
+                  ) -> tuple[SourceSteps, list[str]]:
+    spans, notes = _spans(p, ident, path, step_range)
+    spans = [replace(s, flags=_flags(p, ident, s)) for s in spans]
     unsteady = [TopRange(p.r_name[i], canonical_stage(p.r_name[i], ident.role), int(p.r_start[i]),
                          int(p.r_end[i]), _int_pid(p.r_pid[i]))
                 for i in range(len(p.r_name)) if canonical_stage(p.r_name[i], ident.role) in UNSTEADY_STAGES]
-    return SourceSteps.from_spans(_torch_ident(ident), spans, str(path), unsteady), notes
+    return SourceSteps.from_spans(_torch_ident(ident, p), spans, str(path), unsteady), notes
 
 
-def _torch_ident(ident: SourceIdentity) -> SourceIdentity:
-    if ident.source_kind == "torch":
-        return ident
-    from dataclasses import replace
+def _torch_ident(ident: SourceIdentity, p: _Prepared) -> SourceIdentity:
+    """The identity with what the trace itself says: kind torch, rank from `distributedInfo` where
+    the file name gave none."""
+    got: dict[str, Any] = {"source_kind": "torch"}
+    if ident.rank is None and "rank" in p.identity:
+        got["rank"] = p.identity["rank"]
+    return replace(ident, **got)
 
-    return replace(ident, source_kind="torch")
 
-
-def torch_source_steps(path: str | Path, ident: SourceIdentity) -> SourceSteps:
+def torch_source_steps(path: str | Path, ident: SourceIdentity, step_range: str | None = None) -> SourceSteps:
     """The window stage's view of one torch trace: its step spans (absolute ns) and unsteady ranges."""
     p = Path(path)
-    src, _ = _source_steps(_prepare(read_chrome_trace(p)), ident, p)
+    src, _ = _source_steps(_prepare(read_chrome_trace(p), ident), ident, p, step_range)
     return src
 
 
@@ -355,7 +346,7 @@ def torch_step_spans(path: str | Path, ident: SourceIdentity) -> list[StepSpan]:
 
 def torch_steps_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
     """Picklable per-artifact function for executors: (path, identity) -> SourceSteps."""
-    return torch_source_steps(*item)
+    return torch_source_steps(*item, step_range=getattr(options, "step_range", None))
 
 
 def _as_item(x: Any) -> tuple[Path, SourceIdentity]:
@@ -395,204 +386,62 @@ def summarize_torch_item(item: TorchItem, options: SummarizeOptions) -> SummaryR
 
 
 def summarize_torch_trace(path: str | Path, ident: SourceIdentity, options: SummarizeOptions | None = None,
-                          spans: Sequence[StepSpan] | None = None, *, inherit_ranges: bool = False
-                          ) -> SummaryRows:
-    """Summarize one torch chrome trace into phases / kernels / steps rows.
+                          spans: Sequence[StepSpan] | None = None) -> SummaryRows:
+    """Summarize one torch chrome trace into phases / kernels / steps rows (summarize/phases.py's rules).
 
     `spans`: the chosen step's spans in this trace (from the window over all sources); when None the
     step is chosen from this trace alone (`options.step`) and its steps rows are included. The
     result also holds `warnings`: [{"source", "message"}] (tolerant parsing, missing time base)."""
     options = options or SummarizeOptions()
     p = Path(path)
-    ident = _torch_ident(ident)
     data = read_chrome_trace(p)
-    prep = _prepare(data, inherit_ranges)
+    prep = _prepare(data, ident)
+    ident = _torch_ident(ident, prep)
     steps_rows_: list[dict[str, Any]] = []
     notes: list[str] = []
     if spans is None:
         from .nsys import steps_rows
 
-        src, notes = _source_steps(prep, ident, p)
+        src, notes = _source_steps(prep, ident, p, options.step_range)
         resolved, choice = run_window([src], options.step)
         spans = window_spans(resolved[0], choice.step)
         steps_rows_ = steps_rows(resolved, choice)
     phases, kernels = _rows(prep, ident, list(spans), options.top)
+    for row in phases:
+        row["rank_source"] = _rank_source(ident, prep)
     warnings = [{"source": ident.source, "message": w} for w in data.warnings + notes]
-    if prep.inherited:
-        warnings.append({"source": ident.source, "message":
-                         f"{prep.inherited} GPU ops launched from unannotated threads were attributed to "
-                         "the range open on another thread of the process (inherit_ranges)"})
     return {"phases": phases, "kernels": kernels, "steps": steps_rows_, "warnings": warnings}
 
 
-def _numbers(p: _Prepared, ids: np.ndarray, cat: np.ndarray, direction: list[str],
-             compute: tuple[np.ndarray, np.ndarray]) -> dict[str, int]:
-    """GPU numbers of a set of GPU ops (indices), the same columns as the nsys half."""
-    s, e, kind = p.g_start[ids], p.g_end[ids], p.g_kind[ids]
-    dur = e - s
-    k = kind == KERNEL
-    mc = kind == MEMCPY
-    ms = kind == MEMSET
-    c = (cat[ids] == "comm") & k if ids.size else np.zeros(0, bool)
-    nb = p.g_bytes[ids]
-    names = p.g_name[ids]
-    dirs = np.array([direction[n] for n in names.tolist()], dtype=object) if ids.size else np.zeros(0, object)
-    return {
-        "gpu_busy_ns": intervals.union_length(s, e),
-        "kernel_ns": int(dur[k].sum()), "kernel_count": int(k.sum()),
-        "memcpy_ns": int(dur[mc].sum()),
-        "memcpy_h2d_bytes": int(nb[mc & (dirs == "h2d")].sum()),
-        "memcpy_d2h_bytes": int(nb[mc & (dirs == "d2h")].sum()),
-        "memcpy_d2d_bytes": int(nb[mc & (dirs == "d2d")].sum()),
-        "memcpy_other_bytes": int(nb[mc & (dirs == "other")].clip(min=0).sum()),
-        "memset_ns": int(dur[ms].sum()),
-        "comm_ns": intervals.union_length(s[c], e[c]),
-        "exposed_comm_ns": intervals.exposed_length(s[c], e[c], compute[0], compute[1]),
-    }
+def _rank_source(ident: SourceIdentity, p: _Prepared) -> str:
+    if ident.rank is None:
+        return "unknown: no rank in the file name or the trace's distributedInfo"
+    if p.identity.get("rank") == ident.rank:
+        return "distributedInfo"
+    return "artifact"
 
 
 def _rows(p: _Prepared, ident: SourceIdentity, spans: list[StepSpan], top: int
           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    names = p.data.names
-    n_ops = p.g_start.size
-    cat_of_name = [categorize(short_kernel_name(n), n) for n in names]
-    cat = np.array([cat_of_name[n] if k == KERNEL else ("memcpy" if k == MEMCPY else "memset")
-                    for n, k in zip(p.g_name.tolist(), p.g_kind.tolist())], dtype=object) \
-        if n_ops else np.zeros(0, object)
-    direction = [_memcpy_direction(n) for n in names]
-    # Compute = every non-collective kernel of the trace: what can hide a collective.
-    comp = (p.g_kind == KERNEL) & (cat != "comm") if n_ops else np.zeros(0, bool)
-    compute = (p.g_start[comp], p.g_end[comp])
-    nr = len(p.r_name)
-    # Ops and API time per innermost range, then rolled up through parents.
-    ops_of: list[list[int]] = [[] for _ in range(nr)]
-    for i, r in enumerate(p.op_range.tolist()):
-        if r >= 0:
-            ops_of[r].append(i)
-    api_dur = _arr(p.data.api_dur)
-    api_own = np.zeros(nr, dtype=np.int64)
-    if nr and api_dur.size:
-        m = p.api_range >= 0
-        np.add.at(api_own, p.api_range[m], api_dur[m])
-    children: list[list[int]] = [[] for _ in range(nr)]
-    for i in range(nr):
-        if p.parent[i] >= 0:
-            children[int(p.parent[i])].append(i)
-
-    def subtree(i: int) -> list[int]:
-        out, todo = [], [i]
-        while todo:
-            j = todo.pop()
-            out.append(j)
-            todo.extend(children[j])
-        return out
-
-    phases: list[dict[str, Any]] = []
-    selected_any = np.zeros(nr, dtype=bool)
-    step_of_range = np.full(nr, -1, dtype=np.int64)
-    span_pid = {s.pid for s in spans}
-    for s in spans:
-        m = (p.r_start >= s.start_ns) & (p.r_start <= s.end_ns)
-        if s.pid is not None and len(span_pid) > 1:
-            m &= np.array([x == s.pid for x in p.r_pid], dtype=bool)
-        new = m & ~selected_any
-        step_of_range[new] = s.step
-        selected_any |= m
-    groups: dict[tuple, list[int]] = {}
-    for i in np.flatnonzero(selected_any).tolist():
-        par = int(p.parent[i])
-        key = (p.r_pid[i], p.r_name[i], p.r_name[par] if par >= 0 else None, int(p.depth[i]), int(step_of_range[i]))
-        groups.setdefault(key, []).append(i)
-    for (pid, name, parent, depth, step), members in groups.items():
-        ids = np.array(sorted({o for i in members for j in subtree(i) for o in ops_of[j]}), dtype=np.int64)
-        row = _numbers(p, ids, cat, direction, compute)
-        wall = int(sum(int(p.r_end[i] - p.r_start[i]) for i in members))
-        api = int(sum(int(api_own[j]) for i in members for j in subtree(i)))
-        keys = ident.keys(step)
-        keys["pid"] = _int_pid(pid) if _int_pid(pid) is not None else keys["pid"]
-        phases.append({
-            **keys, "phase": name, "stage": canonical_stage(name, ident.role), "parent": parent, "depth": depth,
-            "start_ns": int(min(p.r_start[i] for i in members)), "wall_ns": wall, **row,
-            "idle_ns": max(0, wall - row["gpu_busy_ns"]), "api_ns": api, "mem_peak_bytes": None,
-        })
-    # GPU work in the step launched from no range: one row per step.
-    un = np.flatnonzero(p.op_range < 0)
-    un_step = np.full(n_ops, -1, dtype=np.int64)
-    for s in spans:
-        ids = un[un_step[un] < 0]
-        if s.boundary not in _WHOLE_FILE:   # a file that is one step owns all of its GPU work
-            when = np.where(p.op_launch[ids] >= 0, p.op_launch[ids], p.g_start[ids])
-            ids = ids[(when >= s.start_ns) & (when <= s.end_ns)]
-        if s.pid is not None and len(span_pid) > 1:
-            ids = ids[(p.op_pid[ids] == s.pid) | (p.op_pid[ids] < 0)]
-        if ids.size == 0:
-            continue
-        un_step[ids] = s.step
-        row = _numbers(p, ids, cat, direction, compute)
-        wall = s.end_ns - s.start_ns
-        keys = ident.keys(s.step)
-        keys["pid"] = s.pid if s.pid is not None else keys["pid"]
-        phases.append({
-            **keys, "phase": UNATTRIBUTED, "stage": "other", "parent": None, "depth": 0,
-            "start_ns": s.start_ns, "wall_ns": wall, **row, "idle_ns": max(0, wall - row["gpu_busy_ns"]),
-            "api_ns": None, "mem_peak_bytes": None,
-        })
-    kernels = _kernel_rows(p, ident, cat, step_of_range, un_step, top)
-    return phases, kernels
-
-
-def _kernel_rows(p: _Prepared, ident: SourceIdentity, cat: np.ndarray, step_of_range: np.ndarray,
-                 un_step: np.ndarray, top: int) -> list[dict[str, Any]]:
-    """Top kernels per (process, step, innermost phase) by total time, plus one `other` row."""
-    k = np.flatnonzero(p.g_kind == KERNEL)
-    if k.size == 0:
-        return []
-    rng = p.op_range[k]
-    sor = step_of_range if step_of_range.size else np.full(1, -1, dtype=np.int64)
-    step = np.where(rng >= 0, sor[np.maximum(rng, 0)], un_step[k])
-    keep = step >= 0
-    k, rng, step = k[keep], rng[keep], step[keep]
-    if k.size == 0:
-        return []
-    names = p.data.names
-    groups: dict[tuple, list[int]] = {}
-    for op, r, st in zip(k.tolist(), rng.tolist(), step.tolist()):
-        if r >= 0:
-            key = (p.r_pid[r], st, p.r_name[r])
-        else:
-            key = (int(p.op_pid[op]) if p.op_pid[op] >= 0 else None, st, UNATTRIBUTED)
-        groups.setdefault(key, []).append(op)
-    rows: list[dict[str, Any]] = []
-    for (pid, st, phase), ops in groups.items():
-        ops_a = np.array(ops, dtype=np.int64)
-        nm = p.g_name[ops_a]
-        dur = p.g_end[ops_a] - p.g_start[ops_a]
-        per: list[tuple[int, str, np.ndarray, int]] = []
-        order = np.argsort(nm, kind="stable")
-        nm_s, dur_s = nm[order], dur[order]
-        bounds = np.flatnonzero(np.diff(nm_s)) + 1
-        for seg_n, seg_d in zip(np.split(nm_s, bounds), np.split(dur_s, bounds)):
-            n = int(seg_n[0])
-            per.append((int(seg_d.sum()), names[n], seg_d, n))
-        per.sort(key=lambda x: (-x[0], x[1]))
-        head, rest = per[:top], per[top:]
-        keys = ident.keys(st)
-        if _int_pid(pid) is not None:
-            keys["pid"] = pid
-        stage = "other" if phase == UNATTRIBUTED else canonical_stage(phase, ident.role)
-        for total, name, d, n in head:
-            rows.append({**keys, "phase": phase, "stage": stage, "kernel": name,
-                         "kernel_short": short_kernel_name(name), "category": cat[ops_a[nm == n][0]],
-                         "count": int(d.size), "total_ns": total, "avg_ns": total / d.size,
-                         "min_ns": int(d.min()), "max_ns": int(d.max()), "median_ns": float(np.median(d))})
-        if rest:
-            cnt = sum(x[2].size for x in rest)
-            tot = sum(x[0] for x in rest)
-            rows.append({**keys, "phase": phase, "stage": stage, "kernel": OTHER_KERNELS,
-                         "kernel_short": OTHER_KERNELS, "category": "other", "count": cnt, "total_ns": tot,
-                         "avg_ns": tot / cnt, "min_ns": int(min(x[2].min() for x in rest)),
-                         "max_ns": int(max(x[2].max() for x in rest)), "median_ns": None})
-    return rows
+    """The model of one trace through the one summarizer (summarize/phases.py)."""
+    base = p.base
+    one_pid = len({s.pid for s in spans}) <= 1      # a trace of one process: its ranges, any thread id
+    rel = [(s.start_ns - base, s.end_ns - base, None if one_pid else s.pid, s.step) for s in spans]
+    # A file that is one step owns all of its GPU work, whenever it ran.
+    op_spans = [(-_FAR, _FAR, pid, st) if s.boundary in _WHOLE_FILE else (lo, hi, pid, st)
+                for s, (lo, hi, pid, st) in zip(spans, rel)]
+    r = p.ranges
+    selected = np.zeros(len(r), bool)
+    for lo, hi, pid, _ in rel:
+        m = (r.start >= lo) & (r.start <= hi)
+        if pid is not None:
+            m &= r.pid == pid
+        selected |= m
+    rng = p.ops["rng"]
+    keep = rng < 0
+    keep[~keep] = selected[rng[~keep]]
+    ops = {k: v[keep] for k, v in p.ops.items()}
+    return phase_rows(ident, base, r, p.index, ops, p.api_ns, selected, rel, p.names, {}, top, op_spans)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Cut a time window out of a torch.profiler Chrome trace (`.json` or `.json.gz`), streaming.
 
 Why: verl's torch traces run to hundreds of MB; loading one whole (as HolisticTraceAnalysis does)
-costs GBs of RAM. Events are read one at a time with ijson's C parser and written as they come, so
-memory stays flat whatever the trace size.
+costs GBs of RAM. Events are read in batches by the one chrome-trace reader
+(`readers/chrome_trace.stream_chrome_trace`: orjson on batches cut at event boundaries, the
+standard library where orjson refuses) and written as they come, so memory stays flat whatever
+the trace size.
 
 What is kept:
 - every metadata event (`ph: "M"`: process/thread names, labels, sort indexes), so the viewer still
@@ -10,10 +12,17 @@ What is kept:
 - complete events (`ph: "X"`) whose closed interval [ts, ts + dur] overlaps [start_us, end_us];
 - every other event with a `ts` (instants, counters, flow starts/ends) whose ts lies in the window.
   A flow arrow whose other end lies outside the window is left dangling; viewers ignore it.
-- the top-level keys written before `traceEvents` (kineto writes `deviceProperties`,
-  `baseTimeNanoseconds`, `distributedInfo`, versions ... there), except `traceName` (a local path).
-  Keys after `traceEvents` are neither read nor written (kineto writes only `traceName` there), so
-  nothing the window does not need can slip through at the end of a file.
+- the top-level keys (`deviceProperties`, `baseTimeNanoseconds`, `distributedInfo`, versions ...),
+  whole (dict values included), wherever the writer put them: kineto writes some after
+  `traceEvents` (`baseTimeNanoseconds` too, in 5 of 9 real traces checked); except `traceName` (a
+  local path). They go before the events in the window, so streaming readers meet them first.
+
+Windows by launch time (`window_chrome_trace_utc`): GPU work launched inside the step belongs to
+it, also when it runs after the step's CPU ranges end (a serving trace's kernels queue behind the
+CPU), so the window's end moves out to the end of the last GPU operation launched inside it. Where
+the step's launches are is read with the one chrome-trace reader (`readers/chrome_trace.py`), which
+also says where the trace's clock starts: `baseTimeNanoseconds` before or after the events, or none
+(then the summaries and the window both stay on the trace's own clock).
 
 Clock: `window_chrome_trace` takes the window on the trace's own `ts` axis (microseconds);
 `window_chrome_trace_utc` takes it as absolute UTC ns (like `StepSpan`) and converts it with the
@@ -24,19 +33,19 @@ ranks exactly as the originals do.
 """
 from __future__ import annotations
 
-import gzip
+import itertools
 import json
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, Iterable
 
-import ijson
+import numpy as np
 import orjson
 
 from ..core.atomic import atomic_path
-from ..core.errors import BadInputError, VerlprofError
+from ..core.errors import VerlprofError
+from ..readers.chrome_trace import TraceData, read_chrome_trace, stream_chrome_trace
 from .jsonout import ChromeTraceWriter
 
 UNSAFE_HEADER_KEYS = frozenset({"traceName"})
@@ -64,113 +73,56 @@ class TraceWindowCounts:
 
 def window_chrome_trace_utc(src: Path, dst_json_gz: Path, start_ns_abs: int,
                             end_ns_abs: int) -> TraceWindowCounts:
-    """`window_chrome_trace` with the window in absolute UTC ns (e.g. a `StepSpan`)."""
-    base = trace_header(Path(src)).get("baseTimeNanoseconds")
-    if not isinstance(base, int) or isinstance(base, bool):
-        raise BadInputError(src, "no integer baseTimeNanoseconds: cannot place a UTC window on "
-                                 "this trace's clock")
-    return window_chrome_trace(src, dst_json_gz, (int(start_ns_abs) - base) / 1000.0,
-                               (int(end_ns_abs) - base) / 1000.0)
+    """`window_chrome_trace` with the window in absolute UTC ns (e.g. a `StepSpan`), extended to
+    the end of the GPU work launched inside it (module docstring)."""
+    data = read_chrome_trace(Path(src))
+    base = data.base_ns
+    lo, hi = int(start_ns_abs) - base, int(end_ns_abs) - base
+    hi = max(hi, launched_until(data, lo, hi))
+    header = {k: v for k, v in data.metadata.items() if k != "traceEvents"}
+    return window_chrome_trace(src, dst_json_gz, lo / 1000.0, hi / 1000.0, header)
 
 
-def window_chrome_trace(src: Path, dst_json_gz: Path, start_us: float, end_us: float) -> TraceWindowCounts:
-    """Write the events of [start_us, end_us] (trace `ts` axis) of Chrome trace `src` to `dst_json_gz`."""
+def launched_until(data: TraceData, lo: int, hi: int) -> int:
+    """The end (trace-clock ns) of the last GPU operation whose launching call lies in [lo, hi]."""
+    api_ts = np.frombuffer(data.api_ts, np.int64) if len(data.api_ts) else np.zeros(0, np.int64)
+    g_corr = np.frombuffer(data.gpu_corr, np.int64) if len(data.gpu_corr) else np.zeros(0, np.int64)
+    if not api_ts.size or not g_corr.size:
+        return hi
+    corr = np.frombuffer(data.api_corr, np.int64)[(api_ts >= lo) & (api_ts <= hi)]
+    corr = corr[(corr > 0) | (corr < -1)]
+    mine = np.isin(g_corr, corr)
+    if not mine.any():
+        return hi
+    end = np.frombuffer(data.gpu_ts, np.int64)[mine] + np.frombuffer(data.gpu_dur, np.int64)[mine]
+    return int(end.max())
+
+
+def window_chrome_trace(src: Path, dst_json_gz: Path, start_us: float, end_us: float,
+                        header: dict[str, Any] | None = None) -> TraceWindowCounts:
+    """Write the events of [start_us, end_us] (trace `ts` axis) of Chrome trace `src` to `dst_json_gz`.
+
+    `header`: the trace's top-level keys when the caller has read them all (else those before the
+    events)."""
     src, dst = Path(src), Path(dst_json_gz)
     if end_us < start_us:
         raise VerlprofError(src, f"window ends ({end_us}) before it starts ({start_us})")
     if dst.exists() and dst.resolve() == src.resolve():
         raise VerlprofError(dst, "the window would overwrite its own input")
-    header, root = _read_header(src)
+    first: dict[str, Any] = {}
+    batches = stream_chrome_trace(src, first)
+    head = next(batches, [])            # the keys before the events are known from here on
+    header = dict(first) if header is None else header
     lo, hi = float(start_us), float(end_us)
     kept_header = {k: v for k, v in header.items() if k not in UNSAFE_HEADER_KEYS}
     dropped_keys = tuple(k for k in header if k in UNSAFE_HEADER_KEYS)
     with atomic_path(dst) as tmp:
         with ChromeTraceWriter(tmp, kept_header) as writer:
-            counts = _copy_window(src, root, writer, lo, hi)
+            counts = _copy_window(itertools.chain([head], batches), writer, lo, hi)
     return TraceWindowCounts(
         kept=counts["kept"], metadata=counts["metadata"], dropped=counts["dropped"],
         malformed=counts["malformed"], header_keys=tuple(kept_header), dropped_keys=dropped_keys,
         start_us=lo, end_us=hi, size=dst.stat().st_size)
-
-
-def open_trace(src: Path) -> BinaryIO:
-    """Open a trace for reading, gzip or plain (decided by the magic bytes, not the name)."""
-    try:
-        raw = open(src, "rb")
-    except FileNotFoundError:
-        raise BadInputError(src, "file not found") from None
-    except OSError as exc:
-        raise BadInputError(src, f"cannot read it ({exc.strerror or exc})") from None
-    magic = raw.read(2)
-    raw.seek(0)
-    if not magic:
-        raw.close()
-        raise BadInputError(src, "empty file (0 bytes), not a Chrome trace")
-    if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
-
-
-def _bad(src: Path, exc: BaseException) -> BadInputError:
-    if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
-        return BadInputError(src, f"truncated or corrupt gzip ({exc or type(exc).__name__})")
-    if isinstance(exc, ijson.IncompleteJSONError) and "premature" in str(exc).lower():
-        return BadInputError(src, "truncated JSON (the trace ends early)")
-    return BadInputError(src, f"not valid JSON ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
-
-
-_READ_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, ijson.JSONError, UnicodeDecodeError, OSError)
-
-
-def _read_header(src: Path) -> tuple[dict[str, Any], str]:
-    """Top-level keys before `traceEvents`, and the ijson prefix of the events list.
-
-    Stops parsing at the events list, so only the (small) head of the file is read.
-    """
-    header: dict[str, Any] = {}
-    with open_trace(src) as f:
-        try:
-            events = ijson.parse(f, use_float=True)
-            first = next(events, None)
-            if first is None:
-                raise BadInputError(src, "empty trace (no JSON value)")
-            if first[1] == "start_array":
-                return header, "item"  # JSON Array Format: the file is the event list
-            if first[1] != "start_map":
-                raise BadInputError(src, "not a Chrome trace (top level is neither object nor list)")
-            key: str | None = None
-            builder: ijson.ObjectBuilder | None = None
-            for prefix, event, value in events:
-                if prefix == "" and event == "map_key":
-                    if value == "traceEvents":
-                        return header, "traceEvents.item"
-                    key, builder = value, ijson.ObjectBuilder()
-                    continue
-                if prefix == "" and event == "end_map":
-                    break
-                if builder is not None:
-                    builder.event(event, value)
-                    if key is not None and _value_done(prefix, event, key):
-                        header[key] = builder.value
-                        key, builder = None, None
-        except _READ_ERRORS as exc:
-            raise _bad(src, exc) from None
-    raise BadInputError(src, "not a Chrome trace (no traceEvents list)")
-
-
-def _value_done(prefix: str, event: str, key: str) -> bool:
-    """True when the token just fed finished the value of top-level `key`."""
-    if prefix == key:
-        return event not in ("start_map", "start_array")
-    return False
-
-
-def _events(src: Path, root: str) -> Iterator[Any]:
-    with open_trace(src) as f:
-        try:
-            yield from ijson.items(f, root, use_float=True)
-        except _READ_ERRORS as exc:
-            raise _bad(src, exc) from None
 
 
 def dumps(ev: Any) -> bytes:
@@ -181,36 +133,40 @@ def dumps(ev: Any) -> bytes:
         return json.dumps(ev, separators=(",", ":")).encode()
 
 
-def _copy_window(src: Path, root: str, writer: ChromeTraceWriter, lo: float, hi: float) -> dict[str, Any]:
+def _copy_window(batches: Iterable[list[Any]], writer: ChromeTraceWriter, lo: float, hi: float) -> dict[str, Any]:
     kept: Counter[str] = Counter()
     metadata = dropped = malformed = 0
-    for ev in _events(src, root):
-        if type(ev) is not dict:
-            malformed += 1
-            continue
-        ph = ev.get("ph")
-        if ph == "M":
-            writer.write(dumps(ev))
-            metadata += 1
-            continue
-        ts = ev.get("ts")
-        if type(ts) not in (float, int):
-            malformed += 1
-            continue
-        end = ts
-        if ph == "X":
-            dur = ev.get("dur")
-            if type(dur) in (float, int):
-                end = ts + dur
-        if ts <= hi and end >= lo:
-            writer.write(dumps(ev))
-            kept[ev.get("cat") or f"ph:{ph}"] += 1
-        else:
-            dropped += 1
+    for batch in batches:
+        for ev in batch:
+            if type(ev) is not dict:
+                malformed += 1
+                continue
+            ph = ev.get("ph")
+            if ph == "M":
+                writer.write(dumps(ev))
+                metadata += 1
+                continue
+            ts = ev.get("ts")
+            if type(ts) not in (float, int):
+                malformed += 1
+                continue
+            end = ts
+            if ph == "X":
+                dur = ev.get("dur")
+                if type(dur) in (float, int):
+                    end = ts + dur
+            if ts <= hi and end >= lo:
+                writer.write(dumps(ev))
+                kept[ev.get("cat") or f"ph:{ph}"] += 1
+            else:
+                dropped += 1
     return {"kept": dict(kept), "metadata": metadata, "dropped": dropped, "malformed": malformed}
 
 
 def trace_header(src: Path) -> dict[str, Any]:
-    """The top-level keys of a trace before `traceEvents` (cheap: stops at the events)."""
-    return _read_header(Path(src))[0]
-
+    """The top-level keys of a trace before `traceEvents` (cheap: stops at the first events)."""
+    header: dict[str, Any] = {}
+    batches = stream_chrome_trace(Path(src), header)
+    next(batches, None)
+    batches.close()
+    return header

@@ -105,6 +105,9 @@ class SourceSteps:
     tool_version: str | None = None     # nsys (or torch) version that wrote the source
     # Added later (additive): (pid, start, end) of every process's ranges, for whole-capture windows.
     pid_spans: tuple[tuple[int, int, int], ...] = ()
+    # (pid, first start, last end) of every process's GPU work (kernels, memcpys, memsets): "the
+    # whole capture" runs from the first to the last event of any kind.
+    gpu_spans: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def has_step_ranges(self) -> bool:
@@ -132,8 +135,7 @@ def nsys_source_steps(path: str | Path, ident: SourceIdentity, step_range: str |
         ranges = db.nvtx_ranges()
         notes = () if offset is not None else ("no TARGET_INFO_SESSION_START_TIME: times are relative",)
         src = source_steps_from_ranges(ident, str(path), offset or 0, ranges, notes, step_range)
-        if len(ranges) == 0:
-            src = gpu_only_spans(db, src, offset or 0)
+        src = gpu_only_spans(db, src, offset or 0)
         return replace(src, tool_version=db.nsys_version)
 
 
@@ -164,7 +166,8 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
         if marker is not None:
             k = per_pid_k.get(pid, 0) + 1
             per_pid_k[pid] = k
-            steps.append(StepSpan(marker[1] or k, s_abs, e_abs, marker[0], ident.source, (), pid))
+            steps.append(StepSpan(marker[1] or k, s_abs, e_abs, marker[0], ident.source, (), pid,
+                                  r.text[i] if marker[1] is not None else f"{r.text[i]} #{k}"))
             continue
         if stage in UNSTEADY_STAGES:
             unsteady.append(TopRange(r.text[i], stage, s_abs, e_abs, pid))
@@ -180,21 +183,42 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
 
 
 def gpu_only_spans(db: NsysExport, src: SourceSteps, offset: int) -> SourceSteps:
-    """A capture without NVTX ranges (plain CUDA, MPI codes): its window is the whole capture,
-    per process the span of its GPU work, so its kernels are still summarised (unattributed)."""
-    from ..readers.nsys_sqlite import KERNEL, pid_of_gtid
+    """Record where each process's GPU work (kernels, memcpys, memsets) lies (`gpu_spans`), so a
+    whole-capture window holds it all, also what ran before the first or after the last range. A
+    capture without NVTX ranges (plain CUDA, MPI codes): its window is the whole capture, per
+    process the span of its GPU work, so its kernels are still summarised (unattributed)."""
+    from ..readers.nsys_sqlite import KERNEL, MEMCPY, MEMSET, pid_of_gtid
 
-    if not db.has(KERNEL, "start", "end"):
-        return src
-    pid_col = "globalPid" if db.has(KERNEL, "globalPid") else "0"   # pruned exports lack it
-    rows = db.query(f"SELECT {pid_col} AS p, min(start), max(end) FROM {KERNEL} GROUP BY p")
-    spans = tuple((int(pid_of_gtid(int(g))), offset + int(lo), offset + int(hi))
-                  for g, lo, hi in rows if g is not None and lo is not None and hi is not None)
+    got: dict[int, tuple[int, int]] = {}
+    for table in (KERNEL, MEMCPY, MEMSET):
+        if not db.has(table, "start", "end"):
+            continue
+        pid_col = "globalPid" if db.has(table, "globalPid") else "0"   # pruned exports lack it
+        for g, lo, hi in db.query(f"SELECT {pid_col} AS p, min(start), max(end) FROM {table} GROUP BY p"):
+            if g is None or lo is None or hi is None:
+                continue
+            pid = int(pid_of_gtid(int(g)))
+            old = got.get(pid, (int(lo), int(hi)))
+            got[pid] = (min(old[0], int(lo)), max(old[1], int(hi)))
+    spans = tuple((pid, offset + lo, offset + hi) for pid, (lo, hi) in sorted(got.items()))
     if not spans:
         return src
+    if src.span is not None:
+        return replace(src, gpu_spans=spans)
     whole = (min(s[1] for s in spans), max(s[2] for s in spans))
-    return replace(src, span=whole, pid_spans=spans if len(spans) > 1 else (),
+    return replace(src, span=whole, pid_spans=spans if len(spans) > 1 else (), gpu_spans=spans,
                    notes=src.notes + ("no NVTX ranges: the GPU work of the whole capture",))
+
+
+def _whole_capture(src: SourceSteps) -> tuple[tuple[int, int], tuple[tuple[int, int, int], ...]]:
+    """The span and per-process spans of a whole-capture window: ranges and GPU work alike."""
+    assert src.span is not None
+    lo, hi = src.span
+    gpu = {p: (a, b) for p, a, b in src.gpu_spans}
+    if gpu:
+        lo, hi = min(lo, min(a for a, _ in gpu.values())), max(hi, max(b for _, b in gpu.values()))
+    pids = tuple((p, min(a, gpu.get(p, (a, b))[0]), max(b, gpu.get(p, (a, b))[1])) for p, a, b in src.pid_spans)
+    return (lo, hi), pids
 
 
 def steps_of_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
@@ -359,11 +383,12 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
         elif src.span is not None:
             n = src.ident.step_hint or 1
             boundary = "file_name" if src.ident.step_hint else "whole_file"
-            if len(src.pid_spans) > 1:  # one report, several processes: each its own span
+            span, pid_spans = _whole_capture(src)
+            if len(pid_spans) > 1:  # one report, several processes: each its own span
                 out[i] = replace(src, steps=tuple(StepSpan(n, lo, hi, boundary, src.ident.source, (), p)
-                                                  for p, lo, hi in src.pid_spans))
+                                                  for p, lo, hi in pid_spans))
             else:
-                out[i] = replace(src, steps=(StepSpan(n, src.span[0], src.span[1], boundary,
+                out[i] = replace(src, steps=(StepSpan(n, span[0], span[1], boundary,
                                                       src.ident.source, (), src.ident.pid),))
         else:
             out[i] = src
@@ -492,6 +517,11 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
     if all(s.boundary == "whole_file" for s in all_spans):
         chosen = nums[0]
         reason = f"the whole capture ({_fmt_ms(walls[chosen])}, labelled step {chosen}): {NO_MARKERS}"
+    elif nums == [1]:
+        # the lightest footprint doctor offers: said as a choice, not warned about as a surprise
+        chosen = 1
+        reason = (f"step 1, a warm-up step, on purpose: the only profiled step ({listing}); profile steps "
+                  "[1,2,3] with trainer.total_training_steps=3 for the steady-state step 2")
     elif len(nums) == 1:
         chosen = nums[0]
         warnings.append(f"only one step was profiled (step {chosen}): it may include warm-up costs")
@@ -518,6 +548,11 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
             how = "default" if want == DEFAULT_STEP else "--step"
             extra = f"; step {nums[0]} warms up" if nums[0] < chosen else ""
             reason = f"step {chosen} ({how}, {_fmt_ms(walls[chosen])}{extra}; profiled: {listing})"
+    # Where the step number is not the marker's own (ProfilerStep#5 is step 6), say which marker it is.
+    labels = sorted({s.label for s in all_spans if s.step == chosen and s.label
+                     and s.boundary in ("profiler_step", "step_range")})
+    if labels:
+        reason += f"; marked by {', '.join(labels[:3])}"
     flags = sorted({f for s in all_spans if s.step == chosen for f in s.flags})
     if flags:
         warnings.append(f"step {chosen} contains {', '.join(flags)} ranges: not a steady-state step")

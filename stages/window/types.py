@@ -67,6 +67,8 @@ class StepSpan:
     flags: tuple[str, ...] = ()
     # Added later (additive): the process the span belongs to when one file holds several.
     pid: int | None = None
+    # The marker as the trace names it (`ProfilerStep#104`, `step`), when a range marked the step.
+    label: str | None = None
 
     @property
     def wall_ns(self) -> int:

@@ -1,0 +1,88 @@
+"""The report's "Ranks" section: per role the straggler line and a rank-skew chart per stage.
+
+Why: on a many-rank run the question is which rank the others wait for and how far apart the ranks
+are, not one table per rank. The chart is one row per phase (depth <= 2, pipeline/ranks.py): a
+line from the fastest to the slowest rank, a box from the median to the 90th percentile, a tick at
+the median and a red dot at the straggler's wall; its size does not grow with the rank count.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .. import ranks as ranks_mod
+from .template import esc, fmt_ms
+
+_ROW_H = 18
+_LABEL_W = 230
+_PLOT_W = 520
+
+
+def _x(v: float, vmax: float) -> float:
+    return _LABEL_W + (_PLOT_W * v / vmax if vmax > 0 else 0)
+
+
+def skew_chart(across: pd.DataFrame) -> str:
+    """SVG: one row per phase of one role and step (tree order), walls across ranks."""
+    across = across[across["ranks"].fillna(0) >= 1]
+    if across.empty:
+        return ""
+    vmax = float(across["wall_max_ns"].max() or 0) or 1.0
+    h = _ROW_H * len(across) + 24
+    parts = [f'<svg class="skew" width="{_LABEL_W + _PLOT_W + 120}" height="{h}" role="img">']
+    for i, r in enumerate(across.to_dict("records")):
+        y = 4 + i * _ROW_H
+        mid = y + _ROW_H / 2
+        depth = str(r["path"]).count(" > ")
+        name = str(r["path"]).rsplit(" > ", 1)[-1]
+        lo, med, p90, hi = (float(r[c] or 0) for c in ("wall_min_ns", "wall_median_ns", "wall_p90_ns", "wall_max_ns"))
+        title = (f"{r['path']}: {int(r['ranks'])} ranks, min {fmt_ms(lo)} / median {fmt_ms(med)} / p90 "
+                 f"{fmt_ms(p90)} / max {fmt_ms(hi)} ms (rank {r['slowest_rank']}), skew {fmt_ms(r['skew_ns'])} ms")
+        parts.append(f'<g><title>{esc(title)}</title>'
+                     f'<text x="{4 + 10 * depth}" y="{mid + 4:.1f}" font-size="11">{esc(name[:34])}</text>'
+                     f'<line x1="{_x(lo, vmax):.1f}" y1="{mid}" x2="{_x(hi, vmax):.1f}" y2="{mid}" stroke="#888"/>'
+                     f'<rect x="{_x(med, vmax):.1f}" y="{y + 4}" width="{max(_x(p90, vmax) - _x(med, vmax), 1):.1f}" '
+                     f'height="{_ROW_H - 8}" fill="#9ecae1"/>'
+                     f'<line x1="{_x(med, vmax):.1f}" y1="{y + 2}" x2="{_x(med, vmax):.1f}" y2="{y + _ROW_H - 2}" stroke="#08519c"/>'
+                     f'<text x="{_LABEL_W + _PLOT_W + 6}" y="{mid + 4:.1f}" font-size="10">skew {fmt_ms(r["skew_ns"])} ms</text>')
+        if not pd.isna(r.get("straggler_rank")):
+            parts.append(f'<circle class="straggler" cx="{_x(hi if r["straggler_by"] == "arrival" else lo, vmax):.1f}" '
+                         f'cy="{mid}" r="4" fill="#d62728"><title>straggler: rank {int(r["straggler_rank"])} '
+                         f'({esc(r["straggler_by"])}, +{fmt_ms(r["straggler_ns"])} ms)</title></circle>')
+        parts.append("</g>")
+    parts.append(f'<text x="{_LABEL_W}" y="{h - 4}" font-size="10">0</text>'
+                 f'<text x="{_LABEL_W + _PLOT_W}" y="{h - 4}" font-size="10" text-anchor="end">{fmt_ms(vmax)} ms</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def ranks_section(table: Any) -> str:
+    """HTML: per role, the straggler line and the skew chart of its last profiled step."""
+    df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    if df.empty:
+        return ""
+    across = df[df["row_kind"] == "ranks"]
+    if across.empty or across["ranks"].max() < 2:
+        return ""
+    out = ["<h2 id=ranks>Ranks</h2>",
+           '<p class=note>Per phase, walls across the role\'s ranks: grey line fastest to slowest rank, blue box '
+           'median to 90th percentile, dark tick the median; red dot: the straggler, the rank the others wait for '
+           '(decided by the shortest collective kernels, else the least time in collective ranges, else the latest '
+           'arrival; docs/summaries.md). The slowest rank is often one that waited.</p>']
+    for role, grp in across.groupby(across["role"].fillna("?"), sort=False):
+        step = grp["step"].dropna().max()
+        grp = grp[grp["step"] == step] if not pd.isna(step) else grp
+        s = ranks_mod.stragglers(grp)
+        if s.empty:
+            why = grp["straggler_by"].dropna()
+            line = f"straggler: none named ({esc(str(why.iloc[0]).removeprefix('none: ')) if len(why) else 'none'})"
+        else:
+            t = s.iloc[0]
+            line = (f'straggler: <b class="straggler-rank">rank {int(t["straggler_rank"])}</b> '
+                    f'(+{fmt_ms(t["straggler_ns"])} ms in {esc(str(t["path"]).rsplit(" > ", 1)[-1])}; '
+                    f'by {esc(t["straggler_by"])})')
+        out.append(f"<h3>{esc(role)}: {int(grp['ranks'].max())} ranks, step {'' if pd.isna(step) else int(step)}</h3>"
+                   f"<p>{line}</p>")
+        out.append(skew_chart(grp))
+    return "".join(out)

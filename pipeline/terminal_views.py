@@ -1,0 +1,146 @@
+"""What collect prints about a run: by role, not by rank, in at most about 60 lines at any rank count.
+
+Why a module of its own: the artifact list and the phase tables used to grow with every file and
+rank (245 lines for 32 ranks). Here the artifacts collapse to one line per (kind, status, step)
+with failures always named, and each role gets one table of its phases with min / median / max
+across its ranks, GPU busy and peak memory, and one line naming the straggler (pipeline/ranks.py
+decides it). Per-rank tables stay available with `per_rank=True` (`collect --per-rank`).
+Everything here is plain text over the phases rows and the ranks table; the caller prints it.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+
+from . import compare, ranks
+
+#: Phase rows per role table.
+TOP_PHASES = 12
+#: Failed artifacts named one by one before the rest are counted.
+MAX_FAILED = 8
+GPU_NOTE = ("GPU % = GPU busy / wall, inherited rule: work launched from the phase and its\n"
+            "worker threads. NVIDIA's same-thread rule: gpu_busy_ns in phases.parquet, --per-rank.")
+
+
+def _ms(ns: Any) -> str:
+    return "" if ns is None or pd.isna(ns) else f"{ns / 1e6:,.1f}"
+
+
+def _mb(b: Any) -> str:
+    return "" if b is None or pd.isna(b) or not b else f"{b / 2**20:,.0f}"
+
+
+def artifact_summary(statuses: Iterable[Any], artifacts: Iterable[Any]) -> list[str]:
+    """One line per (kind, status, step) with the count and size; each failed file by name.
+
+    `statuses`: objects with `rel`, `status`, `reason`; `artifacts`: objects with `rel`, `kind`,
+    `size`, `step` (collect's ArtifactStatus and Artifact)."""
+    arts = {a.rel: a for a in artifacts}
+    groups: Counter[tuple[str, str, str]] = Counter()
+    sizes: Counter[tuple[str, str, str]] = Counter()
+    why: dict[tuple[str, str, str], Counter[str]] = {}
+    failed: list[str] = []
+    for st in statuses:
+        a = arts.get(st.rel)
+        kind = getattr(getattr(a, "kind", None), "value", "?")
+        step = getattr(a, "step", None)
+        key = (kind, st.status, "-" if step is None else str(step))
+        groups[key] += 1
+        sizes[key] += int(getattr(a, "size", 0) or 0)
+        if st.reason:
+            why.setdefault(key, Counter())[st.reason.split(";")[0][:60]] += 1
+        if st.status == "failed":
+            failed.append(f"  failed: {st.rel}: {st.reason or ''}".rstrip(": "))
+    lines = []
+    for key in sorted(groups, key=lambda k: (k[1] != "failed", k[0], k[2], k[1])):
+        kind, status, step = key
+        reason = why.get(key, Counter()).most_common(1)
+        lines.append(f"{status:8} {groups[key]:>5} x {kind:15} step {step:>3}  {sizes[key] / 2**20:8.1f} MB"
+                     + (f"  ({reason[0][0]})" if reason and status != "done" else ""))
+    if len(failed) > MAX_FAILED:
+        failed = failed[:MAX_FAILED] + [f"  ... and {len(failed) - MAX_FAILED} more failed (manifest.json lists them)"]
+    return lines + failed
+
+
+def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, width: int = 80) -> list[str]:
+    """Per role: a header line, a table of its top phases across ranks, the straggler line."""
+    df = compare.to_frame(phases)
+    if df.empty:
+        return []
+    table = compare.to_frame(ranks_rows) if ranks_rows is not None else ranks.ranks_table(df).to_pandas()
+    across = table[table["row_kind"] == "ranks"] if not table.empty else table
+    totals = compare.stage_totals(df)
+    out: list[str] = []
+    name_w = max(16, width - 52)
+    for role, grp in across.groupby(across["role"].fillna("?"), sort=False):
+        step = grp["step"].dropna().max()
+        grp = grp[grp["step"] == step] if not pd.isna(step) else grp
+        n = int(grp["ranks"].max())
+        out.append(f"{role}: {n} rank{'s' if n != 1 else ''}, step {'' if pd.isna(step) else int(step)}"
+                   f" (ms across ranks; GPU % inherited, mem MB peak)")
+        out.append(f"  {'phase':{name_w}} {'min':>8} {'median':>8} {'max':>8} {'GPU %':>6} {'mem':>7}")
+        rows = grp.sort_values("wall_median_ns", ascending=False, kind="stable").head(top)
+        rows = grp.loc[[i for i in grp.index if i in set(rows.index)]]   # back in tree order
+        for r in rows.to_dict("records"):
+            depth = r["path"].count(" > ")
+            label = ("  " * depth + r["path"].rsplit(" > ", 1)[-1])
+            label = label if len(label) <= name_w else label[:name_w - 1] + "…"
+            gpu = r["gpu_busy_inherited_ns"]
+            pct = f"{100 * gpu / r['wall_median_ns']:.0f}%" if r["wall_median_ns"] and not pd.isna(gpu) else ""
+            out.append(f"  {label:{name_w}} {_ms(r['wall_min_ns']):>8} {_ms(r['wall_median_ns']):>8} "
+                       f"{_ms(r['wall_max_ns']):>8} {pct:>6} {_mb(r['mem_peak_bytes']):>7}")
+        tot = totals[(totals["role"].fillna("?") == role)]
+        other = tot[tot["stage"] == "other"]["wall_ns"]
+        stepw = tot[tot["stage"] == "step"]["wall_ns"]
+        if len(other) and len(stepw) and stepw.iloc[0]:
+            out.append(f"  other (step minus its stages, slowest rank): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])}")
+        out.append("  " + straggler_line(grp))
+    if out:
+        out.append(GPU_NOTE)
+    return out
+
+
+def straggler_line(across: pd.DataFrame) -> str:
+    """`straggler: rank R (+X ms in <phase>)`, or why none can be named."""
+    s = ranks.stragglers(across)
+    if s.empty:
+        why = across["straggler_by"].dropna()
+        reason = why.iloc[0] if len(why) else "none"
+        return f"straggler: none named ({reason.removeprefix('none: ')})"
+    top = s.iloc[0]
+    return (f"straggler: rank {int(top['straggler_rank'])} (+{_ms(top['straggler_ns'])} ms in "
+            f"{top['path'].rsplit(' > ', 1)[-1]}; by {top['straggler_by']})")
+
+
+def per_rank_tables(phases: Any, top: int = TOP_PHASES) -> list[str]:
+    """The old view, one small table per process (only with --per-rank)."""
+    df = compare.to_frame(phases)
+    out: list[str] = []
+    if df.empty:
+        return out
+    keys = [k for k in ("role", "rank", "pid") if k in df.columns]
+    for key, grp in df.groupby([df[k].fillna(-1) for k in keys], sort=False):
+        out.append(" ".join(f"{k} {v}" for k, v in zip(keys, key)))
+        g = grp[grp["phase"] != compare.UNATTRIBUTED].sort_values("wall_ns", ascending=False).head(top)
+        for r in grp.loc[[i for i in grp.index if i in set(g.index)]].to_dict("records"):
+            d = int(r.get("depth") or 0)
+            out.append(f"  {'  ' * d + str(r['phase']):40.40} {_ms(r['wall_ns']):>9} ms")
+    return out
+
+
+def render(statuses: Sequence[Any], artifacts: Sequence[Any], phases: Any, ranks_rows: Any = None, *,
+           per_rank: bool = False, top: int = TOP_PHASES, width: int = 80) -> list[str]:
+    """The whole run view: collapsed artifact list, then the role tables (and per-rank tables)."""
+    lines = artifact_summary(statuses, artifacts)
+    lines += role_tables(phases, ranks_rows, top=top, width=width)
+    if per_rank:
+        lines += per_rank_tables(phases, top=top)
+    return lines
+
+
+def ranks_of_bundle(bundle: Path) -> pd.DataFrame | None:
+    p = Path(bundle) / "summaries" / "ranks.parquet"
+    return pd.read_parquet(p) if p.is_file() else None

@@ -1,0 +1,355 @@
+"""The one summarizer: phases and kernels rows from one columnar event model, for every format.
+
+Why one module: nsys exports and torch (Kineto) traces must give the same rows for the same
+workload, so the rules live once. Readers fill the model; `nsys.py` and `torch_profile.py` are
+adapters that only translate their format into it:
+
+- ranges: `NvtxRanges` (columnar: start, end, globalTid = pid << 24 | tid, names, domains), sorted by
+  (thread, start, -end) so a range's ancestors come first, indexed by `RangeIndex` (nesting);
+- GPU operations: `ops`, parallel numpy arrays (`rng` innermost same-thread range of the launching
+  call or -1, `start`, `end`, `kind`, `name` id, `nbytes`, `copy_kind` 1 h2d / 2 d2h / 3 d2d / 0,
+  `pid`, `launch` time of calls outside every range, `launch_tid`);
+- `api_ns` per innermost range; device memory levels per process (`mem`).
+
+Rules (all formats): NVIDIA's same-thread projection for the plain figures (`nsys stats -r
+nvtxgpuproj`); phases group by the path of normalised names (`core/phases.normalize_range_name`),
+counting `instances`; library-domain ranges (NCCL, cuBLAS) take no place in a path. Inherited
+figures (`*_inherited`): each GPU operation gets one home range: NVIDIA's, except that (a) an
+operation launched from a thread with no open range goes to the innermost range open on its
+process's main thread at launch time (autograd's backward thread -> `## backward ##` /
+`update_actor`), and (b) an operation launched inside an emit_nvtx backward range (`MmBackward0, seq
+= N` on autograd's thread) goes to the forward op of the same `seq` on the main thread. What no rule
+places stays in the `(unattributed)` row's inherited figures. GPU work no range launched counts in
+the step its launch (else its start) falls into.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..core.phases import autograd_seq, canonical_stage, normalize_range_name
+from ..readers.nsys_sqlite import NvtxRanges, pid_of_gtid, tid_of_gtid
+from ..readers.nvtx_tree import RangeIndex
+from ..window import SourceIdentity, is_phase_range
+from . import intervals
+from .kernel_category import categorize
+from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
+
+UNATTRIBUTED = "(unattributed)"
+OTHER_KERNELS = "other"
+#: (lo, hi, pid or None, step): a chosen step's span in the model's clock
+Span = tuple[int, int, "int | None", "int | None"]
+
+
+def _mem_peak(levels: tuple[np.ndarray, np.ndarray, int] | None, lo: int, hi: int) -> int | None:
+    if levels is None:
+        return None
+    t, lvl, base = levels
+    i0 = int(np.searchsorted(t, lo, side="left"))
+    i1 = int(np.searchsorted(t, hi, side="right"))
+    before = int(lvl[i0 - 1]) if i0 > 0 else base
+    inside = int(lvl[i0:i1].max()) if i1 > i0 else before
+    return max(0, before, inside)
+
+
+def _owner(r: NvtxRanges, index: RangeIndex) -> np.ndarray:
+    """Each range's phase: itself, or its nearest ancestor outside library NVTX domains."""
+    own = np.arange(len(r))
+    is_phase = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
+    for i in range(len(r)):
+        if not is_phase[i]:
+            p = index.parent[i]
+            own[i] = own[p] if p >= 0 else -1
+    return own
+
+
+def _when(ops: dict[str, np.ndarray], ids: np.ndarray) -> np.ndarray:
+    """When each operation counts for a window: its launch time where known, else its GPU start."""
+    return np.where(ops["launch"][ids] >= 0, ops["launch"][ids], ops["start"][ids])
+
+
+def _in_span(ops: dict[str, np.ndarray], ids: np.ndarray, lo: int, hi: int, pid: int | None) -> np.ndarray:
+    """The operations of `ids` that belong to the step span [lo, hi] of process `pid` (None: any)."""
+    if pid is not None:
+        ids = ids[ops["pid"][ids] == pid]
+    w = _when(ops, ids)
+    return ids[(w >= lo) & (w <= hi)]
+
+
+def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIndex, ops: dict[str, np.ndarray],
+               api_ns: np.ndarray, selected: np.ndarray, spans: list[Span], names: dict[int, tuple[str, str]],
+               mem: dict[int, Any], top: int, op_spans: list[Span] | None = None
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """phases and kernels rows of the selected ranges (a step's) and of the step's unattributed work.
+
+    `offset` turns model times into absolute UTC ns; `spans` are the step's spans on the model's
+    clock; `op_spans` (default: `spans`) the spans whose GPU work no range launched still counts
+    for the step (a torch file that is one step owns all of its GPU work)."""
+    op_spans = spans if op_spans is None else op_spans
+    order = np.argsort(ops["rng"], kind="stable")
+    ops = {k: v[order] for k, v in ops.items()}
+    rng = ops["rng"]
+    uniq, inv = np.unique(ops["name"], return_inverse=True)
+    cat_of = np.array([categorize(*reversed(names.get(int(n), ("", "")))) for n in uniq.tolist()], dtype=object)
+    cat = cat_of[inv.reshape(-1)] if uniq.size else np.zeros(0, dtype=object)
+    cat[ops["kind"] == KIND_MEMCPY] = "memcpy"
+    cat[ops["kind"] == KIND_MEMSET] = "memset"
+    api_incl = index.rollup_sum(api_ns)
+    is_phase = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
+    owner = _owner(r, index)
+    pids = r.pid
+    step_of_pid = {pid: step for _, _, pid, step in spans}
+    default_step = spans[0][3] if spans else None
+
+    def op_slice(ids: Iterable[int]) -> np.ndarray:
+        parts = [np.arange(np.searchsorted(rng, i, "left"), np.searchsorted(rng, i, "right")) for i in ids]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    # Group selected phase ranges by (pid, path of normalised names): repeated instances add up.
+    irng = _inherited_ranges(r, index, ops, selected, is_phase)
+    iorder = np.argsort(irng, kind="stable")
+    irng_sorted = irng[iorder]
+
+    def inherited_slice(ids: Iterable[int]) -> np.ndarray:
+        parts = [iorder[np.searchsorted(irng_sorted, i, "left"):np.searchsorted(irng_sorted, i, "right")] for i in ids]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    paths = _phase_paths(r, index, owner, np.flatnonzero(selected & is_phase))
+    groups: dict[tuple, list[int]] = {}
+    for i in np.flatnonzero(selected & is_phase).tolist():
+        groups.setdefault((int(pids[i]), paths[i]), []).append(i)
+    phases: list[dict[str, Any]] = []
+    for (pid, path), members in groups.items():
+        tree = [j for i in members for j in index.subtree(i).tolist()]
+        sel_ops = op_slice(tree)
+        starts = [int(r.start[i]) for i in members]
+        ends = [int(r.end[i]) for i in members]
+        lvl = mem.get(pid)
+        peak = None
+        if lvl is not None:
+            peak = max((_mem_peak(lvl, s, e) or 0) for s, e in zip(starts, ends))
+        row = _numbers(ops, cat, sel_ops)
+        wall = int(sum(e - s for s, e in zip(starts, ends)))
+        name = path[-1]
+        phases.append({
+            **ident.keys(step_of_pid.get(pid, default_step)), "pid": pid,
+            "phase": name, "stage": canonical_stage(name, ident.role), "parent": path[-2] if len(path) > 1 else None,
+            "depth": len(path) - 1, "path": PATH_SEP.join(path), "instances": len(members),
+            "start_ns": offset + min(starts), "wall_ns": wall, **row,
+            **_inherited_numbers(ops, inherited_slice(tree)),
+            "idle_ns": max(0, wall - row["gpu_busy_ns"]),
+            "api_ns": int(sum(api_incl[i] for i in members)), "mem_peak_bytes": peak,
+        })
+    # GPU work in the step that no range launched (other threads, no NVTX): one row per process.
+    un = np.flatnonzero(rng < 0)
+    un_inh = np.flatnonzero(irng < 0)
+    for (lo, hi, pid, step), (olo, ohi, _, _) in zip(spans, op_spans):
+        ids = _in_span(ops, un, olo, ohi, pid)
+        if ids.size == 0:
+            continue
+        left = _in_span(ops, un_inh, olo, ohi, pid)
+        row = _numbers(ops, cat, ids)
+        wall = hi - lo
+        phases.append({
+            **ident.keys(step), "pid": pid if pid is not None else int(ops["pid"][ids[0]]),
+            "phase": UNATTRIBUTED, "stage": "other", "parent": None, "depth": 0, "path": UNATTRIBUTED,
+            "instances": 1, "start_ns": offset + lo, "wall_ns": wall, **row, **_inherited_numbers(ops, left),
+            "idle_ns": max(0, wall - row["gpu_busy_ns"]), "api_ns": None, "mem_peak_bytes": None,
+        })
+    kernels = _kernel_rows(ident, r, ops, cat, names, owner, pids, step_of_pid, default_step, op_spans, top)
+    return phases, kernels
+
+
+PATH_SEP = " > "
+_AUTOGRAD_ROOT = "autograd::engine::evaluate_function"
+
+
+def _phase_paths(r: NvtxRanges, index: RangeIndex, owner: np.ndarray, ids: np.ndarray) -> dict[int, tuple[str, ...]]:
+    """Range index -> names of its phase ancestors and itself, normalised (`step > gen > aten::mm`).
+
+    Library-domain ranges (NCCL, cuBLAS) take no place in a path; their work belongs to the phase
+    around them (`owner`)."""
+    memo: dict[int, tuple[str, ...]] = {}
+    norm: dict[str, str] = {}
+
+    def name(i: int) -> str:
+        t = r.text[i]
+        if t not in norm:
+            norm[t] = normalize_range_name(t)
+        return norm[t]
+
+    def path(i: int) -> tuple[str, ...]:
+        chain = []
+        j = i
+        while j >= 0 and j not in memo:
+            chain.append(j)
+            p = index.parent[j]
+            j = int(owner[p]) if p >= 0 else -1
+        base = memo[j] if j >= 0 else ()
+        for k in reversed(chain):
+            base = base + (name(k),)
+            memo[k] = base
+        return memo[i]
+
+    return {int(i): path(int(i)) for i in ids.tolist()}
+
+
+def _main_threads(r: NvtxRanges, index: RangeIndex) -> dict[int, int]:
+    """pid -> globalTid of its main (range-issuing) thread: the thread whose id is the pid when it
+    opened ranges, else the thread with most ranges."""
+    out: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    for g in index.threads:
+        counts[g] = int(np.count_nonzero(r.gtid == g))
+    for g in sorted(index.threads, key=lambda g: -counts[g]):
+        pid = int(pid_of_gtid(g))
+        if int(tid_of_gtid(g)) == pid:
+            out[pid] = g
+        else:
+            out.setdefault(pid, g)
+    return out
+
+
+def _seq_homes(r: NvtxRanges, index: RangeIndex, main: dict[int, int]) -> np.ndarray:
+    """Range index -> the forward op range (main thread) whose autograd `seq` it shares, for ranges
+    on other threads (emit_nvtx backward ops and everything nested in them); autograd's
+    `evaluate_function` wrappers without one go to the main thread's range open when they start;
+    -1 elsewhere."""
+    n = len(r)
+    home = np.full(n, -1, np.int64)
+    seq = {i: autograd_seq(t) for i, t in enumerate(r.text) if "seq" in t}
+    if not seq:
+        return home
+    mains = set(main.values())
+    forward: dict[tuple[int, int], list[int]] = {}
+    for i, q in seq.items():
+        if q is not None and int(r.gtid[i]) in mains:
+            forward.setdefault((int(pid_of_gtid(int(r.gtid[i]))), q), []).append(i)
+    if not forward:
+        return home
+    for i in range(n):  # parents sort before children
+        if int(r.gtid[i]) in mains:
+            continue
+        q = seq.get(i)
+        f = -1
+        if q is not None:
+            cands = [c for c in forward.get((int(pid_of_gtid(int(r.gtid[i]))), q), ()) if r.start[c] <= r.start[i]]
+            if cands:  # the outermost op of that seq, the latest forward pass before this backward
+                f = min(cands, key=lambda c: (index.depth[c], -int(r.start[c])))
+        if f < 0 and index.parent[i] >= 0:
+            f = int(home[index.parent[i]])
+        elif f < 0 and r.text[i].startswith(_AUTOGRAD_ROOT) and pid_of_gtid(int(r.gtid[i])) in main:
+            # autograd's own wrapper around a backward op: the range open on the main thread then
+            g = main[int(pid_of_gtid(int(r.gtid[i])))]
+            f = int(index.innermost(g, r.start[i:i + 1], r.start[i:i + 1])[0])
+        home[i] = f
+    return home
+
+
+def _inherited_ranges(r: NvtxRanges, index: RangeIndex, ops: dict[str, np.ndarray], selected: np.ndarray,
+                      is_phase: np.ndarray) -> np.ndarray:
+    """Each kept GPU operation's home range for the inherited figures (module docstring), -1 when none."""
+    rng = ops["rng"]
+    irng = rng.copy()
+    if len(r) == 0 or rng.size == 0:
+        return np.full(rng.size, -1, np.int64)
+    main = _main_threads(r, index)
+    home = _seq_homes(r, index, main)
+    on = rng >= 0
+    h = np.where(on, home[np.maximum(rng, 0)], -1)
+    irng = np.where(h >= 0, h, irng)
+    orphan = (rng < 0) & (ops["launch"] >= 0)
+    for pid in np.unique(ops["pid"][orphan]).tolist():
+        g = main.get(int(pid))
+        if g is None:
+            continue
+        m = np.flatnonzero(orphan & (ops["pid"] == pid))
+        irng[m] = index.innermost(g, ops["launch"][m], ops["launch"][m])
+    ok = irng >= 0
+    ok[ok] = selected[irng[ok]]
+    return np.where(ok, irng, -1)
+
+
+def _inherited_numbers(ops: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, int]:
+    """GPU busy, kernel time and kernel count of the operations a phase inherits."""
+    k = ops["kind"][ids] == KIND_KERNEL
+    dur = ops["end"][ids] - ops["start"][ids]
+    return {"gpu_busy_inherited_ns": intervals.union_length(ops["start"][ids], ops["end"][ids]),
+            "kernel_inherited_ns": int(dur[k].sum()), "kernel_count_inherited": int(k.sum())}
+
+
+def _numbers(ops: dict[str, np.ndarray], cat: np.ndarray, ids: np.ndarray) -> dict[str, int]:
+    """GPU numbers of a set of operations (indices into ops)."""
+    s, e, kind = ops["start"][ids], ops["end"][ids], ops["kind"][ids]
+    dur = e - s
+    k = kind == KIND_KERNEL
+    mc = kind == KIND_MEMCPY
+    ms = kind == KIND_MEMSET
+    c = cat[ids] == "comm" if ids.size else np.zeros(0, bool)
+    nb = ops["nbytes"][ids]
+    ck = ops["copy_kind"][ids]
+    comm_s, comm_e = s[c & k], e[c & k]
+    comp = k & ~c
+    return {
+        "gpu_busy_ns": intervals.union_length(s, e),
+        "kernel_ns": int(dur[k].sum()), "kernel_count": int(k.sum()),
+        "memcpy_ns": int(dur[mc].sum()),
+        "memcpy_h2d_bytes": int(nb[mc & (ck == 1)].sum()),
+        "memcpy_d2h_bytes": int(nb[mc & (ck == 2)].sum()),
+        "memcpy_d2d_bytes": int(nb[mc & (ck == 3)].sum()),
+        "memcpy_other_bytes": int(nb[mc & (ck == 0)].clip(min=0).sum()),
+        "memset_ns": int(dur[ms].sum()),
+        "comm_ns": intervals.union_length(comm_s, comm_e),
+        "exposed_comm_ns": intervals.exposed_length(comm_s, comm_e, s[comp], e[comp]),
+    }
+
+
+def _kernel_rows(ident: SourceIdentity, r: NvtxRanges, ops: dict[str, np.ndarray], cat: np.ndarray,
+                 names: dict[int, tuple[str, str]], owner: np.ndarray, pids: np.ndarray,
+                 step_of_pid: dict, default_step: int | None, spans: list, top: int) -> list[dict[str, Any]]:
+    """Top kernels per (process, phase) by total time, plus one `other` row so totals add up."""
+    import pandas as pd
+
+    k = ops["kind"] == KIND_KERNEL
+    if not k.any():
+        return []
+    rng = ops["rng"][k]
+    own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1) if owner.size else np.full(rng.size, -1, np.int64)
+    norm: dict[int, str] = {}
+    phase = [(norm.get(o) or norm.setdefault(o, normalize_range_name(r.text[o]))) if o >= 0 else UNATTRIBUTED
+             for o in own.tolist()]
+    df = pd.DataFrame({
+        "pid": ops["pid"][k], "phase": phase, "name": ops["name"][k],
+        "dur": ops["end"][k] - ops["start"][k], "cat": cat[k],
+    })
+    if (rng < 0).any():  # unattributed kernels count only inside their process's span
+        kid = np.flatnonzero(k)
+        inside = rng >= 0
+        for lo, hi, pid, _ in spans:
+            un = kid[~inside]
+            ok = np.isin(kid, _in_span(ops, un, lo, hi, pid))
+            inside |= ok
+        df = df[inside]
+    g = df.groupby(["pid", "phase", "name"], sort=False)["dur"].agg(
+        ["count", "sum", "min", "max", "median"]).reset_index()
+    cats = df.groupby("name", sort=False)["cat"].first()
+    rows: list[dict[str, Any]] = []
+    for (pid, ph), part in g.groupby(["pid", "phase"], sort=False):
+        part = part.sort_values(["sum", "name"], ascending=[False, True])
+        head, rest = part.iloc[:top], part.iloc[top:]
+        keys = ident.keys(step_of_pid.get(int(pid), default_step))
+        keys["pid"] = int(pid)
+        stage = "other" if ph == UNATTRIBUTED else canonical_stage(ph, ident.role)
+        for rec in head.itertuples(index=False):
+            dem, short = names.get(int(rec.name), (f"<kernel {rec.name}>",) * 2)
+            rows.append({**keys, "phase": ph, "stage": stage, "kernel": dem, "kernel_short": short,
+                         "category": cats[rec.name], "count": int(rec.count), "total_ns": int(rec.sum),
+                         "avg_ns": float(rec.sum) / rec.count, "min_ns": int(rec.min), "max_ns": int(rec.max),
+                         "median_ns": float(rec.median)})
+        if len(rest):
+            cnt, tot = int(rest["count"].sum()), int(rest["sum"].sum())
+            rows.append({**keys, "phase": ph, "stage": stage, "kernel": OTHER_KERNELS, "kernel_short": OTHER_KERNELS,
+                         "category": "other", "count": cnt, "total_ns": tot, "avg_ns": tot / cnt,
+                         "min_ns": int(rest["min"].min()), "max_ns": int(rest["max"].max()), "median_ns": None})
+    return rows
