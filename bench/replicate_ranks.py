@@ -1,8 +1,9 @@
 """Build an N-rank bundle from a real collect bundle by replicating its ranks (issue 23).
 
 Why: no machine here runs 1,000 ranks, but the views and `summarize` must stay small and fast at
-that scale. Rank r of the copy is real rank (r mod R) of the source with its own rank, pid and
-source name; every time stays as captured (so real arrival offsets and stragglers repeat), and the
+that scale. Rank r of the copy is real rank (r mod R) of the source with its own rank and
+source name (`rank<r>/<file>`; the pid stays, so each copy finds its GPU lane in the real window
+trace); every time stays as captured (so real arrival offsets and stragglers repeat), and the
 manifest lists one artifact per rank. Window traces are not copied (the copy's report has no GPU
 lanes unless `traces=True`, which links every rank to its real rank's trace files).
 
@@ -28,11 +29,9 @@ def _replicate(table: pa.Table, n: int, src_of: dict[str, str]) -> pa.Table:
     for r in range(n):
         real = ranks[r % len(ranks)]
         t = table.filter(pc.equal(table.column("rank"), real))
-        pid = 100_000 + r
         srcs = [src_of.setdefault(s, s) for s in t.column("source").to_pylist()]
         names = [f"rank{r:04d}/{s.rsplit('/', 1)[-1]}" for s in srcs]
         t = t.set_column(t.schema.get_field_index("rank"), "rank", pa.array([r] * t.num_rows, t.schema.field("rank").type))
-        t = t.set_column(t.schema.get_field_index("pid"), "pid", pa.array([pid] * t.num_rows, t.schema.field("pid").type))
         t = t.set_column(t.schema.get_field_index("source"), "source", pa.array(names, pa.string()))
         parts.append(t)
     return pa.concat_tables(parts)
@@ -61,7 +60,7 @@ def replicate_bundle(src: Path, dst: Path, n: int, traces: bool = False) -> Path
     new_arts = []
     for r in range(n):
         for a in (x for x in arts if real_ranks and x["rank"] == real_ranks[r % len(real_ranks)]):
-            new_arts.append({**a, "rank": r, "pid": 100_000 + r, "rel": f"rank{r:04d}/{a['rel'].rsplit('/', 1)[-1]}"})
+            new_arts.append({**a, "rank": r, "rel": f"rank{r:04d}/{a['rel'].rsplit('/', 1)[-1]}"})
     man["artifacts"] = new_arts
     if traces and man.get("traces"):
         shutil.copytree(src / "traces", dst / "traces", dirs_exist_ok=True)

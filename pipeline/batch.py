@@ -364,6 +364,12 @@ def _summarize_bundle(path: Path) -> RunPayload:
     if tables["phases"].num_rows == 0:
         raise BadInputError(path / "summaries" / "phases.parquet", "has no phase rows: nothing to compare")
     totals = compare.stage_totals(tables["phases"])
+    steps_path = path / "summaries" / "steps.parquet"
+    if steps_path.is_file():
+        try:
+            totals = compare.with_step_noise(totals, pq.read_table(steps_path).to_pandas())
+        except (pa.ArrowException, OSError, KeyError, ValueError):
+            pass   # noise is a refinement: without a readable steps table the fixed threshold applies
     ktotals = compare.kernel_totals(tables["kernels"])
     return RunPayload(
         bundle_hash=digest,

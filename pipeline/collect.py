@@ -638,6 +638,12 @@ def write_bundle(run: Run, rows: dict[str, Any], extra: dict[str, Any], scrub_op
                            rows=rows if "window" in extra else None, statuses=statuses, published=False,
                            nodes=run.nodes)
     _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)
+    if result.rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
+        from .merged_trace import write_merged_trace
+
+        merged = write_merged_trace(staging, manifest["traces"], rows.get("phases") or [])
+        if merged:
+            manifest["merged_trace"] = merged
     atomic.write_json(staging / "manifest.json", manifest)
     if run.opts.html and result.rows:
         from .report_html import render_run_report

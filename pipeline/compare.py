@@ -121,10 +121,10 @@ def _num(v: Any) -> int:
         return 0
 
 
-def process_stage_rows(grp: pd.DataFrame) -> list[dict[str, Any]]:
-    """The stage split of one process's step (see `process_stage_totals`): one dict per stage, the
-    `other` row and the `step` row, each with METRICS and `mem_peak_bytes`."""
-    recs = grp.to_dict("records")
+def process_stage_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stage split of one process's step (see `process_stage_totals`) from its phase rows as
+    dicts: one dict per stage, the `other` row and the `step` row, each with METRICS and
+    `mem_peak_bytes`."""
     parent_of = {r["phase"]: r.get("parent") for r in recs}
     by_path = {}
     for r in recs:
@@ -212,10 +212,14 @@ def process_stage_totals(phases: Any) -> pd.DataFrame:
         if c not in df.columns:
             df[c] = None
     df = _fill_keys(df, ("source", *PROCESS_KEYS, "step"))
+    keys = ["source", *PROCESS_KEYS, "step"]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in df.to_dict("records"):   # one conversion, then plain dicts (fast at 1,000 ranks)
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
     out: list[dict[str, Any]] = []
-    for key, grp in df.groupby(["source", *PROCESS_KEYS, "step"], sort=False, dropna=False):
-        ident = dict(zip(["source", *PROCESS_KEYS, "step"], key))
-        for r in process_stage_rows(grp):
+    for key, recs in groups.items():
+        ident = dict(zip(keys, key))
+        for r in process_stage_rows(recs):
             out.append({**{k: ident[k] for k in (*PROCESS_KEYS, "step")}, **r})
     res = pd.DataFrame(out, columns=[*cols, *METRICS, PEAK])
     for m in METRICS:
@@ -265,6 +269,31 @@ def stage_totals(phases: Any) -> pd.DataFrame:
     order = {s: i for i, s in enumerate(STAGES)}
     out["_o"] = out["stage"].map(lambda s: order.get(s, len(order)))
     return out.sort_values(["_o", "role"], na_position="first", key=None).drop(columns="_o").reset_index(drop=True)[cols]
+
+
+def with_step_noise(totals: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Fill `spread_ns` from steps.parquet where phases hold one step only (collect summarises the
+    chosen step): per role, the slowest process's wall of each profiled step 2..N; their half-range
+    relative to their median, times the stage's value, is the stage's noise. Needs two such steps."""
+    if totals.empty or steps.empty or not {"step", "wall_ns"} <= set(steps.columns):
+        return totals
+    st = steps.copy()
+    st["role"] = st["role"].where(st["role"].notna(), None) if "role" in st.columns else None
+    st = st[pd.to_numeric(st["step"], errors="coerce") >= 2]
+    rel: dict[Any, float] = {}
+    for role, grp in st.groupby(st["role"].fillna(_NONE), sort=False):
+        per_step = grp.groupby("step")["wall_ns"].max()
+        if len(per_step) >= 2 and per_step.median() > 0:
+            rel[None if role == _NONE else role] = float(per_step.max() - per_step.min()) / 2 / float(per_step.median())
+    if not rel:
+        return totals
+    out = totals.copy()
+    vals = []
+    for role, wall, cur in zip(out["role"], out["wall_ns"], out["spread_ns"]):
+        r = rel.get(role if isinstance(role, str) else None)
+        vals.append(cur if cur is not None and not pd.isna(cur) else (None if r is None else r * float(wall)))
+    out["spread_ns"] = vals
+    return out
 
 
 def _with_snapshot_peaks(out: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:

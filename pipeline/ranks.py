@@ -20,6 +20,7 @@ How the straggler is decided (the rank the others wait for), first rule that app
 3. `arrival`: the ranks start the phase more than 1 ms apart: the latest to arrive. Cost: its
    offset minus the others' median offset.
 4. none: one rank only, or no collectives and the ranks arrive together (`straggler_by` says why).
+- `row_kind = "dispatch"`: controller against workers (`dispatch_rows`).
 Only phases at depth <= 2 and phases with a known stage are kept (an emit_nvtx capture has
 thousands of op ranges; they are in phases.parquet).
 """
@@ -32,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..stages.schema import arrow_schema
-from .compare import UNATTRIBUTED, _ancestor_paths, to_frame
+from .compare import UNATTRIBUTED, _ancestor_paths, process_stage_totals, to_frame
 
 #: Ranks starting a phase closer than this arrive "together" (clocks of one host agree to µs).
 ARRIVAL_NS = 1_000_000
@@ -66,7 +67,10 @@ def rank_rows(phases: Any) -> pd.DataFrame:
     if df.empty or "rank" not in df.columns:
         return pd.DataFrame(columns=arrow_schema("ranks").names)
     kind = df["source_kind"] if "source_kind" in df.columns else pd.Series(None, index=df.index)
-    df = df[df["rank"].notna() & (df["phase"] != UNATTRIBUTED) & (kind != "memory")].copy()
+    df = df[(df["phase"] != UNATTRIBUTED) & (kind != "memory")].copy()
+    # a process without a rank (verl's single controller) keeps its own row: key -pid, null on output
+    pid = pd.to_numeric(df["pid"], errors="coerce").fillna(0) if "pid" in df.columns else 0
+    df["rank"] = pd.to_numeric(df["rank"], errors="coerce").where(df["rank"].notna(), -pid - 1)
     if df.empty:
         return pd.DataFrame(columns=arrow_schema("ranks").names)
     if "path" not in df.columns:
@@ -95,7 +99,8 @@ def rank_rows(phases: Any) -> pd.DataFrame:
     df["arrival_ns"] = (df["start_ns"] - g.transform("min")).fillna(0).astype("int64")
     out = pd.DataFrame({
         "row_kind": "rank", "role": df["role"].replace("", None), "step": df["step"], "path": df["path"],
-        "stage": df["stage"], "rank": df["rank"].astype("int64"), "wall_ns": df["wall_ns"].fillna(0).astype("int64"),
+        "stage": df["stage"], "rank": df["rank"].astype("int64").where(df["rank"] >= 0, None),
+        "_key": df["rank"].astype("int64"), "wall_ns": df["wall_ns"].fillna(0).astype("int64"),
         "gpu_busy_inherited_ns": df["gpu_busy_inherited_ns"], "gpu_busy_ns": df["gpu_busy_ns"],
         "comm_ns": df["comm_ns"].fillna(0).astype("int64"), "collective_ns": df["collective_ns"],
         "arrival_ns": df["arrival_ns"], "mem_peak_bytes": df["mem_peak_bytes"],
@@ -125,15 +130,18 @@ def across_rows(per_rank: pd.DataFrame) -> pd.DataFrame:
     key = per_rank["role"].fillna("")
     for (role, step, path), grp in per_rank.groupby([key, "step", "path"], sort=False):
         wall = grp["wall_ns"].to_numpy()
-        ranks = grp["rank"].to_numpy()
+        ranks = grp["_key"].to_numpy()   # rank, or -pid-1 for a process without one
         who, rule, cost = _straggler(ranks, grp["comm_ns"].to_numpy(), grp["collective_ns"].to_numpy(),
                                      grp["arrival_ns"].to_numpy())
+        if who is not None and who < 0:
+            who, rule, cost = None, "none: the waited-for process has no rank", None
         peak = grp["mem_peak_bytes"].max()
         rows.append({
             "row_kind": "ranks", "role": role or None, "step": step, "path": path, "stage": grp["stage"].iloc[0],
             "ranks": len(grp), "wall_ns": int(np.median(wall)), "wall_min_ns": int(wall.min()),
             "wall_median_ns": int(np.median(wall)), "wall_p90_ns": int(np.percentile(wall, 90)),
-            "wall_max_ns": int(wall.max()), "slowest_rank": int(ranks[int(np.argmax(wall))]),
+            "wall_max_ns": int(wall.max()),
+            "slowest_rank": int(ranks[int(np.argmax(wall))]) if ranks[int(np.argmax(wall))] >= 0 else None,
             "skew_ns": int(wall.max() - wall.min()), "straggler_rank": who, "straggler_by": rule,
             "straggler_ns": cost, "gpu_busy_inherited_ns": grp["gpu_busy_inherited_ns"].median(),
             "gpu_busy_ns": grp["gpu_busy_ns"].median(), "comm_ns": int(grp["comm_ns"].median()),
@@ -143,11 +151,53 @@ def across_rows(per_rank: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def dispatch_rows(phases: Any) -> pd.DataFrame:
+    """`dispatch` rows: per step and verl driver stage, the controller's wall, the slowest
+    worker's matching stage and the gap (`dispatch_ns`: dispatch, data transfer, waiting).
+
+    The controller is a process with a `step` range whose role no worker shares (verl's
+    single controller: `marked_timer` ranges `step > gen` ...); the workers are the processes of
+    other roles that have the same stage (`generate_sequences` ...). Stage walls follow the one
+    rule for totals (`compare.process_stage_totals`)."""
+    df = to_frame(phases)
+    per = process_stage_totals(df)
+    if per.empty or "depth" not in df.columns:
+        return pd.DataFrame()
+    per = per[per["source_kind"] != "memory"]
+    has_step = df[(df["stage"] == "step") & (pd.to_numeric(df["depth"], errors="coerce") == 0)]
+    ctl = set(zip(has_step["role"].fillna(""), has_step["pid"]))
+    is_ctl = np.array([(r if isinstance(r, str) else "", p) in ctl for r, p in zip(per["role"], per["pid"])], bool)
+    steps = per[(per["stage"] == "step").to_numpy() & is_ctl]
+    rows: list[dict[str, Any]] = []
+    per = per.assign(_role=per["role"].fillna(""))
+    if per["_role"].nunique() < 2 or steps.empty:
+        return pd.DataFrame(rows)   # one role only: no controller/worker split
+    work = per[~per["stage"].isin(["step", "other"])]
+    # the slowest worker per (step, role, stage), once
+    slowest = work.loc[work.groupby(["step", "_role", "stage"], sort=False)["wall_ns"].idxmax()]
+    for d in steps.assign(_role=steps["role"].fillna("")).to_dict("records"):
+        mine = work[(work["step"] == d["step"]) & (work["pid"] == d["pid"]) & (work["_role"] == d["_role"])]
+        for st, dw in mine.groupby("stage", sort=False)["wall_ns"].max().items():
+            w = slowest[(slowest["step"] == d["step"]) & (slowest["stage"] == st) & (slowest["_role"] != d["_role"])]
+            if w.empty:
+                continue
+            top = w.loc[w["wall_ns"].idxmax()]
+            n = int(((work["step"] == d["step"]) & (work["stage"] == st) & (work["_role"] == top["_role"])).sum())
+            rows.append({"row_kind": "dispatch", "role": top["role"], "step": d["step"], "path": st, "stage": st,
+                         "rank": None, "ranks": n, "wall_ns": int(dw), "wall_max_ns": int(top["wall_ns"]),
+                         "slowest_rank": None if pd.isna(top["rank"]) else int(top["rank"]),
+                         "dispatch_ns": int(dw) - int(top["wall_ns"]), "driver_role": d["role"]})
+    return pd.DataFrame(rows)
+
+
 def ranks_table(phases: Any, metadata: dict[str, str] | None = None) -> pa.Table:
-    """Both kinds of rows as one Arrow table of the `ranks` schema (rank rows first); `metadata`:
-    the summaries' own (versions, inputs), as phases.parquet carries it."""
+    """The three kinds of rows as one Arrow table of the `ranks` schema (rank rows first);
+    `metadata`: the summaries' own (versions, inputs), as phases.parquet carries it."""
     per = rank_rows(phases)
     both = pd.concat([per, across_rows(per)], ignore_index=True) if len(per) else per
+    disp = dispatch_rows(phases)
+    if len(disp):
+        both = pd.concat([both, disp], ignore_index=True)
     schema = arrow_schema("ranks", metadata)
     for f in schema:
         if f.name not in both.columns:

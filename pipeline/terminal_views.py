@@ -98,8 +98,42 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
         if len(other) and len(stepw) and stepw.iloc[0]:
             out.append(f"  other (step minus its stages, slowest rank): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])}")
         out.append("  " + straggler_line(grp))
+    out += dispatch_lines(table)
+    out += snapshot_lines(df)
     if out:
         out.append(GPU_NOTE)
+    return out
+
+
+def snapshot_lines(df: pd.DataFrame) -> list[str]:
+    """Memory snapshots (their rows are allocator phases, not wall time): the peak per process."""
+    if "source_kind" not in df.columns:
+        return []
+    mem = df[df["source_kind"] == "memory"]
+    if mem.empty or "mem_peak_bytes" not in mem.columns or mem["mem_peak_bytes"].isna().all():
+        return []
+    out = []
+    for (rank, pid), grp in mem.groupby([mem["rank"].fillna(-1), mem["pid"].fillna(-1)], sort=True):
+        top = grp.loc[grp["mem_peak_bytes"].idxmax()]
+        who = f"rank {int(rank)}" if rank >= 0 else f"pid {int(pid)}"
+        out.append(f"memory snapshot, {who}: peak {_mb(top['mem_peak_bytes'])} MB in {top['phase']}")
+    return out[:4] + ([f"... {len(out) - 4} more snapshots in phases.parquet"] if len(out) > 4 else [])
+
+
+def dispatch_lines(table: pd.DataFrame, limit: int = 8) -> list[str]:
+    """Controller against workers, one line per verl driver stage of the last step."""
+    if table.empty or "dispatch_ns" not in table.columns:
+        return []
+    d = table[table["row_kind"] == "dispatch"]
+    if d.empty:
+        return []
+    d = d[d["step"] == d["step"].max()].head(limit)
+    first = d.iloc[0]
+    out = [f"controller ({first['driver_role']}) vs workers ({first['role']}), step {int(first['step'])}, ms:"]
+    for r in d.to_dict("records"):
+        who = "" if pd.isna(r["slowest_rank"]) else f" (rank {int(r['slowest_rank'])})"
+        out.append(f"  {r['path']:24.24} {_ms(r['wall_ns']):>8} {_ms(r['wall_max_ns']):>8}{who:10} "
+                   f"dispatch {_ms(r['dispatch_ns'])}")
     return out
 
 

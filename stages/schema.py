@@ -89,7 +89,8 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("median_ns", pa.float64(), "ns", "median duration"),
     ],
     "ranks": [
-        _c("row_kind", pa.string(), "", "`rank`: one rank's phase; `ranks`: the phase across the role's ranks (rank null)"),
+        _c("row_kind", pa.string(), "", "`rank`: one rank's phase; `ranks`: the phase across the role's ranks (rank null); "
+           "`dispatch`: a verl driver stage on the controller against the slowest worker's matching stage"),
         _c("role", pa.string(), "", "verl role"),
         _c("step", pa.int32(), "", "RL training step"),
         _c("path", pa.string(), "", "phase path (as in phases.parquet); depth <= 2 or a known stage"),
@@ -116,6 +117,10 @@ SCHEMAS: dict[str, list[Column]] = {
            "collectives (least time in collective ranges), arrival (latest start), or `none: why`"),
         _c("straggler_ns", pa.int64(), "ns", "`ranks`: what the straggler cost the others: median wait minus its "
            "wait, or its arrival minus the median arrival", "lower"),
+        _c("driver_role", pa.string(), "", "`dispatch`: the controller's role (role = the workers' role; wall_ns = the "
+           "controller's stage wall, wall_max_ns / slowest_rank = the slowest worker's)"),
+        _c("dispatch_ns", pa.int64(), "ns", "`dispatch`: controller wall minus the slowest worker's wall of the stage "
+           "(dispatch, data transfer, waiting for the slowest worker)", "lower"),
     ],
     "steps": _KEYS + [
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),

@@ -53,9 +53,11 @@ _TRACE_CATS = {"kernel", "user_annotation", "gpu_user_annotation"}
 
 
 def _trace_names(path: Path) -> set[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
         doc = json.load(f)
-    return {e["name"] for e in doc.get("traceEvents", ())
+    events = doc if isinstance(doc, list) else doc.get("traceEvents", ())
+    return {e["name"] for e in events
             if isinstance(e, dict) and e.get("cat") in _TRACE_CATS and isinstance(e.get("name"), str) and e["name"]}
 
 
@@ -74,9 +76,13 @@ def corpus() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for p in sqlite_files():
         out[p.name] = _sqlite_names(p)
-    for p in sorted(DATA.rglob("*.pt.trace.json.gz")) + sorted(DATA.rglob("*.json.gz")):
-        if "golden" not in p.parts and p.name not in out:
-            out[p.name] = _trace_names(p)
+    for p in sorted(DATA.rglob("*.json.gz")) + sorted(DATA.rglob("*.json.xz")):
+        if "golden" in p.parts:
+            continue
+        rel = str(p.relative_to(DATA))
+        path = data_path(rel[:-3]) if rel.endswith(".xz") else p
+        if path.name not in out:
+            out[path.name] = _trace_names(path)
     snap = data_path("h200-torch-2.11/step2/torch_memory_rank0_pid804.pickle")
     out[snap.name] = _snapshot_names(snap)
     return out

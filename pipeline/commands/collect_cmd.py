@@ -145,6 +145,8 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
             render_phase_table([r for r in phases if r.get("source") in shown], console, top_phases)
             if len(sources) > len(shown):
                 console.print(f"... and {len(sources) - len(shown)} more sources in summaries/phases.parquet")
+            console.print("GPU ms: NVIDIA's same-thread rule; GPU inh. ms: inherited rule (GPU work of the "
+                          "range's worker threads included); left: GPU work no rule placed.", highlight=False)
     if result.doctor:
         from .doctor_cmd import print_findings
 

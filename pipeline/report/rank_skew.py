@@ -57,6 +57,31 @@ def skew_chart(across: pd.DataFrame) -> str:
     return "".join(parts)
 
 
+def _rank_of(r: dict[str, Any]) -> str:
+    return "" if pd.isna(r["slowest_rank"]) else f" rank {int(r['slowest_rank'])}"
+
+
+def dispatch_section(df: pd.DataFrame) -> str:
+    """HTML: per verl driver stage, the controller's wall, the slowest worker's and the gap."""
+    if df.empty or "row_kind" not in df.columns:
+        return ""
+    d = df[df["row_kind"] == "dispatch"]
+    if d.empty:
+        return ""
+    d = d[d["step"] == d["step"].max()]
+    rows = "".join(
+        f"<tr><td class=l>{esc(r['path'])}</td><td class=l>{esc(r['driver_role'])}</td><td>{fmt_ms(r['wall_ns'])}</td>"
+        f"<td class=l>{esc(r['role'])}{_rank_of(r)}</td>"
+        f"<td>{fmt_ms(r['wall_max_ns'])}</td><td>{fmt_ms(r['dispatch_ns'])}</td></tr>"
+        for r in d.to_dict("records"))
+    return ("<h2 id=dispatch>Controller and workers</h2><p class=note>For each verl driver stage: the single "
+            "controller's wall, the slowest worker's matching stage, and the gap (<b>dispatch</b>: dispatch, "
+            "data transfer, waiting for the slowest worker). ranks.parquet rows of kind <code>dispatch</code>.</p>"
+            '<div class="scroll"><table><thead><tr><th class=l>stage</th><th class=l>controller</th><th>wall ms</th>'
+            "<th class=l>slowest worker</th><th>its wall ms</th><th>dispatch ms</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")
+
+
 def ranks_section(table: Any) -> str:
     """HTML: per role, the straggler line and the skew chart of its last profiled step."""
     df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
@@ -64,7 +89,7 @@ def ranks_section(table: Any) -> str:
         return ""
     across = df[df["row_kind"] == "ranks"]
     if across.empty or across["ranks"].max() < 2:
-        return ""
+        return dispatch_section(df)
     out = ["<h2 id=ranks>Ranks</h2>",
            '<p class=note>Per phase, walls across the role\'s ranks: grey line fastest to slowest rank, blue box '
            'median to 90th percentile, dark tick the median; red dot: the straggler, the rank the others wait for '
@@ -85,4 +110,5 @@ def ranks_section(table: Any) -> str:
         out.append(f"<h3>{esc(role)}: {int(grp['ranks'].max())} ranks, step {'' if pd.isna(step) else int(step)}</h3>"
                    f"<p>{line}</p>")
         out.append(skew_chart(grp))
+    out.append(dispatch_section(df))
     return "".join(out)

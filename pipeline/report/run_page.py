@@ -128,9 +128,12 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
              ("summarised step", window.get("step")), ("why this step", window.get("reason")),
              ("artifacts", len(arts) if isinstance(arts, list) else None),
              ("processes", len(procs) or None),
-             ("window traces", f'<a href="#traces">{len(traces)} source(s)</a>' if traces else None)]
+             ("window traces", f'<a href="#traces">{len(traces)} source(s)</a>' if traces else None),
+             ("all ranks in one trace", f'<a href="{esc(manifest["merged_trace"])}">{esc(manifest["merged_trace"])}</a> '
+              '(Perfetto / chrome://tracing; one track group per "role rank R")'
+              if isinstance(manifest.get("merged_trace"), str) else None)]
     body.append(table([("fact", "l"), ("value", "l")],
-                      [[(esc(k), "l"), (v if k == "window traces" else esc(v), "l")]
+                      [[(esc(k), "l"), (v if k in ("window traces", "all ranks in one trace") else esc(v), "l")]
                        for k, v in facts if v not in (None, "", [])]))
 
     body.append("<h2>Step time per process</h2>")

@@ -103,8 +103,7 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
     default_step = spans[0][3] if spans else None
 
     def op_slice(ids: Iterable[int]) -> np.ndarray:
-        parts = [np.arange(np.searchsorted(rng, i, "left"), np.searchsorted(rng, i, "right")) for i in ids]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return _runs_of(rng, ids)
 
     # Group selected phase ranges by (pid, path of normalised names): repeated instances add up.
     irng = _inherited_ranges(r, index, ops, selected, is_phase)
@@ -112,8 +111,7 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
     irng_sorted = irng[iorder]
 
     def inherited_slice(ids: Iterable[int]) -> np.ndarray:
-        parts = [iorder[np.searchsorted(irng_sorted, i, "left"):np.searchsorted(irng_sorted, i, "right")] for i in ids]
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return iorder[_runs_of(irng_sorted, ids)]
 
     paths = _phase_paths(r, index, owner, np.flatnonzero(selected & is_phase))
     groups: dict[tuple, list[int]] = {}
@@ -121,7 +119,7 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
         groups.setdefault((int(pids[i]), paths[i]), []).append(i)
     phases: list[dict[str, Any]] = []
     for (pid, path), members in groups.items():
-        tree = [j for i in members for j in index.subtree(i).tolist()]
+        tree = np.concatenate([index.subtree(i) for i in members])
         sel_ops = op_slice(tree)
         starts = [int(r.start[i]) for i in members]
         ends = [int(r.end[i]) for i in members]
@@ -159,6 +157,19 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
         })
     kernels = _kernel_rows(ident, r, ops, cat, names, owner, pids, step_of_pid, default_step, op_spans, top)
     return phases, kernels
+
+
+def _runs_of(sorted_keys: np.ndarray, ids: Iterable[int]) -> np.ndarray:
+    """Positions in `sorted_keys` whose key is one of `ids`, run by run in the order of `ids`: the
+    concatenation of one `arange(searchsorted(left), searchsorted(right))` per id, computed with two
+    vectorised searchsorted calls (issue 25: 3.7M scalar calls on a 720k-range capture)."""
+    keys = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids), dtype=np.int64)
+    lo = np.searchsorted(sorted_keys, keys, "left")
+    n = np.searchsorted(sorted_keys, keys, "right") - lo
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    return (np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(total)).astype(np.int64, copy=False)
 
 
 PATH_SEP = " > "
