@@ -277,9 +277,36 @@ def _inherited_ranges(r: NvtxRanges, index: RangeIndex, ops: dict[str, np.ndarra
             continue
         m = np.flatnonzero(orphan & (ops["pid"] == pid))
         irng[m] = index.innermost(g, ops["launch"][m], ops["launch"][m])
+        irng[m] = _forward_refined(index, ops, m, g, irng[m])
     ok = irng >= 0
     ok[ok] = selected[irng[ok]]
     return np.where(ok, irng, -1)
+
+
+def _forward_refined(index: RangeIndex, ops: dict[str, np.ndarray], m: np.ndarray, main: int,
+                     at_launch: np.ndarray) -> np.ndarray:
+    """Backward work's home: the main-thread range open when its forward op ran (`fwd_t`, set by
+    the Kineto adapter from `Sequence number` / `fwdbwd`), where that range is the more specific
+    one: no range was open on the main thread at launch, or the forward op's range lies inside the
+    one that was (`update_actor > micro_batch3` rather than `update_actor`). A range open at launch
+    that is not an ancestor (DDP's `## backward ##` vs `## forward ##`) keeps the work."""
+    ft = ops.get("fwd_t")
+    if ft is None:
+        return at_launch
+    linked = (ft[m] >= 0) & (ops["fwd_tid"][m] == main)
+    if not linked.any():
+        return at_launch
+    out = at_launch.copy()
+    j = np.flatnonzero(linked)
+    fwd = index.innermost(main, ft[m][j], ft[m][j])
+    launch = at_launch[j]
+    take = (launch < 0) & (fwd >= 0)
+    cur = np.where(launch >= 0, fwd, -1)
+    while (cur >= 0).any():   # walk up from the forward range: is the launch range an ancestor?
+        cur = np.where(cur >= 0, index.parent[np.maximum(cur, 0)], -1)
+        take |= (cur >= 0) & (cur == launch)
+    out[j[take]] = fwd[take]
+    return out
 
 
 def _inherited_numbers(ops: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, int]:

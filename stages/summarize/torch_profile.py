@@ -175,6 +175,69 @@ def _thread_gtids(threads: list[tuple[Any, Any]], fallback_pid: int) -> np.ndarr
     return out
 
 
+def _forward_links(data: TraceData, gtid_of: np.ndarray, launch_tid: np.ndarray, launch: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Per GPU operation launched outside every range: the thread and time of the forward op whose
+    backward op was running at launch (-1 where none), the Kineto analogue of emit_nvtx's `seq`.
+
+    A backward op is a cpu op on one thread whose `Sequence number` an earlier op on another thread
+    (the forward pass) has; its `fwdbwd` flow, where the trace has one, names that forward op
+    directly and wins. Nested ops on a thread share their outermost op's link."""
+    n = launch.size
+    fwd_tid, fwd_t = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    m = len(data.seq_no)
+    if m == 0 or not (launch_tid >= 0).any():
+        return fwd_tid, fwd_t
+    th = gtid_of[_arr(data.seq_thread)]
+    ts, end, seq = _arr(data.seq_ts), _arr(data.seq_ts) + _arr(data.seq_dur), _arr(data.seq_no)
+    # Sequence number: the group's first op is the forward op; ops of it on other threads link to it.
+    o = np.lexsort((ts, seq))
+    first = np.ones(m, bool)
+    first[1:] = seq[o][1:] != seq[o][:-1]
+    head = o[np.maximum.accumulate(np.where(first, np.arange(m), 0))]
+    l_tid, l_t = np.full(m, -1, np.int64), np.full(m, -1, np.int64)
+    other = th[o] != th[head]
+    l_tid[o[other]], l_t[o[other]] = th[head[other]], ts[head[other]]
+    # fwdbwd flows: 's' at the forward op, 'f' at the start of the backward op (same id).
+    if len(data.flow_id):
+        fid, fend = _arr(data.flow_id), _arr(data.flow_end, np.int8)
+        fth, fts = gtid_of[_arr(data.flow_thread)], _arr(data.flow_ts)
+        s_ix, f_ix = np.flatnonzero(fend == 0), np.flatnonzero(fend == 1)
+        s_ix = s_ix[np.argsort(fid[s_ix], kind="stable")]
+        pos = np.minimum(np.searchsorted(fid[s_ix], fid[f_ix]), max(s_ix.size - 1, 0))
+        ok = (s_ix.size > 0) & (fid[s_ix][pos] == fid[f_ix]) if s_ix.size else np.zeros(f_ix.size, bool)
+        f_ix, src = f_ix[ok], s_ix[pos[ok]]
+        # the backward op: the op of that thread that starts at the flow's end
+        ko = np.lexsort((ts, th))
+        kth, kts = th[ko], ts[ko]
+        for g in np.unique(fth[f_ix]).tolist():
+            sel = fth[f_ix] == g
+            lo, hi = np.searchsorted(kth, g, "left"), np.searchsorted(kth, g, "right")
+            at = lo + np.searchsorted(kts[lo:hi], fts[f_ix[sel]], "left")
+            hit = (at < hi) & (kts[np.minimum(at, hi - 1)] == fts[f_ix[sel]]) if hi > lo else np.zeros(sel.sum(), bool)
+            dst = ko[at[hit]]
+            l_tid[dst], l_t[dst] = fth[src[sel][hit]], fts[src[sel][hit]]
+    # Outermost ops per thread (disjoint): an op inside an earlier op's extent is nested.
+    ko = np.lexsort((-end, ts, th))
+    kth, kts, kend = th[ko], ts[ko], end[ko]
+    prev_end = np.full(m, np.iinfo(np.int64).min)
+    for g in np.unique(kth).tolist():   # per thread: running max end of the earlier ops
+        a, b = np.searchsorted(kth, g, "left"), np.searchsorted(kth, g, "right")
+        prev_end[a + 1:b] = np.maximum.accumulate(kend[a:b])[:-1]
+    outer = ko[kts > prev_end]
+    for g in np.unique(launch_tid[launch_tid >= 0]).tolist():
+        mine = outer[th[outer] == g]
+        want = np.flatnonzero(launch_tid == g)
+        if mine.size == 0:
+            continue
+        mine = mine[np.argsort(ts[mine], kind="stable")]
+        k = np.searchsorted(ts[mine], launch[want], "right") - 1
+        c = mine[np.maximum(k, 0)]
+        inside = (k >= 0) & (end[c] >= launch[want]) & (l_t[c] >= 0)
+        fwd_tid[want[inside]], fwd_t[want[inside]] = l_tid[c[inside]], l_t[c[inside]]
+    return fwd_tid, fwd_t
+
+
 def _identity(meta: dict[str, Any]) -> dict[str, Any]:
     """rank and world size written inside the trace (`distributedInfo`, kineto with torch.distributed)."""
     info = meta.get("distributedInfo")
@@ -248,6 +311,7 @@ def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
         "launch": np.where(orphan, api_ts[ix] if api_ts.size else -1, -1),
         "launch_tid": np.where(orphan, op_gtid, -1),
     }
+    ops["fwd_tid"], ops["fwd_t"] = _forward_links(data, gtid_of, ops["launch_tid"], ops["launch"])
     kernel_names = np.unique(ops["name"][ops["name"] >= 0])
     names = {int(n): (names_[n], short_kernel_name(names_[n])) for n in kernel_names.tolist()}
     base = data.base_ns
