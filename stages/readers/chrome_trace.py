@@ -93,6 +93,7 @@ if msgspec is not None:
         total_allocated: Optional[int] = msgspec.field(name="Total Allocated", default=None)
         device_id: Optional[int] = msgspec.field(name="Device Id", default=None)
         device_type: Optional[int] = msgspec.field(name="Device Type", default=None)
+        change: Optional[int] = msgspec.field(name="Bytes", default=None)
 
     class _Event(msgspec.Struct, gc=False):
         """One trace event, typed: only these keys are decoded; `name` stays raw until kept."""
@@ -164,7 +165,10 @@ class TraceData:
     flow_end: array = field(default_factory=lambda: array("b"))
     flow_thread: array = field(default_factory=lambda: array("q"))
     flow_ts: array = field(default_factory=lambda: array("q"))
-    # `[memory]` instants: time, device (-1 CPU), `Total Allocated` bytes after the event
+    # `[memory]` instants: thread, time, CUDA device (-1: CPU or other), `Total Allocated` bytes
+    # after the event, `Bytes` it changed by
+    mem_thread: array = field(default_factory=lambda: array("q"))
+    mem_change: array = field(default_factory=lambda: array("q"))
     mem_ts: array = field(default_factory=lambda: array("q"))
     mem_device: array = field(default_factory=lambda: array("q"))
     mem_total: array = field(default_factory=lambda: array("q"))
@@ -428,7 +432,7 @@ class _Collector:
             d.gpu_bytes.append(nbytes if isinstance(nbytes, int) and 0 <= nbytes <= _I64_MAX else 0)
 
     def extra(self, kind: int, ph: Any, raw_name: bytes, pid: Any, tid: Any, ts: Any, dur: Any, ident: Any,
-              seq: Any, total: Any, device: Any, device_type: Any) -> None:
+              seq: Any, total: Any, device: Any, device_type: Any, change: Any = None) -> None:
         """Rarer kinds: autograd ops (Sequence number), fwdbwd flow ends, `[memory]` instants."""
         d = self.d
         try:
@@ -459,6 +463,8 @@ class _Collector:
             if raw_name != b'"[memory]"' or type(total) is not int or not 0 <= total <= _I64_MAX:
                 return
             dev = device if type(device) is int and device_type == 1 and 0 <= device <= _I64_MAX else -1
+            d.mem_thread.append(self.thread(pid, tid))
+            d.mem_change.append(change if type(change) is int and _I64_MIN <= change <= _I64_MAX else 0)
             d.mem_ts.append(t)
             d.mem_device.append(dev)
             d.mem_total.append(total)
@@ -497,7 +503,8 @@ class _Collector:
                 if kind == FLOW or a is not None and (a.seq is not None or a.total_allocated is not None):
                     self.extra(kind, e.ph, bytes(e.name), e.pid, e.tid, e.ts, e.dur, e.id,
                                a.seq if a is not None else None, a.total_allocated if a is not None else None,
-                               a.device_id if a is not None else None, a.device_type if a is not None else None)
+                               a.device_id if a is not None else None, a.device_type if a is not None else None,
+                               a.change if a is not None else None)
                 continue
             if e.ph != "X":
                 continue
@@ -575,7 +582,7 @@ class _Collector:
                            _hashable(e.get("pid")), _hashable(e.get("tid")), _as_float(e.get("ts")),
                            _as_float(e.get("dur")), _as_int(e.get("id")), _as_int(args.get("Sequence number")),
                            _as_int(args.get("Total Allocated")), _as_int(args.get("Device Id")),
-                           _as_int(args.get("Device Type")))
+                           _as_int(args.get("Device Type")), _as_int(args.get("Bytes")))
                 continue
             if e.get("ph") != "X":
                 continue

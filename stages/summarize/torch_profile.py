@@ -34,7 +34,7 @@ options)`: plain, module-level and picklable.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -143,6 +143,7 @@ class _Prepared:
     parent: np.ndarray
     g_start: np.ndarray
     g_end: np.ndarray
+    mem: dict[int, Any] = field(default_factory=dict)   # pid -> memory levels (`[memory]` instants)
 
 
 def _arr(a: Any, dtype: Any = np.int64) -> np.ndarray:
@@ -238,6 +239,32 @@ def _forward_links(data: TraceData, gtid_of: np.ndarray, launch_tid: np.ndarray,
     return fwd_tid, fwd_t
 
 
+def _memory_levels(data: TraceData, gtid_of: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray, int]]:
+    """pid -> (time, allocated bytes after it, bytes before the first) from `[memory]` instants
+    (`profile_memory=True`), the `mem` the summarizer's `mem_peak_bytes` reads, as nsys's CUDA
+    memory events give it. Per process the device its kernels ran on (else the CUDA device with
+    most events); a trace with no CUDA memory events (a CPU run) gives its CPU allocator's levels."""
+    out: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+    if not len(data.mem_ts):
+        return out
+    t, dev, tot, chg = _arr(data.mem_ts), _arr(data.mem_device), _arr(data.mem_total), _arr(data.mem_change)
+    pid = pid_of_gtid(gtid_of[_arr(data.mem_thread)])
+    gdev = _arr(data.gpu_device)
+    gdev = gdev[gdev >= 0]
+    for p in np.unique(pid).tolist():
+        mine = pid == p
+        cuda = dev[mine & (dev >= 0)]
+        if cuda.size:
+            u, c = np.unique(gdev if gdev.size and np.isin(gdev, cuda).any() else cuda, return_counts=True)
+            want = int(u[c.argmax()])
+        else:
+            want = -1
+        ix = np.flatnonzero(mine & (dev == want))
+        ix = ix[np.argsort(t[ix], kind="stable")]
+        out[int(p)] = (t[ix], tot[ix], max(0, int(tot[ix[0]] - chg[ix[0]])))
+    return out
+
+
 def _identity(meta: dict[str, Any]) -> dict[str, Any]:
     """rank and world size written inside the trace (`distributedInfo`, kineto with torch.distributed)."""
     info = meta.get("distributedInfo")
@@ -317,7 +344,7 @@ def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
     base = data.base_ns
     return _Prepared(data, base, ranges, index, ops, api_ns, names, main_pid, _identity(data.metadata), text,
                      ranges.start + base, ranges.end + base, pids.tolist(), index.parent, g_ts + base,
-                     ops["end"] + base)
+                     ops["end"] + base, _memory_levels(data, gtid_of))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -505,7 +532,7 @@ def _rows(p: _Prepared, ident: SourceIdentity, spans: list[StepSpan], top: int
     keep = rng < 0
     keep[~keep] = selected[rng[~keep]]
     ops = {k: v[keep] for k, v in p.ops.items()}
-    return phase_rows(ident, base, r, p.index, ops, p.api_ns, selected, rel, p.names, {}, top, op_spans)
+    return phase_rows(ident, base, r, p.index, ops, p.api_ns, selected, rel, p.names, p.mem, top, op_spans)
 
 
 # ------------------------------------------------------------------------------------------------
