@@ -86,6 +86,10 @@ def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
             out.steps = source_steps_item((item.path, identity_from_artifact(art)), options.summarize)
         except Exception as exc:  # noqa: BLE001 - this input's summarize row says why
             out.steps_error = " ".join((str(exc) or type(exc).__name__).split())
+    if item.kind == TORCH and out.steps is not None:   # rank / world size the trace states (distributedInfo)
+        got = out.steps.ident
+        out.artifact = art = art.replace(rank=art.rank if art.rank is not None else got.rank,
+                                         world_size=art.world_size if art.world_size is not None else got.world_size)
     if item.kind == TORCH:
         out.versions = _trace_versions(item.path)
     return out

@@ -230,3 +230,20 @@ def test_backward_work_goes_to_its_forward_range_by_sequence_number(tmp_path: Pa
 
 def _summary_of(p: Path) -> dict:
     return summarize_torch_trace(p, identity_from_path(p), SummarizeOptions())
+
+
+def test_world_size_from_distributed_info_reaches_the_manifest(tmp_path: Path) -> None:
+    """A trace whose name states no rank: `distributedInfo` gives the artifact its rank and world
+    size (manifest.json; the runs table of `verlprof summarize` reads world_size from there)."""
+    from typer.testing import CliRunner
+    from verlprof.pipeline.cli import app
+
+    doc = _doc(DDP)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ddp_trace.json").write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["collect", str(src), "-o", str(tmp_path / "out"), "--work", str(tmp_path / "w")])
+    assert res.exit_code == 0, res.output
+    (art,) = json.loads((tmp_path / "out" / "manifest.json").read_text())["artifacts"]
+    info = doc["distributedInfo"]
+    assert (art["rank"], art["world_size"]) == (info["rank"], info["world_size"])

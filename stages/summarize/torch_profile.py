@@ -415,11 +415,12 @@ def _source_steps(p: _Prepared, ident: SourceIdentity, path: Path, step_range: s
 
 
 def _torch_ident(ident: SourceIdentity, p: _Prepared) -> SourceIdentity:
-    """The identity with what the trace itself says: kind torch, rank from `distributedInfo` where
-    the file name gave none."""
+    """The identity with what the trace itself says: kind torch, rank and world size from
+    `distributedInfo` where the file name gave none."""
     got: dict[str, Any] = {"source_kind": "torch"}
-    if ident.rank is None and "rank" in p.identity:
-        got["rank"] = p.identity["rank"]
+    for key in ("rank", "world_size"):
+        if getattr(ident, key) is None and key in p.identity:
+            got[key] = p.identity[key]
     return replace(ident, **got)
 
 

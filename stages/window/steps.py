@@ -280,7 +280,8 @@ def identity_from_artifact(a: Any) -> SourceIdentity:
         source=a.rel, source_kind=source_kind, role=a.role, rank=a.rank, pid=a.pid,  # type: ignore[arg-type]
         step_hint=a.step, capture_range=a.capture_range,
         profiled_steps=tuple(range(steps[0], steps[1] + 1)) if steps else None,
-        step_range=tuple(steps) if steps else None)  # type: ignore[arg-type]
+        step_range=tuple(steps) if steps else None,  # type: ignore[arg-type]
+        world_size=getattr(a, "world_size", None))
 
 
 # ----------------------------------------------------------------------------------------------
