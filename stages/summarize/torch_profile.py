@@ -12,8 +12,15 @@ exports go through too (same-thread projection, inherited figures, name paths, i
   threads with no open range (autograd's `pt_autograd_N` thread runs backward) keep their launch
   time, so the inherited figures give them to the range open on the main thread then (`## backward
   ##`, `update_actor`); NVIDIA's figures leave them in `(unattributed)`.
-- Identity: `distributedInfo.rank` inside the trace gives the rank where the file name gave none
-  (`rank_source` says which).
+- Backward -> forward: cpu ops with a `Sequence number` and `fwdbwd` flows link each backward op
+  (autograd's thread) to its forward op (main thread); launches inside a linked backward op carry
+  the forward op's thread and time (`fwd_tid`, `fwd_t`), and the summarizer refines their home with
+  it (summarize/phases.py, rule c).
+- Memory: `[memory]` instants (`profile_memory=True`, args `Total Allocated`, `Device Id`) give each
+  process's allocated bytes over time on its CUDA device (a CPU run: its CPU allocator), the levels
+  `mem_peak_bytes` reads, as nsys's CUDA memory events do.
+- Identity: `distributedInfo.rank` / `world_size` inside the trace give the rank and world size
+  where the file name gave none (`rank_source` says which; collect writes both to the manifest).
 - Steps: `--step-range REGEX` ranges when given; the `step<N>` of the file name (verl's torch traces
   hold one step each); else `ProfilerStep#N` ranges (N counts `profiler.step()` calls from 0, so
   step N+1, and steps.parquet's `label` keeps `ProfilerStep#N`); else the whole file. A step's span
