@@ -61,6 +61,12 @@ def test_memory_instants_are_read(trace: Path) -> None:
     d = read_chrome_trace(trace)
     assert raw and len(d.mem_ts) == len(raw)
     assert list(d.mem_total) == [e["args"]["Total Allocated"] for e in raw]
+    from verlprof.stages.readers import chrome_trace as ct
+
+    loose = ct.TraceData(path=trace)   # the tolerant parser (plain JSON values) keeps the same
+    ct._Collector(loose).dicts(doc["traceEvents"])
+    for f in ("mem_thread", "mem_ts", "mem_device", "mem_total", "mem_change"):
+        assert list(getattr(loose, f)) == list(getattr(d, f)), f
 
 
 def test_mem_peak_bytes_per_range(trace: Path) -> None:

@@ -247,3 +247,29 @@ def test_world_size_from_distributed_info_reaches_the_manifest(tmp_path: Path) -
     (art,) = json.loads((tmp_path / "out" / "manifest.json").read_text())["artifacts"]
     info = doc["distributedInfo"]
     assert (art["rank"], art["world_size"]) == (info["rank"], info["world_size"])
+
+
+def test_reader_keeps_autograd_links() -> None:
+    """The Kineto reader keeps every cpu op with a `Sequence number` and every `fwdbwd` flow end."""
+    from verlprof.stages.readers.chrome_trace import read_chrome_trace
+
+    for rel in (DDP, SAMPLED):
+        ev = _doc(rel)["traceEvents"]
+        d = read_chrome_trace(data_path(rel))
+        seq = [e["args"]["Sequence number"] for e in ev
+               if e.get("cat") == "cpu_op" and "Sequence number" in e.get("args", {})]
+        flows = [e for e in ev if e.get("cat") == "fwdbwd"]
+        assert list(d.seq_no) == seq and len(d.flow_id) == len(flows)
+        assert sum(d.flow_end) == sum(1 for e in flows if e["ph"] == "f")
+
+
+def test_tolerant_parser_keeps_the_same_links() -> None:
+    """The parser for malformed traces (plain JSON values) keeps what the typed one keeps."""
+    from verlprof.stages.readers import chrome_trace as ct
+
+    p = data_path(DDP)
+    loose = ct.TraceData(path=p)
+    ct._Collector(loose).dicts(_doc(DDP)["traceEvents"])
+    typed = ct.read_chrome_trace(p)
+    for f in ("seq_thread", "seq_ts", "seq_dur", "seq_no", "flow_id", "flow_end", "flow_thread", "flow_ts"):
+        assert list(getattr(loose, f)) == list(getattr(typed, f)), f
