@@ -49,9 +49,9 @@ from .secrets import (
     _hint_windows,
     load_policy,
 )
-from .sqlite import SPLIT_LOCATION, SQLITE_MAGIC, iter_adjacent_nvtx, iter_text_cells
+from .sqlite import SPLIT_LOCATION, SQLITE_MAGIC, iter_adjacent_nvtx, iter_distinct_cells
 from .sqlite import _uri as sqlite_uri
-from .trace import JsonEventStream
+from .trace import JsonEventStream, RawEventFilter
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC = b"PAR1"
@@ -82,13 +82,13 @@ class _Sink:
     def __init__(self) -> None:
         self._d: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
 
-    def add(self, path: str, template: str, kind: str, where: str = "") -> None:
+    def add(self, path: str, template: str, kind: str, where: str = "", n: int = 1) -> None:
         k = (path, template, kind)
         slot = self._d.get(k)
         if slot is None:
-            self._d[k] = [where, 1]
+            self._d[k] = [where, n]
         else:
-            slot[1] += 1
+            slot[1] += n
 
     def findings(self) -> list[Finding]:
         out = []
@@ -209,11 +209,11 @@ class Checker:
             try:
                 for name, sql in conn.execute("SELECT name, coalesce(sql, '') FROM sqlite_master"):
                     self._hit(display, "sqlite_master", str(name), self.sc.findings(f"{name} {sql}"))
-                for table, col, rid, value in iter_text_cells(conn):
+                for table, col, rid, value, n in iter_distinct_cells(conn):
                     text = value.decode("latin-1") if isinstance(value, bytes) else value
                     kinds = self.sc.keyed_findings(col, text)
-                    if kinds:
-                        self._hit(display, f"{table}.{col}", f"rowid {rid}", kinds)
+                    for kind in kinds:
+                        self.sink.add(display, f"{table}.{col}", kind, f"rowid {rid}", n)
                 if self.policy.join_adjacent_nvtx:
                     for first, second in iter_adjacent_nvtx(conn):
                         if any(self.sc.joined_halves(first[2], second[2])):
@@ -295,6 +295,9 @@ class Checker:
                 if tv is str or tv is dict or tv is list:
                     self._json_value(display, v, key, sub, where, depth + 1)
 
+    def _no_findings(self, text: str) -> bool:
+        return not self.sc.findings(text)
+
     def _child(self, parent: str, key: str) -> str:
         return self._names.child(parent, key)
 
@@ -303,7 +306,9 @@ class Checker:
         try:
             key = ""
             n = 0
-            for tag, val in JsonEventStream(fh, path):
+            stream = JsonEventStream(fh, path)
+            fast = RawEventFilter(self.sc, self._no_findings, self._no_findings)
+            for tag, val in stream:
                 if tag == "key":
                     kinds = self.sc.findings(val)
                     self._hit(display, "$.<key>", "", kinds)
@@ -311,7 +316,8 @@ class Checker:
                 elif tag == "value":
                     self._json_value(display, val, key, f"$.{key}", "")
                 elif tag == "event":
-                    self._json_value(display, val, None, f"$.{key}[]" if key else "$[]", f"#{n}")
+                    if not fast.clean(stream.last_raw()):
+                        self._json_value(display, val, None, f"$.{key}[]" if key else "$[]", f"#{n}")
                     n += 1
         except (BadInputError, RecursionError):
             self.sink.add(display, "not valid JSON: scanned as text", KIND_UNREADABLE)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -267,6 +268,102 @@ def _select_expr(table: str, col: str, decl: str, spec: KeepTable) -> str:
     return f"CASE WHEN typeof({qc}) IN ('text','blob') THEN vp_scrub({qc}, {qn}, {loc}) ELSE {qc} END"
 
 
+_TEXTLIKE = "IN ('text','blob')"
+
+
+def _judge(scrubber: Scrubber, column: str, value: Any, location: str, n: int) -> Any:
+    """The scrubbed form of one distinct cell value that occurs in `n` cells, counted `n` times
+    (the report counts replacements per cell, as when every cell went through the rules)."""
+    saved = scrubber.counts
+    scrubber.counts = Counter()
+    try:
+        if isinstance(value, bytes):
+            text = value.decode("latin-1")
+            clean = scrubber.scrub_keyed(column, text, location)
+            out: Any = value if clean is text or clean == text else clean.encode("latin-1", "replace")
+        else:
+            out = scrubber.scrub_keyed(column, value, location)
+    finally:
+        mine, scrubber.counts = scrubber.counts, saved
+    for k, c in mine.items():
+        saved[k] += c * n
+    return out
+
+
+def _text_columns(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]]) -> set[str]:
+    """Columns of src.`table` holding at least one text or blob cell: TEXT-declared ones are
+    assumed to; numeric-declared ones are probed in one scan (a hostile file can put text anywhere).
+    """
+    have = {c[0] for c in cols if not _is_numeric(c[1])}
+    probe = [c[0] for c in cols if _is_numeric(c[1])]
+    # `x >= ''` holds exactly for TEXT and BLOB cells (SQLite orders NULL < numbers < TEXT < BLOB,
+    # and numeric affinity leaves the literal '' text), and costs half of `typeof(x) IN (...)`.
+    # One scan, stopping at the first text cell; then every probed column goes the text way
+    # (its distinct text values, none for most of them).
+    if probe and out.execute(f"SELECT 1 FROM src.{_q(table)} WHERE "
+                             + " OR ".join(f"{_q(c)} >= ''" for c in probe) + " LIMIT 1").fetchone():
+        have |= set(probe)
+    return have
+
+
+def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]], spec: KeepTable,
+            where: str, scrubber: Scrubber, xfer: bool) -> int:
+    """Copy the rows of src.`table` (filtered by `where`) into main.`table`; return rows copied.
+
+    Why this shape (speed, same rules): each DISTINCT text/blob value of a column is judged once
+    in Python (counted once per cell), and only the values the rules change are written to a
+    temp mapping that SQLite joins in C; columns without any text cell are copied as they are.
+    A table with no text at all and no column to drop or rewrite is copied with a bare
+    `INSERT INTO t SELECT * FROM src.t`, which SQLite turns into a page-level transfer.
+    """
+    names = [c[0] for c in cols]
+    text_cols = _text_columns(out, table, cols)
+    special = set(spec.nulled) | set(spec.gpu_uuids)
+    if xfer and not where and not text_cols and not (special & set(names)):
+        return out.execute(f"INSERT INTO main.{_q(table)} SELECT * FROM src.{_q(table)}").rowcount
+    exprs = []
+    for i, (col, decl, _nn, _pk) in enumerate(cols):
+        if col in spec.nulled or col in spec.gpu_uuids:
+            exprs.append(_select_expr(table, col, decl, spec))
+            continue
+        if col not in text_cols:
+            exprs.append(_q(col))
+            continue
+        exprs.append(_mapped_expr(out, table, col, decl, spec, where, scrubber, i))
+    cur = out.execute(f"INSERT INTO main.{_q(table)} ({', '.join(map(_q, names))}) "
+                      f"SELECT {', '.join(exprs)} FROM src.{_q(table)}{where}")
+    return cur.rowcount
+
+
+def _mapped_expr(out: sqlite3.Connection, table: str, col: str, decl: str, spec: KeepTable, where: str,
+                 scrubber: Scrubber, i: int) -> str:
+    """SQL expression for text column `col`: its distinct text/blob values judged once each; the
+    changed ones looked up in a temp map. Falls back to the per-cell SQL function when a value
+    cannot travel back to SQLite as a parameter (undecodable bytes in a TEXT cell)."""
+    qc = _q(col)
+    loc = f"{table}.{col}"
+    tcond = f"typeof({qc}) {_TEXTLIKE}"
+    cond = f"{where} AND {tcond}" if where else f" WHERE {tcond}"
+    changed: list[tuple[Any, Any]] = []
+    saved = scrubber.counts.copy()
+    try:
+        for v, n in out.execute(f"SELECT {qc}, count(*) FROM src.{_q(table)}{cond} GROUP BY {qc}"):
+            o = _judge(scrubber, col, v, loc, n)
+            if o is not v and o != v:
+                changed.append((v, o))
+        if not changed:
+            return qc
+        m = f"vp_map_{i}"
+        out.execute(f"DROP TABLE IF EXISTS temp.{m}")
+        out.execute(f"CREATE TEMP TABLE {m}(v PRIMARY KEY, o)")
+        out.executemany(f"INSERT INTO temp.{m}(v, o) VALUES (?, ?)", changed)
+    except (UnicodeEncodeError, sqlite3.ProgrammingError):
+        scrubber.counts = saved
+        return _select_expr(table, col, decl, spec)
+    return (f"CASE WHEN {tcond} THEN coalesce((SELECT o FROM temp.{m} WHERE v = {qc}), {qc}) "
+            f"ELSE {qc} END")
+
+
 def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: Scrubber) -> SqliteScrubStats:
     kept: dict[str, int] = {}
     dropped: list[str] = []
@@ -304,7 +401,6 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
     for t, spec, cols in plan:
         out.execute(_create_sql(t, cols))
         names = [c[0] for c in cols]
-        exprs = [_select_expr(t, n, d, spec) for n, d, _nn, _pk in cols]
         where = ""
         if spec.rows == "threads" and "globalTid" in names:
             where = " WHERE globalTid IN (SELECT id FROM temp.vp_tids)"
@@ -314,12 +410,10 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
             where = " WHERE name IN (" + ",".join("'" + n.replace("'", "''") + "'" for n in spec.names) + ")"
         elif spec.rows != "all":
             where = " WHERE 0"  # the filter column is missing: keep nothing rather than everything
-        cur = out.execute(f"INSERT INTO main.{_q(t)} ({', '.join(map(_q, names))}) "
-                          f"SELECT {', '.join(exprs)} FROM src.{_q(t)}{where}")
-        kept[t] = cur.rowcount
+        kept[t] = _insert(out, t, cols, spec, where, scrubber, xfer=not cols_dropped.get(t))
         if where:
             total = out.execute(f"SELECT count(*) FROM src.{_q(t)}").fetchone()[0]
-            filtered[t] = (cur.rowcount, total)
+            filtered[t] = (kept[t], total)
 
     # StringIds: only the ids the kept rows reference.
     strings_kept = strings_total = 0
@@ -336,11 +430,8 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
         out.execute(_create_sql(STRING_TABLE, scols))
         names = [c[0] for c in scols]
         if "id" in names:
-            exprs = [_select_expr(STRING_TABLE, n, d, spec) for n, d, _nn, _pk in scols]
-            cur = out.execute(f"INSERT INTO main.{_q(STRING_TABLE)} ({', '.join(map(_q, names))}) "
-                              f"SELECT {', '.join(exprs)} FROM src.{_q(STRING_TABLE)} "
-                              f"WHERE id IN (SELECT id FROM temp.vp_sids)")
-            strings_kept = cur.rowcount
+            strings_kept = _insert(out, STRING_TABLE, scols, spec, " WHERE id IN (SELECT id FROM temp.vp_sids)",
+                                   scrubber, xfer=False)
         strings_total = out.execute(f"SELECT count(*) FROM src.{_q(STRING_TABLE)}").fetchone()[0]
         kept[STRING_TABLE] = strings_kept
     out.commit()
@@ -468,6 +559,47 @@ def iter_text_cells(conn: sqlite3.Connection, only_declared_text: bool = False,
             for c, v in zip(use, row[1:]):
                 if v is not None:
                     yield t, c[0], rid, v
+
+
+def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[str, str, Any, Any, int]]:
+    """(table, column, first rowid, value, cells) of every DISTINCT text/blob value of every column
+    (numeric-declared ones too, when a probe finds any text in them), in first-rowid order.
+
+    Why: `check` must see every cell, but judging a value once and counting its cells is the same
+    verdict; SQLite groups in C. BINARY grouping is length-aware (values with NUL bytes inside stay
+    distinct) and keeps text and blob apart. Tables without rowid are read cell by cell.
+    """
+    for t in list_tables(conn, schema):
+        cols = table_columns(conn, t, schema)
+        try:
+            conn.execute(f"SELECT rowid FROM {schema}.{_q(t)} LIMIT 0")
+        except sqlite3.OperationalError:   # WITHOUT ROWID
+            for t2, c, rid, v in _cells_of(conn, t, cols, schema):
+                yield t2, c, rid, v, 1
+            continue
+        use = [c[0] for c in cols if not _is_numeric(c[1])]
+        probe = [c[0] for c in cols if _is_numeric(c[1])]
+        # `x >= ''` holds exactly for TEXT and BLOB cells (see sqlite._text_columns)
+        if probe and conn.execute(f"SELECT 1 FROM {schema}.{_q(t)} WHERE "
+                                  + " OR ".join(f"{_q(c)} >= ''" for c in probe) + " LIMIT 1").fetchone():
+            use += probe
+        for c in use:
+            qc = _q(c)
+            rows = conn.execute(f"SELECT min(rowid), {qc}, count(*) FROM {schema}.{_q(t)} "
+                                f"WHERE typeof({qc}) IN ('text','blob') GROUP BY {qc}").fetchall()
+            rows.sort(key=lambda r: r[0])
+            for rid, v, n in rows:
+                yield t, c, rid, v, n
+
+
+def _cells_of(conn: sqlite3.Connection, t: str, cols: list[tuple[str, str, int, int]],
+              schema: str) -> Iterator[tuple[str, str, Any, Any]]:
+    sel = ", ".join(f"CASE WHEN typeof({_q(c[0])}) IN ('text','blob') THEN {_q(c[0])} END" for c in cols)
+    cond = " OR ".join(f"typeof({_q(c[0])}) IN ('text','blob')" for c in cols)
+    for n, row in enumerate(conn.execute(f"SELECT {sel} FROM {schema}.{_q(t)} WHERE {cond}")):
+        for c, v in zip(cols, row):
+            if v is not None:
+                yield t, c[0], n, v
 
 
 def iter_distinct_text(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[str, str, Any]]:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import re
 import zlib
+from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 import orjson
 
@@ -69,6 +71,7 @@ class JsonEventStream:
         self.consumed = 0   # characters dropped from the front of buf (for error offsets)
         self._decoder = json.JSONDecoder()
         self.is_array = False   # the document is a bare array of events
+        self.last_start = 0
 
     # -- buffer -------------------------------------------------------------------------------
     def _fill(self, need: int = 1) -> bool:
@@ -132,8 +135,13 @@ class JsonEventStream:
             if end >= len(self.buf) and not self.eof:
                 self._fill()
                 continue
+            self.last_start = self.pos
             self.pos = end
             return obj
+
+    def last_raw(self) -> str:
+        """The raw JSON text of the value just returned (valid until the stream reads on)."""
+        return self.buf[self.last_start:self.pos]
 
     # -- document -----------------------------------------------------------------------------
     def __iter__(self) -> Iterator[tuple[str, Any]]:
@@ -184,6 +192,74 @@ class JsonEventStream:
     def _end(self) -> None:
         if self._peek() is not None:
             self._bad("trailing data after the JSON document")
+
+
+# --------------------------------------------------------------------------------------------
+# Events the rules leave alone: judged from their raw text, token by token
+# --------------------------------------------------------------------------------------------
+
+# A JSON string literal, and whether it is an object key (a literal followed by `:` is always one).
+_STR_TOKEN = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"(\s*:)?', re.S)
+# Events holding NaN/Infinity (the standard decoder accepts them, orjson writes null) take the walk.
+
+
+class RawEventFilter:
+    """Says whether an event, from its raw JSON text, holds nothing any rule would touch.
+
+    Why: most events of a trace are the same few dozen kernel/op names and keys with new numbers;
+    walking each decoded event in Python cost most of a scrub. Every string literal of the raw
+    text (keys and values, at any depth) is judged once per distinct literal: an event is clean
+    when every key is a plain key (not secret-named, host, UUID or hash-allowlisted: those have
+    key-specific rules) that `key_ok` accepts and every value passes `value_ok`. A clean event is
+    passed through (scrub) or skipped (check); any other event takes the full decoded walk.
+    """
+
+    MAX = 200_000
+
+    def __init__(self, sc: Scrubber, key_ok: Callable[[str], bool], value_ok: Callable[[str], bool]) -> None:
+        self.sc = sc
+        self.key_ok = key_ok
+        self.value_ok = value_ok
+        self._ok: set[tuple[str, str]] = set()   # (literal, "" or the `:` after a key) judged clean
+
+    def clean(self, raw: str) -> bool:
+        if "NaN" in raw or "Infinity" in raw:
+            return False
+        pending = set(_STR_TOKEN.findall(raw))
+        pending -= self._ok
+        for tok, colon in pending:
+            if not self._judge(tok, bool(colon)):
+                return False
+            if len(self._ok) >= self.MAX:
+                self._ok.clear()
+            self._ok.add((tok, colon))
+        return True
+
+    def _judge(self, tok: str, is_key: bool) -> bool:
+        try:
+            text = json.loads('"' + tok + '"') if "\\" in tok else tok
+        except ValueError:
+            return False
+        if not isinstance(text, str):
+            return False
+        if is_key:
+            return self.sc._key_class(text) == 0 and self.key_ok(text)
+        return self.value_ok(text)
+
+
+def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
+    """True for a string that `sc.scrub` returns as it is and counts nothing for."""
+    def ok(text: str) -> bool:
+        if not text:
+            return True
+        saved = sc.counts
+        sc.counts = Counter()
+        try:
+            out = sc.scrub(text, "-")
+        finally:
+            added, sc.counts = sc.counts, saved
+        return out == text and not added
+    return ok
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,6 +380,8 @@ def scrub_trace(src: Path, dst_tmp: Path, scrubber: Scrubber, policy: Policy) ->
 
 def write_scrubbed(stream: JsonEventStream, ts: TraceScrubber, out: IO[bytes]) -> int:
     """Re-emit the document of `stream` with every member and event scrubbed; return #events."""
+    ok = unchanged_by(ts.sc)
+    fast = RawEventFilter(ts.sc, ok, ok)
     batch: list[bytes] = []
     size = 0
     first_member = True
@@ -325,7 +403,8 @@ def write_scrubbed(stream: JsonEventStream, ts: TraceScrubber, out: IO[bytes]) -
                 first_member = False
             first_event = True
         elif tag == "event":
-            b = _dumps(ts.event(val))
+            raw = stream.last_raw()
+            b = raw.encode("utf-8") if fast.clean(raw) else _dumps(ts.event(val))
             batch.append(b if first_event else b",\n" + b)
             first_event = False
             n += 1
@@ -388,4 +467,4 @@ def sniff_json(path: Path) -> bool:
     return head.lstrip()[:1] in (b"{", b"[")
 
 
-__all__ = ["JsonEventStream", "TraceScrubber", "scrub_trace", "write_scrubbed", "find_trace_identities", "open_text", "sniff_json"]
+__all__ = ["JsonEventStream", "RawEventFilter", "TraceScrubber", "unchanged_by", "scrub_trace", "write_scrubbed", "find_trace_identities", "open_text", "sniff_json"]

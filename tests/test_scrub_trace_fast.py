@@ -1,0 +1,82 @@
+"""The raw-text fast path of trace scrub and check (`RawEventFilter`): an event is passed through
+only when every string literal in it, key or value, at any depth, is one the rules leave alone;
+every other event takes the decoded walk. Judged against the walk itself, event by event."""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import orjson
+from testdata import fixtures_dir
+from verlprof.stages.scrub.check import check_paths
+from verlprof.stages.scrub.secrets import REDACTED, Scrubber, load_policy
+from verlprof.stages.scrub.trace import JsonEventStream, RawEventFilter, TraceScrubber, scrub_trace, unchanged_by
+
+POLICY = load_policy(use_local_environment=False)
+TOKEN = "ghp_" + "Z8kq2LmN4pR7sT1vW3xY5zA9bC0dE6fG8hJ2"
+
+EVENTS = [
+    {"ph": "X", "name": "aten::mm", "ts": 1.5, "dur": 2, "args": {"External id": 3}},       # clean
+    {"ph": "X", "name": "aten::mm", "args": {"note": f"push {TOKEN}"}},                    # secret value
+    {"ph": "X", "name": "step", "args": {"api_key": "abcdefgh12345678"}},                 # secret-named key
+    {"ph": "M", "name": "process_name", "args": {"host_name": "node-17.cluster.internal"}},  # host key
+    {"ph": "X", "name": "x", "args": {"deep": [{"k": [f"{TOKEN}"]}]}},                       # nested
+    {"ph": "X", "name": "x", "args": {f"tok {TOKEN}": 1}},                                   # secret in a key
+    {"ph": "X", "name": "x", "args": {"v": float("nan")}},                                  # NaN: the walk
+]
+
+
+def _raw(ev: dict) -> str:
+    return json.dumps(ev)
+
+
+def test_filter_passes_only_what_the_rules_leave_alone() -> None:
+    sc = Scrubber(POLICY)
+    ok = unchanged_by(sc)
+    f = RawEventFilter(sc, ok, ok)
+    ts = TraceScrubber(Scrubber(POLICY), POLICY)
+    verdicts = [f.clean(_raw(ev)) for ev in EVENTS]
+    assert verdicts == [True] + [False] * (len(EVENTS) - 1)
+    for ev, clean in zip(EVENTS, verdicts):
+        if clean:   # passing the raw text through equals what the walk writes
+            assert ts.event(json.loads(_raw(ev))) == json.loads(_raw(ev))
+    # a JSON escape hides nothing: "\u005f" is "_"
+    escaped = _raw({"name": "x", "args": {"note": "push ghp\\u005f" + TOKEN[4:]}}).replace("\\\\u005f", "\\u005f")
+    assert "\\u005f" in escaped and not f.clean(escaped)
+
+
+def test_scrubbed_trace_matches_the_walk_and_checks_clean(tmp_path: Path) -> None:
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"traceEvents": EVENTS * 3, "displayTimeUnit": "ms"}, allow_nan=True))
+    dst = tmp_path / "out.json.gz"
+    sc = Scrubber(POLICY)
+    scrub_trace(src, dst, sc, POLICY)
+    with gzip.open(dst, "rb") as g:
+        out = json.loads(g.read())
+    walk = TraceScrubber(Scrubber(POLICY), POLICY)
+    expect = [orjson.loads(orjson.dumps(walk.event(ev))) for ev in EVENTS * 3]
+    assert out["traceEvents"] == expect
+    text = json.dumps(out)
+    assert TOKEN not in text and "abcdefgh12345678" not in text and "node-17" not in text
+    assert REDACTED in text
+    assert check_paths([dst], POLICY) == []
+    # check finds each planted kind in the raw input, through the same filter
+    kinds = {f.kind for f in check_paths([src], POLICY)}
+    assert any(k.startswith("pattern:") for k in kinds) and "secret_by_name" in kinds
+
+
+def test_real_trace_fast_path_equals_walk(tmp_path: Path) -> None:
+    src = next(iter(sorted((fixtures_dir() / "h200-torch-2.11").glob("*.json.gz"))))
+    dst = tmp_path / "out.json.gz"
+    scrub_trace(src, dst, Scrubber(POLICY), POLICY)
+    walk = TraceScrubber(Scrubber(POLICY), POLICY)
+    with gzip.open(src, "rb") as g:
+        stream = JsonEventStream(g, src)
+        expect = [orjson.loads(orjson.dumps(walk.event(v))) for tag, v in stream if tag == "event"]
+    with gzip.open(dst, "rb") as g:
+        got = json.loads(g.read())["traceEvents"]
+    assert got == expect
