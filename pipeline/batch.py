@@ -242,11 +242,17 @@ def _first(d: dict[str, Any], *keys: str) -> Any:
     return None
 
 
+_INT32 = 2**31
+
+
 def _int_or_none(v: Any) -> int | None:
+    """An int that fits the runs table's int32 columns (steps, world size), else None: a manifest
+    value beyond that range is not a step or a size, and must not make Arrow refuse the whole row."""
     try:
-        return int(v) if v is not None and not isinstance(v, bool) else None
-    except (TypeError, ValueError):
+        n = int(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if n is not None and -_INT32 <= n < _INT32 else None
 
 
 def run_metadata(manifest: dict[str, Any], phases: pa.Table, kernels: pa.Table) -> dict[str, Any]:
@@ -274,7 +280,7 @@ def run_metadata(manifest: dict[str, Any], phases: pa.Table, kernels: pa.Table) 
         "model": _basename(_first(cfg, "model", "model_path", "actor_rollout_ref.model.path")),
         "world_size": world,
         "roles": [str(r) for r in roles] if isinstance(roles, (list, tuple)) and roles else None,
-        "profiled_steps": [int(s) for s in steps if _int_or_none(s) is not None] if isinstance(steps, (list, tuple)) else None,
+        "profiled_steps": [n for n in (_int_or_none(s) for s in steps) if n is not None] if isinstance(steps, (list, tuple)) else None,
         "tool": _str(_first(cfg, "tool", "global_profiler.tool")),
         "date": _str(manifest.get("created")),
         "config_hash": _str(config_hash),

@@ -1,24 +1,33 @@
 """`verlprof collect`: run every stage over one verl run and leave a bundle that is safe to share.
 
-Data path (each step a stage module under stages/):
+The sequence, top to bottom in this file (local and `--ray` alike; only where each task runs
+differs, see pipeline/cluster.py):
 
-    gather -> export -> scrub -> window + summarize -> (traces) -> check -> OUT
+    gather -> export -> identify -> window -> summarize and cut -> scrub what is published
+           -> check -> publish
 
-Why a staging folder: the bundle is assembled in a temp folder beside OUT, verified by the scrub
-stage's checker, and only then renamed onto OUT. A crash or a refusal leaves no half-written or
-unsafe OUT behind; finished per-artifact work (exports, scrubbed copies) stays in the WORK dir and a
-re-run reuses it.
+- gather: find the artifacts (on Ray: on every node, each artifact remembers its node).
+- export: raw SQLite of every nsys report, in the WORK dir (raw: it still holds secrets).
+- identify (pass 1, `collect_tasks.survey_input`, one task per raw input): role/rank from inside
+  each report, the hosts/users/secret values for the run's ONE pseudonym map, and the steps.
+- window: ONE step for the whole run, chosen from every input's steps (stages/window).
+- summarize and cut (pass 2, `collect_tasks.summarize_and_publish`, one task per input): the
+  chosen step's rows, scrubbed in the worker, and its window trace cut, scrubbed and converted.
+- scrub what is published: the run-level values (steps rows, metadata, window, trace facts).
+- check: re-scan every staged file (in parallel); any finding refuses to publish (exit 1).
+- publish: the staging folder is renamed onto OUT; `--pack` adds OUT.tar.gz.
+
+Why a staging folder: the bundle is assembled in a temp folder beside OUT, checked, and only then
+renamed onto OUT. A crash or a refusal leaves no half-written or unsafe OUT behind; exports stay
+in the WORK dir and a re-run reuses them.
 """
 from __future__ import annotations
 
-import dataclasses
-
-import datetime as _dt
 import os
-import secrets as _secrets
 import shutil
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +45,31 @@ from ..stages.core.errors import (
 from ..stages.core.model import (
     DONE,
     FAILED,
-    MANIFEST_VERSION,
     REUSED,
     SKIPPED,
     Artifact,
     ArtifactKind,
     ArtifactStatus,
     StageOutcome,
-    final_status,
 )
-from . import stage_runs
-from .executors import Executor, make_executor, run_all
+from .collect_tasks import (
+    CONFIG,
+    MEMORY,
+    NSYS,
+    TORCH,
+    MemoryWork,
+    PublishOptions,
+    Published,
+    RawInput,
+    SourceWork,
+    Survey,
+    SurveyOptions,
+    summarize_and_publish,
+    summarize_memory,
+    survey_input,
+)
+from .collect_manifest import after_run_findings, artifact_statuses, build_manifest, bundle_salt
+from .executors import Executor, Job, TaskResult, make_executor, run_all, run_jobs
 
 NSYS_KINDS = (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
 
@@ -60,7 +83,7 @@ class CollectOptions:
     work_dir: Path = field(default_factory=default_work_dir)
     jobs: int | None = None
     nsys: str | None = None
-    ray: str | None = None
+    ray: str | None = None      # a Ray address: every input is read on the node that holds it
     step: int | str = 2
     top: int = 50
     html: bool = False
@@ -84,6 +107,7 @@ class CollectResult:
     doctor: list[Any] = field(default_factory=list)   # after-run findings of `verlprof doctor`
     statuses: list[ArtifactStatus] = field(default_factory=list)   # one final status per artifact
     published: bool = True    # False: nothing (or, with --strict, not everything) was summarized
+    nodes: list[Any] = field(default_factory=list)   # --ray: one cluster.NodeRow per node
 
     def count(self, stage: str, status: str) -> int:
         return sum(1 for o in self.outcomes if o.stage == stage and o.status == status)
@@ -99,13 +123,76 @@ class CollectResult:
         return int(ExitCode.PARTIAL) if self.with_status(FAILED) else int(ExitCode.OK)
 
 
+@dataclass
+class Run:
+    """One collect in progress: its options, where tasks run, and what each stage left behind."""
+
+    opts: CollectOptions
+    executor: Executor
+    progress: Any
+    salt: str
+    staging: Path
+    t0: float = field(default_factory=time.perf_counter)
+    gathered: gather_stage.GatherResult | None = None
+    node_of: dict[str, str] = field(default_factory=dict)   # --ray: artifact rel -> node id
+    nodes: list[Any] = field(default_factory=list)          # --ray: cluster.NodeRow
+    outcomes: list[StageOutcome] = field(default_factory=list)
+    scrub_results: list[Any] = field(default_factory=list)  # scrub_report.json entries
+    counts: Counter = field(default_factory=Counter)        # values pass 2 replaced in the rows
+    summary_metadata: dict[str, str] | None = None           # Parquet metadata, scrubbed
+
+    @property
+    def artifacts(self) -> list[Artifact]:
+        return self.gathered.artifacts if self.gathered else []
+
+    def job(self, fn: Any, item: Any, options: Any, rel: str) -> Job:
+        """A Job pinned (on Ray) to the node that holds artifact `rel`."""
+        return Job(fn, item, options, self.node_of.get(rel))
+
+
+@dataclass
+class Window:
+    """The run's one window: the chosen step, every input's steps, pass 2's work."""
+
+    choice: Any                                   # stages.window.WindowChoice (None: nothing readable)
+    resolved: list[Any]                           # SourceSteps of every readable source, steps numbered
+    work: list[SourceWork]
+    errors: dict[str, str]                        # rel -> why its steps could not be read
+
+
 def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor | None = None) -> CollectResult:
-    """Run gather -> export -> scrub -> window/summarize -> check and publish OUT.
+    """Run the sequence of this module's docstring and publish OUT.
 
     `progress` is a rich Progress (or anything with add_task/update/advance; None shows nothing). Raises VerlprofError
     for problems that stop the whole run; per-artifact problems become outcomes in the table.
     """
-    t0 = time.perf_counter()
+    run = start_run(opts, progress, executor)
+    try:
+        gather(run)
+        exports = export(run)
+        surveys = identify(run, raw_inputs(run.artifacts, exports))
+        scrub_options = pseudonym_map(run, surveys)
+        window = choose_window(run, surveys, scrub_options)
+        rows, traces = summarize_and_cut(run, window, surveys, scrub_options)
+        manifest_extra = scrub_published(run, window, surveys, rows, traces, scrub_options)
+        result = write_bundle(run, rows, manifest_extra, scrub_options)
+        check(run, scrub_options)
+        publish(run)
+    finally:
+        if run.staging.exists():
+            shutil.rmtree(run.staging, ignore_errors=True)
+    if opts.pack:
+        from .pack import pack_bundle
+
+        pack_bundle(opts.out)
+    result.published = True
+    result.seconds = time.perf_counter() - run.t0
+    result.doctor = after_run_findings(run.gathered)
+    return result
+
+
+def start_run(opts: CollectOptions, progress: Any, executor: Executor | None) -> Run:
+    """Check OUT and the WORK dir, and pick where tasks run (a process pool, or Ray)."""
     if progress is None:
         from .progress import NoProgress
 
@@ -117,59 +204,452 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
     _prepare_out(opts.out)
     opts.work_dir.mkdir(parents=True, exist_ok=True)
     atomic.clean_stale_temps(opts.work_dir)
-    salt = bundle_salt(opts.work_dir)
     executor = executor or make_executor(opts.jobs, opts.ray)
+    return Run(opts, executor, progress, bundle_salt(opts.work_dir), atomic.temp_sibling(opts.out))
 
-    gathered = _gather(opts, salt, progress)
-    if not gathered.artifacts:
-        where = ", ".join(gathered.roots) or "the default locations"
+
+# ------------------------------------------------------------------------------------------------
+# gather and export
+# ------------------------------------------------------------------------------------------------
+
+
+def gather(run: Run) -> None:
+    """Find the artifacts: in the SOURCE folders here, or (`--ray`) on every node of the cluster."""
+    opts = run.opts
+    task = run.progress.add_task("gather", total=None, last="")
+    if opts.ray is not None:
+        from .cluster import gather_on_nodes
+
+        found = gather_on_nodes(run.executor, opts.sources, run.salt, exclude=[opts.out, opts.work_dir])
+        run.gathered, run.node_of, run.nodes = found.gathered, found.node_of, found.nodes
+    else:
+        def on_hash(done: int, total: int, rel: str) -> None:
+            run.progress.update(task, completed=done, total=total, last=rel[-40:])
+
+        run.gathered = gather_stage.gather(opts.sources, with_hashes=True, progress=on_hash,
+                                           exclude=[opts.out, opts.work_dir], host_salt=run.salt)
+    n = max(1, len(run.artifacts))
+    run.progress.update(task, total=n, completed=n, last="")
+    if not run.artifacts:
+        where = ", ".join(run.gathered.roots) or ("the Ray nodes" if opts.ray is not None else "the default locations")
         raise NothingSummarizedError(None, f"no profiler artifacts found in {where}; no bundle written")
 
-    outcomes: list[StageOutcome] = []
-    exports = _export(nsys_inputs(gathered.artifacts), opts, executor, progress)
-    outcomes += _export_outcomes(exports, gathered.artifacts)
-    _identify_reports(gathered, exports, outcomes)
 
-    staging = atomic.temp_sibling(opts.out)
-    staging.mkdir(parents=True)
-    try:
-        extra: dict[str, Any] = {"executor": executor.name}
-        extra.update(_after_export(gathered, exports, opts, executor, progress, staging, outcomes, salt))
-        rows = extra.pop("_rows", None)
-        known = extra.pop("_known", None)
-        statuses = artifact_statuses(gathered.artifacts, outcomes)
-        manifest = build_manifest(gathered, outcomes, salt, extra, statuses)
-        from ..stages.scrub import publish_manifest
+def nsys_inputs(artifacts: list[Artifact]) -> list[Artifact]:
+    """nsys artifacts to export: reports, leftover .qdstrm, and SQLite given alone.
 
-        manifest = publish_manifest(manifest, known)     # file names and SOURCEs as published
-        result = CollectResult(opts.out, gathered.artifacts, outcomes, gathered.skipped, manifest,
-                               rows=rows, statuses=statuses, published=False)
-        _refuse_incomplete(result, opts.strict, after_run_findings(gathered), t0)
-        if rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
-            from .merged_trace import write_merged_trace
+    A SQLite lying beside its report (`export_of=`) is not a separate input: the export stage picks
+    it up for the report.
+    """
+    return [a for a in artifacts if a.kind in NSYS_KINDS
+            and not any(n.startswith("export_of=") for n in a.notes)]
 
-            merged = write_merged_trace(staging, manifest["traces"], rows.get("phases") or [])
-            if merged:
-                manifest["merged_trace"] = merged
-        atomic.write_json(staging / "manifest.json", manifest)
-        if opts.html and rows:
-            from .report_html import render_run_report
 
-            atomic.write_text(staging / "report.html",
-                              render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest,
-                                                bundle=staging))
-        _verify(staging, progress, known)
-        _publish(staging, opts.out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    if opts.pack:
-        from .pack import pack_bundle
+def export(run: Run) -> list[Any]:
+    """Raw SQLite of every nsys input, in the WORK dir of the node that holds it (cached by hash)."""
+    from ..stages import export as export_stage
 
-        pack_bundle(opts.out)
-    result.published = True
-    result.seconds = time.perf_counter() - t0
-    result.doctor = after_run_findings(gathered)
+    inputs = nsys_inputs(run.artifacts)
+    if not inputs:
+        return []
+    opts = run.opts
+    task = run.progress.add_task("export", total=len(inputs), last="")
+    tool = None
+    if opts.ray is None and any(a.kind != ArtifactKind.NSYS_SQLITE for a in inputs):
+        from ..stages.readers import nsys_tool
+
+        try:
+            tool = nsys_tool.find_nsys(opts.nsys)   # on Ray each node finds its own nsys
+        except VerlprofError:
+            tool = None  # each report then says, in its own row, that nsys is missing
+    eopts = export_stage.ExportOptions(work_dir=opts.work_dir, nsys=opts.nsys, jobs=opts.jobs, tool=tool,
+                                        out_dir=opts.out)
+
+    def on_done(res: TaskResult) -> None:
+        run.progress.advance(task)
+        run.progress.update(task, last=inputs[res.index].rel[-40:])
+
+    results = run_jobs(run.executor, [run.job(export_stage.export_one, a, eopts, a.rel) for a in inputs], on_done)
+    out = []
+    for art, res in zip(inputs, results):
+        if res.error is not None:
+            out.append(export_stage.ExportResult(artifact=art.rel, status="failed", detail=res.error))
+        else:
+            out.append(res.value)
+    run.outcomes += _export_outcomes(out, run.artifacts)
+    return out
+
+
+def _export_outcomes(results: list[Any], artifacts: list[Artifact]) -> list[StageOutcome]:
+    by_rel = {a.rel: a for a in artifacts}
+    out = []
+    for r in results:
+        info = {k: v for k, v in (("nsys_version", r.nsys_version), ("export_schema", r.export_schema),
+                                  ("seconds", round(r.seconds, 3))) if v}
+        detail = _plain(r.detail, by_rel.get(r.artifact)) if r.status in ("failed", "skipped") else r.detail
+        out.append(StageOutcome("export", r.artifact, r.status, detail, info=info))
+    return out
+
+
+def _plain(detail: str, art: Artifact | None) -> str:
+    """A failure's detail in plain words (errors.plain_reason), sized and kinded by its artifact."""
+    if art is None:
+        return plain_reason(detail)
+    return plain_reason(detail, path=art.rel, size=art.size, kind=art.kind.value)
+
+
+def raw_inputs(artifacts: list[Artifact], exports: list[Any]) -> list[RawInput]:
+    """What collect reads, where it lies: each usable raw export (WORK dir), torch trace and memory
+    snapshot. Nothing is copied; only what is made from them is scrubbed and published."""
+    by_rel = {a.rel: a for a in artifacts}
+    out: list[RawInput] = []
+    for r in exports:
+        if r.sqlite is None or r.status in ("failed", "skipped"):
+            continue
+        art = by_rel[r.artifact]
+        out.append(RawInput(art, str(r.sqlite), NSYS, identify=art.role is None or art.rank is None))
+    for art in artifacts:
+        if art.kind in (ArtifactKind.TORCH_TRACE, ArtifactKind.MEMORY_SNAPSHOT) and art.size > 0:
+            out.append(RawInput(art, str(art.path), TORCH if art.kind == ArtifactKind.TORCH_TRACE else MEMORY))
+        elif art.kind == ArtifactKind.HYDRA_CONFIG:      # its secret values become known values
+            out.append(RawInput(art, str(art.path), CONFIG))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# identify (pass 1) and the run's one pseudonym map
+# ------------------------------------------------------------------------------------------------
+
+
+def identify(run: Run, inputs: list[RawInput]) -> list[tuple[RawInput, Survey]]:
+    """Pass 1 over every raw input, in parallel where it lies: role/rank from inside each report,
+    identities for the pseudonym map, steps. Fills the artifacts' role/rank."""
+    from ..stages import scrub as scrub_stage
+    from ..stages.summarize import SummarizeOptions
+
+    task = run.progress.add_task("identify", total=max(1, len(inputs)), last="")
+    sopts = SurveyOptions(scrub_stage.load_policy(),
+                          SummarizeOptions(step=run.opts.step, top=run.opts.top, step_range=run.opts.step_range))
+    results = run_jobs(run.executor, [run.job(survey_input, i, sopts, i.artifact.rel) for i in inputs],
+                       lambda r: run.progress.advance(task))
+    run.progress.update(task, completed=max(1, len(inputs)))
+    index = {a.rel: k for k, a in enumerate(run.artifacts)}
+    out = []
+    for item, res in zip(inputs, results):
+        if res.error is not None:   # the task itself was lost (a node died): nothing is known
+            survey = Survey(item.artifact, steps_error=res.error)
+        else:
+            survey = res.value
+        art = survey.artifact
+        if survey.identify_error:
+            run.outcomes.append(StageOutcome("identify", art.rel, "failed", _plain(survey.identify_error, art)))
+        run.artifacts[index[art.rel]] = art
+        out.append((replace(item, artifact=art), survey))
+    return out
+
+
+def pseudonym_map(run: Run, surveys: list[tuple[RawInput, Survey]]) -> Any:
+    """The run's one pseudonym map (same host or user -> same pseudonym in every file, every node)."""
+    from ..stages import scrub as scrub_stage
+
+    policy = scrub_stage.load_policy()
+    return scrub_stage.build_options([s.identities for _i, s in surveys if s.identities is not None],
+                                     policy, salt=run.salt)
+
+
+# ------------------------------------------------------------------------------------------------
+# window: one step for the whole run
+# ------------------------------------------------------------------------------------------------
+
+
+def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_options: Any) -> Window:
+    """Number the steps of every source, choose ONE step for the run, and plan pass 2."""
+    from ..stages.summarize import summarize_job
+    from ..stages.window import run_window, window_spans
+
+    errors: dict[str, str] = {}
+    found: list[tuple[RawInput, Any]] = []
+    for item, s in surveys:
+        if item.kind not in (NSYS, TORCH):
+            continue
+        if s.steps is None:
+            errors[item.artifact.rel] = s.steps_error or "no steps could be read"
+        else:
+            found.append((item, s.steps))
+    if not found:
+        return Window(None, [], [], errors)
+    resolved, choice = run_window([s for _i, s in found], run.opts.step)
+    work = []
+    for (item, _s), src in zip(found, resolved):
+        spans = window_spans(src, choice.step)
+        summary = summarize_job(item.path, src.ident if item.kind == TORCH else _ident(item), src, choice.step)
+        trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
+        work.append(SourceWork(item.artifact.rel, item.kind, item.path,
+                               summary if getattr(summary, "spans", None) else None, trace))
+    return Window(choice, resolved, work, errors)
+
+
+def _ident(item: RawInput) -> Any:
+    from ..stages.window import identity_from_artifact
+
+    return identity_from_artifact(item.artifact)
+
+
+def _trace_job(run: Run, item: RawInput, spans: list[Any], scrub_options: Any) -> Any:
+    """The chosen step of one source as small scrubbed SQLite + Chrome JSON under traces/: the
+    window is cut from the raw input into the WORK dir; only the scrubbed window enters the bundle,
+    under the source's published name (a host or user in the file name becomes its pseudonym)."""
+    from ..stages.scrub import publish_name
+    from ..stages.traces import TraceJob
+
+    return TraceJob("torch" if item.kind == TORCH else "nsys", Path(item.path),
+                    publish_name(item.artifact.rel, scrub_options), run.staging,
+                    min(s.start_ns for s in spans), max(s.end_ns for s in spans), work_dir=run.opts.work_dir)
+
+
+# ------------------------------------------------------------------------------------------------
+# summarize and cut (pass 2), then scrub what is published at run level
+# ------------------------------------------------------------------------------------------------
+
+
+def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Survey]],
+                      scrub_options: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Pass 2 where each input lies: rows of the chosen step, scrubbed; window traces cut, scrubbed
+    and written into staging. Every source leaves one `summarize` outcome (done, skipped: why,
+    failed: why). Returns (scrubbed rows, trace facts)."""
+    from ..stages.summarize import SummarizeOptions, merge_rows
+
+    run.staging.mkdir(parents=True)
+    step = window.choice.step if window.choice is not None else None
+    sopts = SummarizeOptions(step=step if step is not None else run.opts.step, top=run.opts.top,
+                             step_range=run.opts.step_range)
+    popts = PublishOptions(sopts, scrub_options, ship=run.opts.ray is not None, work_dir=str(run.opts.work_dir))
+    task = run.progress.add_task("summarize", total=max(1, 2 * len(window.work)), last="")
+
+    def on_done(res: TaskResult) -> None:
+        run.progress.advance(task)
+        if res.value is not None and res.value.files:       # shipped from another node
+            _write_files(run.staging, res.value.files)
+            res.value.files = {}
+
+    # One job for the rows and one for the window of each source, summaries (the longest) first:
+    # a single large report keeps two workers busy, many reports fill every worker.
+    halves = [replace(w, trace=None) for w in window.work] + [replace(w, summary=None) for w in window.work]
+    jobs = [run.job(summarize_and_publish, h, popts, h.rel) for h in halves if h.summary or h.trace]
+    todo = [h for h in halves if h.summary or h.trace]
+    by_rel = {w.rel: Published(w.rel) for w in window.work}
+    for h, r in zip(todo, run_jobs(run.executor, jobs, on_done)):
+        got = r.value if r.error is None else Published(
+            h.rel, rows_error=r.error if h.summary else None, trace_error=r.error if h.trace else None)
+        _join(by_rel[h.rel], got)
+    published = list(by_rel.values())
+    for p in published:
+        run.counts.update(p.counts)
+    rows = merge_rows([p.rows for p in published if p.rows is not None])
+    memory = [(i, s) for i, s in surveys if i.kind == MEMORY]
+    rows = _add_memory(run, rows, memory, step, popts)
+    run.outcomes += _source_outcomes(run, window, published, rows)
+    traces = []
+    for w, p in zip(window.work, published):
+        if w.trace is None:
+            continue
+        if p.trace_error is not None:
+            run.outcomes.append(StageOutcome("traces", w.rel, "failed", plain_reason(p.trace_error, path=w.rel)))
+        elif p.trace is not None:
+            rep = p.trace.pop("scrub", None)
+            if rep is not None:
+                run.scrub_results.append(_scrub_result(rep))
+            traces.append(_trace_facts(p.trace))
+    run.progress.update(task, completed=max(1, 2 * len(window.work)))
+    return rows, traces
+
+
+def _join(into: Published, part: Published) -> None:
+    """The rows half and the window half of one source's pass 2, as one result."""
+    into.rows = into.rows if part.rows is None else part.rows
+    into.rows_error = into.rows_error or part.rows_error
+    into.counts.update(part.counts)
+    into.trace = into.trace if part.trace is None else part.trace
+    into.trace_error = into.trace_error or part.trace_error
+
+
+def _write_files(root: Path, files: dict[str, bytes]) -> None:
+    """Window files scrubbed on another node, written into staging (names are ours: traces/<stem>)."""
+    for rel, data in files.items():
+        parts = Path(rel).parts
+        if Path(rel).is_absolute() or ".." in parts or not parts or parts[0] != "traces":
+            raise VerlprofError(rel, "unexpected window file name from a node")
+        dst = root / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_bytes(dst, data)
+
+
+def _add_memory(run: Run, rows: dict[str, Any], memory: list[tuple[RawInput, Survey]], step: int | None,
+                popts: PublishOptions) -> dict[str, Any]:
+    """Fill `mem_peak_bytes` of the chosen step's phases from torch memory snapshots of that step
+    (where each snapshot lies); each snapshot leaves a `summarize` outcome (done, skipped: another
+    step, failed: why)."""
+    if not memory:
+        return rows
+    phases = list(rows.get("phases", []))
+    todo: list[tuple[Artifact, list[int]]] = []
+    jobs: list[Job] = []
+    mopts = replace(popts, summarize=replace(popts.summarize, step=step))
+    for item, _s in memory:
+        art = item.artifact
+        if step is None or (art.step is not None and art.step != step):
+            run.outcomes.append(StageOutcome("summarize", art.rel, "skipped",
+                                             _not_in_window([art.step] if art.step else None, step)))
+            continue
+        idx = [k for k, r in enumerate(phases) if art.pid is not None and r.get("pid") == art.pid]
+        todo.append((art, idx))
+        jobs.append(run.job(summarize_memory, MemoryWork(art, item.path, tuple(phases[k] for k in idx)), mopts,
+                            art.rel))
+    for (art, idx), res in zip(todo, run_jobs(run.executor, jobs)):
+        if res.error is not None:
+            run.outcomes.append(StageOutcome("summarize", art.rel, "failed", _plain(res.error, art)))
+            continue
+        new_rows, counts = res.value
+        run.counts.update(counts)
+        if idx:
+            for k, r in zip(idx, new_rows):
+                phases[k] = r
+        else:
+            phases += new_rows
+        run.outcomes.append(StageOutcome("summarize", art.rel, "done"))
+    return {**rows, "phases": phases}
+
+
+def _source_outcomes(run: Run, window: Window, published: list[Published], rows: dict[str, Any]) -> list[StageOutcome]:
+    """One `summarize` outcome per nsys/torch source: failed, done (rows), or skipped and why."""
+    from .collect_tasks import is_summarized_kind
+
+    errors = dict(window.errors)
+    errors.update({p.rel: p.rows_error for p in published if p.rows_error})
+    with_rows = {r.get("source") for name in ("phases", "kernels") for r in rows.get(name, [])}
+    steps_of = {src.ident.source: sorted({sp.step for sp in src.steps if sp.step is not None})
+                for src in window.resolved}
+    # A torch trace read without error but with no event verlprof reads (every one lacked a numeric
+    # "ts", or the trace holds none): a broken file, not one outside the window.
+    untimed = {src.ident.source for src in window.resolved
+               if src.ident.source_kind == "torch" and src.span is None and not src.steps}
+    step = window.choice.step if window.choice is not None else None
+    readable = {rel for rel in steps_of} | set(errors)
+    out = []
+    for art in run.artifacts:
+        if not is_summarized_kind(art) or art.rel not in readable:
+            continue
+        if art.rel in errors:
+            out.append(StageOutcome("summarize", art.rel, "failed", _plain(errors[art.rel], art)))
+        elif art.rel in untimed:
+            out.append(StageOutcome("summarize", art.rel, "failed", "no usable event in it: no annotation, "
+                                    'CUDA call or kernel with a numeric "ts" (a damaged or foreign trace?)'))
+        elif art.rel in with_rows:
+            out.append(StageOutcome("summarize", art.rel, "done"))
+        else:
+            out.append(StageOutcome("summarize", art.rel, "skipped", _not_in_window(steps_of.get(art.rel), step)))
+    return out
+
+
+def _not_in_window(steps: list[int] | None, step: int | None) -> str:
+    """Why a readable source gave no rows, in the user's words (steps, not spans)."""
+    if step is None:
+        return "no step found in this run (no step ranges, no step in the file names)"
+    if not steps:
+        return f"no step found in it; the summary is of step {step}"
+    held = f"step {steps[0]}" if len(steps) == 1 else "steps " + ", ".join(map(str, steps))
+    if step in steps:
+        return f"no ranges inside step {step}"
+    return f"holds {held} only; the summary is of step {step}"
+
+
+def scrub_published(run: Run, window: Window, surveys: list[tuple[RawInput, Survey]], rows: dict[str, Any],
+                    traces: list[dict[str, Any]], scrub_options: Any) -> dict[str, Any]:
+    """Scrub the run-level values made here from raw inputs (steps rows, summary metadata, window,
+    trace facts) with the run's pseudonym map; one `summaries` entry counts every value replaced."""
+    from ..stages import summarize as summarize_stage
+    from ..stages.scrub import Scrubber, scrub_summary_rows, scrub_values, values_report
+
+    task = run.progress.add_task("scrub", total=1, last="summaries")
+    sc = Scrubber(scrub_options.policy, scrub_options.pseudonyms)
+    extra: dict[str, Any] = {"executor": run.executor.name}
+    if run.nodes:
+        extra["cluster"] = {"nodes": [n.to_manifest() for n in run.nodes]}
+    if window.choice is not None:
+        steps, _ = scrub_summary_rows({"steps": summarize_stage.steps_rows(window.resolved, window.choice)},
+                                      scrub_options, scrubber=sc)
+        rows["steps"] = steps["steps"]
+        versions: dict[str, list[str]] = {"cuda_runtime": [], "cupti": []}
+        for _i, s in surveys:
+            for k, v in s.versions.items():
+                versions[k].append(v)
+        meta = summarize_stage.summary_metadata(
+            inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.kind != CONFIG],
+            tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
+                   **versions},
+            choice=window.choice)
+        run.summary_metadata = scrub_values(meta, sc, "summaries.metadata")
+        extra["window"] = scrub_values(window.choice.to_manifest(), sc, "manifest.window")
+        if run.opts.traces and window.work:
+            extra["traces"] = scrub_values(traces, sc, "manifest.traces")
+    sc.counts.update(run.counts)
+    run.scrub_results.insert(0, values_report(sc))
+    run.progress.update(task, completed=1)
+    return extra
+
+
+def _scrub_result(report: dict[str, Any]) -> Any:
+    """A window's scrub report (JSON-safe) back as a ScrubResult for scrub_report.json."""
+    from ..stages.scrub import ScrubResult
+
+    return ScrubResult(**{**report, "dst": ""})
+
+
+def _trace_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """Trace outputs and event counts for the manifest; header key names stay out (they are the
+    source's, unvetted, and not needed to read the bundle)."""
+    counts = {k: ({kk: vv for kk, vv in v.items() if kk not in ("header_keys", "dropped_keys")}
+                  if isinstance(v, dict) else v) for k, v in info.get("counts", {}).items()}
+    return {**info, "counts": counts}
+
+
+# ------------------------------------------------------------------------------------------------
+# write the staging bundle
+# ------------------------------------------------------------------------------------------------
+
+
+def write_bundle(run: Run, rows: dict[str, Any], extra: dict[str, Any], scrub_options: Any) -> CollectResult:
+    """summaries/, scrub_report.json, manifest.json and (--html) report.html into staging; refuse
+    (nothing written to OUT) when nothing was summarized, or with --strict when anything failed."""
+    from ..stages import scrub as scrub_stage
+    from ..stages import summarize as summarize_stage
+
+    staging = run.staging
+    if "window" in extra:
+        from .ranks import write_ranks   # issue 23: the run across ranks, from the scrubbed rows
+
+        summarize_stage.write_summaries(rows, staging / "summaries", run.summary_metadata)
+        write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata)
+    scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
+    statuses = artifact_statuses(run.artifacts, run.outcomes)
+    manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)
+    manifest = scrub_stage.publish_manifest(manifest, scrub_options)   # file names and SOURCEs as published
+    result = CollectResult(run.opts.out, run.artifacts, run.outcomes, run.gathered.skipped, manifest,
+                           rows=rows if "window" in extra else None, statuses=statuses, published=False,
+                           nodes=run.nodes)
+    _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)
+    if result.rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
+        from .merged_trace import write_merged_trace
+
+        merged = write_merged_trace(staging, manifest["traces"], rows.get("phases") or [])
+        if merged:
+            manifest["merged_trace"] = merged
+    atomic.write_json(staging / "manifest.json", manifest)
+    if run.opts.html and result.rows:
+        from .report_html import render_run_report
+
+        atomic.write_text(staging / "report.html",
+                          render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest, bundle=staging))
     return result
 
 
@@ -201,460 +681,28 @@ def failure_list(result: CollectResult, limit: int = 3) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# gather and export
+# check and publish (and what the manifest records)
 # ------------------------------------------------------------------------------------------------
 
 
-def _gather(opts: CollectOptions, salt: str, progress: Any) -> gather_stage.GatherResult:
-    task = progress.add_task("gather", total=None, last="")
+def check(run: Run, scrub_options: Any) -> None:
+    """Re-scan every staged file, in parallel on this machine (the bundle is here, also on Ray)."""
+    _verify(run.staging, run.progress, scrub_options.pseudonyms, jobs=run.opts.jobs)
 
-    def on_hash(done: int, total: int, rel: str) -> None:
-        progress.update(task, completed=done, total=total, last=rel[-40:])
 
-    result = gather_stage.gather(
-        opts.sources, with_hashes=True, progress=on_hash,
-        exclude=[opts.out, opts.work_dir], host_salt=salt,
-    )
-    progress.update(task, total=max(1, len(result.artifacts)), completed=max(1, len(result.artifacts)), last="")
-    return result
-
-
-def nsys_inputs(artifacts: list[Artifact]) -> list[Artifact]:
-    """nsys artifacts to export: reports, leftover .qdstrm, and SQLite given alone.
-
-    A SQLite lying beside its report (`export_of=`) is not a separate input: the export stage picks
-    it up for the report.
-    """
-    return [a for a in artifacts if a.kind in NSYS_KINDS
-            and not any(n.startswith("export_of=") for n in a.notes)]
-
-
-def _export(inputs: list[Artifact], opts: CollectOptions, executor: Executor, progress: Any) -> list[Any]:
-    from ..stages import export as export_stage
-
-    if not inputs:
-        return []
-    task = progress.add_task("export", total=len(inputs), last="")
-    needs_nsys = any(a.kind != ArtifactKind.NSYS_SQLITE for a in inputs)
-    tool = None
-    if needs_nsys:
-        from ..stages.readers import nsys_tool
-
-        try:
-            tool = nsys_tool.find_nsys(opts.nsys)
-        except VerlprofError:
-            tool = None  # each report then says, in its own row, that nsys is missing
-    eopts = export_stage.ExportOptions(work_dir=opts.work_dir, nsys=opts.nsys, jobs=opts.jobs, tool=tool,
-                                        out_dir=opts.out)
-
-    def on_done(res: Any) -> None:
-        progress.advance(task)
-        progress.update(task, last=inputs[res.index].rel[-40:])
-
-    results = run_all(executor, export_stage.export_one, inputs, eopts, on_done)
-    out = []
-    for art, res in zip(inputs, results):
-        if res.error is not None:
-            out.append(export_stage.ExportResult(artifact=art.rel, status="failed", detail=res.error))
-        else:
-            out.append(res.value)
-    return out
-
-
-def _export_outcomes(results: list[Any], artifacts: list[Artifact]) -> list[StageOutcome]:
-    by_rel = {a.rel: a for a in artifacts}
-    out = []
-    for r in results:
-        info = {k: v for k, v in (("nsys_version", r.nsys_version), ("export_schema", r.export_schema),
-                                  ("seconds", round(r.seconds, 3))) if v}
-        detail = _plain(r.detail, by_rel.get(r.artifact)) if r.status in ("failed", "skipped") else r.detail
-        out.append(StageOutcome("export", r.artifact, r.status, detail, info=info))
-    return out
-
-
-def _plain(detail: str, art: Artifact | None) -> str:
-    """A failure's detail in plain words (errors.plain_reason), sized and kinded by its artifact."""
-    if art is None:
-        return plain_reason(detail)
-    return plain_reason(detail, path=art.rel, size=art.size, kind=art.kind.value)
-
-
-def _identify_reports(gathered: gather_stage.GatherResult, exports: list[Any],
-                      outcomes: list[StageOutcome]) -> None:
-    """Fill role/rank of `worker_process_<pid>` reports from inside their raw export (process and
-    thread names, RANK/WORLD_SIZE of the profiled process, the ranges it opened)."""
-    from ..stages.readers.report_identity import identify_report
-
-    index = {a.rel: i for i, a in enumerate(gathered.artifacts)}
-    for r in exports:
-        if r.sqlite is None or r.status in ("failed", "skipped") or r.artifact not in index:
-            continue
-        i = index[r.artifact]
-        a = gathered.artifacts[i]
-        if a.role is not None and a.rank is not None:
-            continue
-        try:
-            ident = identify_report(r.sqlite, a.pid)
-        except VerlprofError as exc:
-            outcomes.append(StageOutcome("identify", a.rel, "failed", _plain(str(exc), a)))
-            continue
-        gathered.artifacts[i] = a.replace(
-            role=a.role or ident.role,
-            rank=a.rank if a.rank is not None else ident.rank,
-            world_size=a.world_size if a.world_size is not None else ident.world_size)
-
-
-# ------------------------------------------------------------------------------------------------
-# scrub (identities pass, then scrubbed copies in the WORK dir)
-# ------------------------------------------------------------------------------------------------
-
-
-def _after_export(gathered: gather_stage.GatherResult, exports: list[Any], opts: CollectOptions,
-                  executor: Executor, progress: Any, staging: Path, outcomes: list[StageOutcome],
-                  salt: str) -> dict[str, Any]:
-    """Identify, window, summarize and cut window traces into `staging`; return manifest entries.
-
-    Only what is published is scrubbed (issue 11): the raw exports, traces and snapshots stay in
-    the WORK dir and are read there; the strings of the summary rows and of the window facts, and
-    each window trace file, are scrubbed with the bundle's one pseudonym map before they are
-    written into `staging`; the final `check` over `staging` still guards publishing.
-    """
-    from ..stages import scrub as scrub_stage
-
-    inputs = _scrub_inputs(gathered.artifacts, exports)
-    configs = [_ScrubInput(a, scrub_stage.config_task(a.path, a.rel)) for a in gathered.artifacts
-               if a.kind == ArtifactKind.HYDRA_CONFIG]        # its secret values become known values
-    identify = _Identify(inputs + configs, scrub_stage.load_policy(), salt)
-    sources = [(item.artifact, _RawInput(Path(item.task.src))) for item in inputs]
-    extra: dict[str, Any] = {}
-    scrubbed: list[Any] = []
-    if sources:
-        extra.update(_summarize(sources, opts, executor, progress, staging, outcomes, identify, scrubbed))
-    options = identify.options(executor, progress)
-    extra["_known"] = options.pseudonyms
-    scrub_stage.write_report(staging / "scrub_report.json", scrubbed, options)
-    return extra
-
-
-@dataclass(frozen=True)
-class _RawInput:
-    """An input read where it lies (a raw export in the WORK dir, or the user's trace/snapshot)."""
-
-    dst: Path
-    status: str = "done"
-
-
-@dataclass(frozen=True)
-class _ScrubInput:
-    """A raw input collect reads in place, with the task its identity pass takes."""
-
-    artifact: Artifact
-    task: Any                    # stages.scrub.ScrubTask (src and kind; nothing is written to dst)
-
-
-def _scrub_inputs(artifacts: list[Artifact], exports: list[Any]) -> list[_ScrubInput]:
-    """What collect reads: each usable raw export (in the WORK dir), torch trace and memory snapshot
-    (where they lie). Nothing is copied: summaries and windows are made from them and only those are
-    scrubbed (see `_after_export`)."""
-    from ..stages.scrub import ScrubTask
-
-    by_rel = {a.rel: a for a in artifacts}
-    out: list[_ScrubInput] = []
-    for r in exports:
-        if r.sqlite is None or r.status in ("failed", "skipped"):
-            continue
-        art = by_rel[r.artifact]
-        out.append(_ScrubInput(art, ScrubTask(src=str(r.sqlite), dst="", kind="nsys_sqlite", rel=art.rel)))
-    for art in artifacts:
-        if art.kind in (ArtifactKind.TORCH_TRACE, ArtifactKind.MEMORY_SNAPSHOT) and art.size > 0:
-            out.append(_ScrubInput(art, ScrubTask(src=str(art.path), dst="", kind=art.kind.value, rel=art.rel)))
-    return out
-
-
-class _Identify:
-    """Pass 1: what each input reveals about hosts, users and secrets -> one pseudonym map.
-
-    Its tasks join the summaries' executor queue (they need no window); when no source was
-    summarized they run on their own when the map is first asked for."""
-
-    def __init__(self, inputs: list[_ScrubInput], policy: Any, salt: str) -> None:
-        self.inputs, self.policy, self.salt = inputs, policy, salt
-        self.results: list[Any] | None = None
-        self._options: Any = None
-
-    def jobs(self) -> list[tuple[Any, Any, Any]]:
-        from ..stages.scrub import identities_task
-
-        return [(identities_task, i.task, self.policy) for i in self.inputs]
-
-    def options(self, executor: Executor, progress: Any) -> Any:
-        from ..stages.scrub import build_options, identities_task
-
-        if self._options is None:
-            task = progress.add_task("identify", total=max(1, len(self.inputs)), last="")
-            if self.results is None:
-                self.results = run_all(executor, identities_task, [i.task for i in self.inputs], self.policy,
-                                       lambda r: progress.advance(task)) if self.inputs else []
-            progress.update(task, completed=max(1, len(self.inputs)))
-            self._options = build_options([r.value for r in self.results if r.error is None], self.policy,
-                                          salt=self.salt)
-        return self._options
-
-
-# ------------------------------------------------------------------------------------------------
-# window + summarize, window traces
-# ------------------------------------------------------------------------------------------------
-
-
-def _summarize(scrubbed: list[tuple[Artifact, Any]], opts: CollectOptions, executor: Executor, progress: Any,
-               staging: Path, outcomes: list[StageOutcome], identify: _Identify,
-               scrub_results: list[Any]) -> dict[str, Any]:
-    """Window + summarize the scrubbed copies; write summaries, window traces and the HTML page.
-
-    Every scrubbed artifact leaves one `summarize` outcome: done (it has rows), skipped (it holds
-    no part of the chosen step) or failed (its reader's reason in plain words)."""
-    from ..stages import summarize as summarize_stage
-    from ..stages.summarize import SummarizeOptions
-    from ..stages.window import identity_from_artifact
-
-    sopts = SummarizeOptions(step=opts.step, top=opts.top, step_range=opts.step_range)
-    sources = [(art, res) for art, res in scrubbed if art.kind in (
-        ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.TORCH_TRACE)]
-    items = [(Path(res.dst), identity_from_artifact(art)) for art, res in sources]
-    task = progress.add_task("summarize", total=None, last="")
-    jobs: list[Any] = []
-
-    n_identify = len(identify.inputs)
-
-    def side_jobs(resolved: list[Any], choice: Any) -> list[tuple[Any, Any, Any]]:
-        # the identity pass and the raw window cuts run while the summaries are made (one executor
-        # queue): none of them needs another's result
-        from ..stages.traces import cut_window
-
-        if opts.traces:
-            jobs.extend(_trace_jobs(resolved, choice, scrubbed, staging, opts.work_dir))
-        return identify.jobs() + [(cut_window, job, None) for job in jobs]
-
-    result, side_results = stage_runs.summarize_with(items, sopts, executor, unreadable_raises=False,
-                                                     side_jobs=side_jobs)
-    if side_results:
-        identify.results = side_results[:n_identify]
-    cuts = side_results[n_identify:]
-    scrub_options = identify.options(executor, progress)
-    step = result.choice.step if result.choice is not None else None
-    rows = result.rows
-    memory = [(art, res) for art, res in scrubbed if art.kind == ArtifactKind.MEMORY_SNAPSHOT]
-    rows = _add_memory(rows, memory, step, sopts, outcomes)
-    outcomes += _source_outcomes([art for art, _ in sources], result, rows)
-    progress.update(task, total=1, completed=1)
-    if result.choice is None:
-        return {}
-    meta = summarize_stage.summary_metadata(
-        inputs=[(art.rel, art.sha256) for art, _ in scrubbed],
-        tools={"nsys": [o.info.get("nsys_version", "") for o in outcomes if o.stage == "export"],
-               **_trace_versions(scrubbed)},
-        choice=result.choice)
-    from ..stages.scrub import publish_scrubber, scrub_summary_rows, scrub_values, values_report
-
-    task = progress.add_task("scrub", total=1, last="summaries")
-    nsys_raw = [res.dst for art, res in sources if art.kind != ArtifactKind.TORCH_TRACE]
-    sc = publish_scrubber(scrub_options, nsys_raw)   # one rule set and one report for all published values
-    rows, _ = scrub_summary_rows(rows, scrub_options, scrubber=sc)
-    meta = scrub_values(meta, sc, "summaries.metadata")
-    window = scrub_values(result.choice.to_manifest(), sc, "manifest.window")
-    progress.update(task, completed=1)
-    summarize_stage.write_summaries(rows, staging / "summaries", meta)
-    from .ranks import write_ranks   # issue 23: the run across ranks, from the scrubbed rows
-
-    write_ranks(rows.get("phases") or [], staging / "summaries", meta)
-    extra: dict[str, Any] = {"window": window}
-    if jobs:
-        traces = _trace_facts_of(jobs, _publish_windows(jobs, cuts, scrub_options, executor, progress), outcomes)
-        for t in traces:
-            rep = t.pop("scrub", None)
-            if rep is not None:
-                scrub_results.append(_scrub_result(rep))
-        extra["traces"] = scrub_values(traces, sc, "manifest.traces")
-    scrub_results.insert(0, values_report(sc))
-    extra["_rows"] = rows
-    return extra
-
-
-def _source_outcomes(arts: list[Artifact], result: Any, rows: Any) -> list[StageOutcome]:
-    """One `summarize` outcome per nsys/torch source: failed, done (rows), or skipped and why."""
-    errors = dict(result.errors)
-    with_rows = {r.get("source") for name in ("phases", "kernels") for r in (rows or {}).get(name, [])}
-    steps_of = {src.ident.source: sorted({sp.step for sp in src.steps if sp.step is not None})
-                for src in result.sources}
-    # A torch trace read without error but with no event verlprof reads (every one lacked a numeric
-    # "ts", or the trace holds none): a broken file, not one outside the window.
-    untimed = {src.ident.source for src in result.sources
-               if src.ident.source_kind == "torch" and src.span is None and not src.steps}
-    step = result.choice.step if result.choice is not None else None
-    out = []
-    for art in arts:
-        if art.rel in errors:
-            out.append(StageOutcome("summarize", art.rel, "failed", _plain(errors[art.rel], art)))
-        elif art.rel in untimed:
-            out.append(StageOutcome("summarize", art.rel, "failed", "no usable event in it: no annotation, "
-                                    'CUDA call or kernel with a numeric "ts" (a damaged or foreign trace?)'))
-        elif art.rel in with_rows:
-            out.append(StageOutcome("summarize", art.rel, "done"))
-        else:
-            out.append(StageOutcome("summarize", art.rel, "skipped", _not_in_window(steps_of.get(art.rel), step)))
-    return out
-
-
-def _not_in_window(steps: list[int] | None, step: int | None) -> str:
-    """Why a readable source gave no rows, in the user's words (steps, not spans)."""
-    if step is None:
-        return "no step found in this run (no step ranges, no step in the file names)"
-    if not steps:
-        return f"no step found in it; the summary is of step {step}"
-    held = f"step {steps[0]}" if len(steps) == 1 else "steps " + ", ".join(map(str, steps))
-    if step in steps:
-        return f"no ranges inside step {step}"
-    return f"holds {held} only; the summary is of step {step}"
-
-
-def _trace_versions(scrubbed: list[tuple[Artifact, Any]]) -> dict[str, list[str]]:
-    """CUDA runtime / CUPTI versions torch traces state in their header (torch's own version is not
-    recorded in a chrome trace), for the Parquet metadata."""
-    import gzip as _gzip
-    import re as _re
-
-    found: dict[str, list[str]] = {"cuda_runtime": [], "cupti": []}
-    for art, res in scrubbed:
-        if art.kind != ArtifactKind.TORCH_TRACE:
-            continue
-        try:
-            opener = _gzip.open if str(res.dst).endswith(".gz") else open
-            with opener(res.dst, "rb") as f:
-                head = f.read(16 << 10).decode("utf-8", "replace")
-        except (OSError, EOFError):
-            continue
-        for key, name in (("cuda_runtime_version", "cuda_runtime"), ("cupti_version", "cupti")):
-            m = _re.search(rf'"{key}"\s*:\s*(\d+)', head)
-            if m:
-                found[name].append(m.group(1))
-    return found
-
-
-def _add_memory(rows: Any, memory: list[tuple[Artifact, Any]], step: int | None, sopts: Any,
-                outcomes: list[StageOutcome]) -> Any:
-    """Fill `mem_peak_bytes` of the chosen step's phases from torch memory snapshots of that step;
-    each snapshot leaves a `summarize` outcome (done, skipped: another step, failed: why)."""
-    if not memory:
-        return rows
-    from dataclasses import replace as _replace
-
-    from ..stages.summarize import summarize_memory_snapshot
-    from ..stages.window import identity_from_artifact
-
-    phases = list((rows or {}).get("phases", []))
-    for art, res in memory:
-        if step is None or (art.step is not None and art.step != step):
-            outcomes.append(StageOutcome("summarize", art.rel, "skipped",
-                                         _not_in_window([art.step] if art.step else None, step)))
-            continue
-        ident = identity_from_artifact(art)
-        same_pid = [r for r in phases if r.get("pid") == art.pid] if art.pid is not None else []
-        try:
-            if same_pid:
-                updated = summarize_memory_snapshot(Path(res.dst), ident, _replace(sopts, step=step), same_pid)
-                by_id = {id(r): u for r, u in zip(same_pid, updated.get("phases", []))}
-                phases = [by_id.get(id(r), r) for r in phases]
-            else:
-                extra = summarize_memory_snapshot(Path(res.dst), ident, _replace(sopts, step=step))
-                phases += list(extra.get("phases", []))
-        except VerlprofError as exc:
-            outcomes.append(StageOutcome("summarize", art.rel, "failed", _plain(str(exc), art)))
-            continue
-        outcomes.append(StageOutcome("summarize", art.rel, "done"))
-    rows = dict(rows or {})
-    rows["phases"] = phases
-    return rows
-
-
-def _trace_jobs(sources: list[Any], choice: Any, scrubbed: list[tuple[Artifact, Any]], staging: Path,
-                work_dir: Path) -> list[Any]:
-    """The chosen step of every source as small scrubbed SQLite + Chrome JSON under traces/: the
-    window is cut from the raw input into the work dir and only the scrubbed window enters staging."""
-    from ..stages.traces import TraceJob
-    from ..stages.window import window_spans
-
-    dst_of = {art.rel: Path(res.dst) for art, res in scrubbed}
-    jobs = []
-    for src in sources:
-        spans = window_spans(src, choice.step)
-        rel = src.ident.source
-        if not spans or rel not in dst_of:
-            continue
-        kind = "torch" if src.ident.source_kind == "torch" else "nsys"
-        jobs.append(TraceJob(kind, dst_of[rel], rel, staging,
-                             min(s.start_ns for s in spans), max(s.end_ns for s in spans),
-                             work_dir=work_dir))
-    return jobs
-
-
-def _publish_windows(jobs: list[Any], cuts: list[Any], scrub_options: Any, executor: Executor,
-                     progress: Any) -> list[Any]:
-    """Scrub each cut raw window into staging (and convert nsys windows to Chrome JSON): small files,
-    one short task each. A failed cut stays that cut's error."""
-    from ..stages.traces import publish_window
-
-    task = progress.add_task("traces", total=len(jobs), last="")
-    ok = [i for i, c in enumerate(cuts) if c.error is None]
-    from ..stages.scrub import publish_name
-
-    named = [dataclasses.replace(j, source_rel=publish_name(j.source_rel, scrub_options)) for j in jobs]
-    done = run_all(executor, publish_window, [(named[i], cuts[i].value) for i in ok], scrub_options,
-                   lambda r: progress.advance(task))
-    out = list(cuts)
-    for i, r in zip(ok, done):
-        out[i] = r
-    return out
-
-
-def _trace_facts_of(jobs: list[Any], results: list[Any], outcomes: list[StageOutcome]) -> list[dict[str, Any]]:
-    """Manifest facts of the written window traces; a failed cut becomes a `traces` outcome."""
-    out = []
-    for job, r in zip(jobs, results):
-        if r.error is not None:
-            outcomes.append(StageOutcome("traces", job.source_rel, "failed",
-                                         plain_reason(r.error, path=job.source_rel)))
-        else:
-            out.append(_trace_facts(r.value))
-    return out
-
-
-def _scrub_result(report: dict[str, Any]) -> Any:
-    """A window's scrub report (JSON-safe) back as a ScrubResult for scrub_report.json."""
-    from ..stages.scrub import ScrubResult
-
-    return ScrubResult(**{**report, "dst": ""})
-
-
-def _trace_facts(info: dict[str, Any]) -> dict[str, Any]:
-    """Trace outputs and event counts for the manifest; header key names stay out (they are the
-    source's, unvetted, and not needed to read the bundle)."""
-    counts = {k: ({kk: vv for kk, vv in v.items() if kk not in ("header_keys", "dropped_keys")}
-                  if isinstance(v, dict) else v) for k, v in info.get("counts", {}).items()}
-    return {**info, "counts": counts}
-
-
-# ------------------------------------------------------------------------------------------------
-# check and publish
-# ------------------------------------------------------------------------------------------------
-
-
-def _verify(staging: Path, progress: Any, known: Any = None) -> None:
+def _verify(staging: Path, progress: Any, known: Any = None, jobs: int | None = 1) -> None:
     """Refuse to publish a bundle in which the checker still finds a secret (the staging folder is
-    then removed, so nothing unsafe is ever left at OUT)."""
-    from ..stages.scrub import check_paths
-
+    then removed, so nothing unsafe is ever left at OUT). Files are checked in `jobs` processes."""
     task = progress.add_task("check", total=1, last="")
-    findings = check_paths([staging], known=known)
+    files = sorted(str(p) for p in staging.rglob("*") if p.is_file() or p.is_symlink())
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(files)))
+    chunks = [files[k::workers] for k in range(workers)]
+    results = run_all(make_executor(workers), check_files, chunks, known)
+    findings = []
+    for r in results:
+        if r.error is not None:
+            raise RefusedError(None, f"refusing to publish: the check could not read the bundle ({r.error})")
+        findings += r.value
     progress.update(task, completed=1)
     if findings:
         where = "; ".join(f"{Path(f.path).relative_to(staging) if Path(f.path).is_relative_to(staging) else f.path}"
@@ -663,109 +711,11 @@ def _verify(staging: Path, progress: Any, known: Any = None) -> None:
                              f"in the bundle: {where}")
 
 
-def after_run_findings(gathered: gather_stage.GatherResult) -> list[Any]:
-    """verlprof doctor's after-run checks over what gather found (.qdstrm left, empty reports,
-    profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
-    from ..stages.doctor import after_run_checks
+def check_files(files: list[str], known: Any = None) -> list[Any]:
+    """The checker's findings in some files of a bundle (one worker's share)."""
+    from ..stages.scrub import check_paths
 
-    arts = [{"kind": a.kind.value, "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
-            for a in gathered.artifacts]
-    cfg = gathered.config.raw if gathered.config is not None else None
-    try:
-        return after_run_checks(arts, cfg)
-    except Exception:  # noqa: BLE001 - advice must never fail a collect
-        return []
-
-
-def artifact_statuses(artifacts: list[Artifact], outcomes: list[StageOutcome]) -> list[ArtifactStatus]:
-    """The final status of every artifact, in gather order (model.final_status over its outcomes).
-
-    Artifacts no stage reads on their own get a `summarize: skipped` outcome saying why: the run's
-    Hydra config, and an export lying beside its report (summarized as that report)."""
-    by_rel: dict[str, list[StageOutcome]] = {}
-    for o in outcomes:
-        by_rel.setdefault(o.artifact, []).append(o)
-    out = []
-    for a in artifacts:
-        mine = by_rel.get(a.rel, [])
-        if not mine:
-            why = _unread_reason(a)
-            if why:
-                outcomes.append(StageOutcome("summarize", a.rel, "skipped", why))
-                mine = [outcomes[-1]]
-        empty = plain_reason("empty file", size=0, kind=a.kind.value) if a.size == 0 and not mine else None
-        out.append(final_status(a.rel, mine, empty))
-    return out
-
-
-def _unread_reason(a: Artifact) -> str:
-    if a.kind == ArtifactKind.HYDRA_CONFIG:
-        return "the run's config: read for roles and steps, not summarized"
-    report = next((n.split("=", 1)[1] for n in a.notes if n.startswith("export_of=")), None)
-    if report:
-        return f"the export of {Path(report).name}: summarized as that report"
-    return ""
-
-
-def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutcome], salt: str,
-                   extra: dict[str, Any], statuses: list[ArtifactStatus] | None = None) -> dict[str, Any]:
-    """manifest.json: relative names, salted host hashes, stage outcomes, each artifact's final
-    status and reason, and a `status` block naming every failed artifact (so `verlprof summarize`
-    can say which runs are incomplete); no absolute path."""
-    by_rel: dict[str, list[dict[str, Any]]] = {}
-    for o in outcomes:
-        by_rel.setdefault(o.artifact, []).append({"stage": o.stage, "status": o.status, "detail": o.detail, **o.info})
-    final = {s.rel: s for s in statuses or []}
-    artifacts = []
-    for a in gathered.artifacts:
-        rec = a.to_manifest(salt)
-        rec["stages"] = by_rel.get(a.rel, [])
-        if a.rel in final:
-            rec.update(final[a.rel].to_manifest())
-        artifacts.append(rec)
-    if statuses is not None:
-        extra = {"status": status_block(statuses), **extra}
-    return {
-        "manifest_version": MANIFEST_VERSION,
-        "verlprof_version": _verlprof_version(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "sources": gathered.roots,
-        "config": gathered.config.to_manifest() if gathered.config else None,
-        "artifacts": artifacts,
-        "skipped": [{"rel": r, "reason": why} for r, why in gathered.skipped],
-        **extra,
-    }
-
-
-def status_block(statuses: list[ArtifactStatus]) -> dict[str, Any]:
-    """The manifest's `status`: counts per final status, complete or not, and each failure."""
-    counts = {st: sum(1 for s in statuses if s.status == st) for st in (DONE, REUSED, SKIPPED, FAILED)}
-    return {
-        "complete": counts[FAILED] == 0,
-        "summarized": counts[DONE] + counts[REUSED],
-        **counts,
-        "failed_artifacts": [{"rel": s.rel, "stage": s.stage, "reason": s.reason}
-                             for s in statuses if s.status == FAILED],
-    }
-
-
-def _verlprof_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("verlprof")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
-def bundle_salt(work_dir: Path) -> str:
-    """A random salt kept in the WORK dir (never in a bundle), so host hashes cannot be reversed."""
-    p = work_dir / "salt"
-    try:
-        return p.read_text().strip()
-    except OSError:
-        atomic.write_text(p, _secrets.token_hex(16))
-        return p.read_text().strip()
+    return check_paths(files, known=known) if files else []
 
 
 def _prepare_out(out: Path) -> None:
@@ -775,6 +725,11 @@ def _prepare_out(out: Path) -> None:
             raise VerlprofError(out, "exists and is not a folder; choose another -o")
         if any(out.iterdir()) and not (out / "manifest.json").exists():
             raise VerlprofError(out, "exists, is not empty and is not a verlprof bundle; choose another -o")
+
+
+def publish(run: Run) -> None:
+    """The checked staging folder becomes OUT."""
+    _publish(run.staging, run.opts.out)
 
 
 def _publish(staging: Path, out: Path) -> None:

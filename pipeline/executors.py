@@ -69,6 +69,29 @@ class ProcessPoolExecutorBackend:
                 yield fut.result()
 
 
+@dataclass(frozen=True)
+class Job:
+    """One unit of work for a mixed queue: `fn(item, options)`, and the Ray node that holds the
+    item's input (None: anywhere). Lets one executor run several kinds of work side by side, and
+    the Ray executor run each job where its raw input lies."""
+
+    fn: Callable[[Any, Any], Any]
+    item: Any
+    options: Any = None
+    node: str | None = None
+
+
+def run_job(job: Job, _options: Any = None) -> Any:
+    """Run one Job (module level, so every executor can ship it)."""
+    return job.fn(job.item, job.options)
+
+
+def run_jobs(executor: "Executor", jobs: Iterable[Job],
+             on_done: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
+    """`run_all` over Jobs: results in input order, errors as data."""
+    return run_all(executor, run_job, list(jobs), None, on_done)
+
+
 def make_executor(jobs: int | None = None, ray_address: str | None = None) -> Executor:
     """Pick the executor from CLI flags. `ray_address` (e.g. "auto") selects Ray tasks."""
     if ray_address is not None:

@@ -80,6 +80,10 @@ class RayExecutor:
             self._started = connect(self.address, **self.init_kwargs) or self._started
         return ray
 
+    def ensure(self) -> Any:
+        """The `ray` module, connected (for callers that list the cluster's nodes)."""
+        return self._ensure()
+
     def _window(self, ray: Any) -> int:
         """Tasks kept in flight: enough to fill the cluster twice, so results stream back steadily."""
         if self.max_in_flight:
@@ -94,7 +98,7 @@ class RayExecutor:
         if not items:
             return
         ray = self._ensure()
-        remote = ray.remote(_call).options(num_cpus=self.num_cpus, max_retries=self.max_retries)
+        remote = ray.remote(_call)
         opt_ref = ray.put(options)
         fn_ref = ray.put(fn)
         window = self._window(ray)
@@ -102,7 +106,7 @@ class RayExecutor:
         next_i = 0
         while next_i < len(items) or pending:
             while next_i < len(items) and len(pending) < window:
-                pending[remote.remote(fn_ref, next_i, items[next_i], opt_ref)] = next_i
+                pending[self._submit(remote, fn_ref, next_i, items[next_i], opt_ref)] = next_i
                 next_i += 1
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
@@ -111,6 +115,19 @@ class RayExecutor:
                     yield ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a lost worker/node is this item's error
                     yield TaskResult(index, error=f"ray task failed: {_one_line(exc)}")
+
+    def _submit(self, remote: Any, fn_ref: Any, index: int, item: Any, opt_ref: Any) -> Any:
+        """Submit one item; a Job with a `node` runs on that node only (its input lies there), and
+        is not retried: a node that died leaves the item failed, it is never run elsewhere."""
+        node = getattr(item, "node", None)
+        if not node:
+            return remote.options(num_cpus=self.num_cpus, max_retries=self.max_retries).remote(
+                fn_ref, index, item, opt_ref)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        pinned = remote.options(num_cpus=self.num_cpus, max_retries=0,
+                                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False))
+        return pinned.remote(fn_ref, index, item, opt_ref)
 
     def close(self) -> None:
         """Disconnect if this executor made the connection (a driver's own `ray.init` is left alone)."""

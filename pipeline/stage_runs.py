@@ -97,29 +97,11 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
                       unreadable_raises: bool = True) -> summarize_stage.SummarizeResult:
     """Window + summarize several sources (nsys exports; torch traces when their identity says
     `source_kind="torch"`): steps found in all of them, one step chosen for the run, each source
-    summarized in parallel on `executor` (inline by default).
+    summarized in parallel on `executor` (inline by default). Used by `verlprof window`; collect
+    runs its own two passes (pipeline/collect.py), which also scrub what they publish.
 
-    When no source is readable: raises a one-line VerlprofError, or, with `unreadable_raises=False`
-    (collect, which reports every source's own reason in its table), returns a result with no
-    sources, no choice (`choice=None`) and every source's error."""
-    result, _side = summarize_with(items, options, executor, unreadable_raises)
-    return result
-
-
-def summarize_with(items: Sequence[tuple[str | Path, SourceIdentity]],
-                   options: summarize_stage.SummarizeOptions | None = None,
-                   executor: Executor | None = None,
-                   unreadable_raises: bool = True,
-                   side_jobs: Callable[[list[SourceSteps], Any], list[tuple[Callable[[Any, Any], Any], Any, Any]]]
-                   | None = None) -> tuple[summarize_stage.SummarizeResult, list[TaskResult]]:
-    """`summarize_sources`, plus work that needs only the chosen window (collect's window traces)
-    run on the same executor at the same time as the summaries.
-
-    Why: once the step is chosen, cutting a source's window and summarizing it read the same file
-    independently; one queue keeps every core busy even with a single large report, instead of
-    waiting for all summaries before the first cut. `side_jobs(resolved_sources, choice)` returns
-    (fn, item, options) triples (picklable, module-level fn); their results come back in order.
-    """
+    When no source is readable: raises a one-line VerlprofError, or, with `unreadable_raises=False`,
+    returns a result with no sources, no choice (`choice=None`) and every source's error."""
     options = options or summarize_stage.SummarizeOptions()
     ex = executor or InlineExecutor()
     errors: list[tuple[str, str]] = []
@@ -134,30 +116,17 @@ def summarize_with(items: Sequence[tuple[str | Path, SourceIdentity]],
             kept.append((str(p), ident))
     if not srcs and errors:
         if not unreadable_raises:
-            return summarize_stage.SummarizeResult([], None, {}, errors), []  # type: ignore[arg-type]
+            return summarize_stage.SummarizeResult([], None, {}, errors)  # type: ignore[arg-type]
         raise VerlprofError(None, f"no readable input: {errors[0][0]}: {errors[0][1]}")
     resolved, choice = run_window(srcs, options.step)
     jobs = [summarize_stage.summarize_job(p, ident, src, choice.step) for (p, ident), src in zip(kept, resolved)]
     jobs = [j for j in jobs if j.spans]
-    side = side_jobs(resolved, choice) if side_jobs is not None else []
-    # Longest first: the summaries (a projection of every range) outlast a window cut or an
-    # identity pass, so they start first and the side jobs fill the other workers meanwhile.
-    queue = [(summarize_stage.summarize_any_item, job, options) for job in jobs] + \
-            [(fn, item, opt) for fn, item, opt in side]
-    done = run_all(ex, _call_job, queue, None)
-    side_results = done[len(jobs):]
     parts = []
-    for job, res in zip(jobs, done[:len(jobs)]):
+    for job, res in zip(jobs, run_all(ex, summarize_stage.summarize_any_item, jobs, options)):
         if res.error:
             errors.append((job.ident.source, res.error))
         else:
             parts.append(res.value)
     rows = summarize_stage.merge_rows(parts)
     rows["steps"] = summarize_stage.steps_rows(resolved, choice)
-    return summarize_stage.SummarizeResult(resolved, choice, rows, errors), side_results
-
-
-def _call_job(job: tuple[Callable[[Any, Any], Any], Any, Any], _options: Any = None) -> Any:
-    """Run one (fn, item, options) triple: lets one executor queue mix kinds of work."""
-    fn, item, options = job
-    return fn(item, options)
+    return summarize_stage.SummarizeResult(resolved, choice, rows, errors)

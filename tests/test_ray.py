@@ -1,144 +1,101 @@
 """Ray: the executor, `summarize --ray` and `collect --ray` against a REAL local Ray cluster.
 
-One cluster per test session (`ray.cluster_utils.Cluster`, 3 nodes of 1 CPU on this machine, small
-object stores, no dashboard). Every node holds its own reports: each raylet gets its own
-$VERLPROF_NSIGHT_DIR (node-specific env, inherited by its workers) into which the real H200 fixture
-exports are copied, so a task only finds files when it really runs on that node.
+One cluster per module (`ray.cluster_utils.Cluster`, 3 nodes of 1 CPU on this machine, each with its
+own resources and small object store, no dashboard). Every node holds its own reports: each raylet
+gets its own $VERLPROF_NSIGHT_DIR (node-specific env, inherited by its workers) into which real
+H200 fixtures are copied, so a task only finds a file when it really runs on that node.
+
+`collect --ray` must write the bundle a local collect of all the nodes' folders writes: the same
+phases rows, status block and exit code (with a broken trace, with --strict, --html and
+--step-range), and a node that dies mid-run leaves its artifacts failed (exit 3).
 """
 from __future__ import annotations
 
-import gzip
-import hashlib
-import importlib.util
-import io
 import json
 import logging
 import shutil
-import sqlite3
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from testdata import fixtures_dir
+from typer.testing import CliRunner
 from verlprof.pipeline import batch, cluster
+from verlprof.pipeline.cli import app
+from verlprof.pipeline.collect import CollectOptions, run_collect
 from verlprof.pipeline.executors import InlineExecutor, run_all
-from verlprof.stages.core.errors import BadInputError, ToolMissingError
-from verlprof.stages.core.phases import canonical_stage
-from verlprof.stages.schema import arrow_schema
+from verlprof.pipeline.progress import NoProgress
+from verlprof.stages.core.errors import BadInputError, RunFailedError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from testdata import data_dir, data_path  # noqa: E402
 
 ray = pytest.importorskip("ray")
 from ray import cloudpickle  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]   # one ~10 s cluster start per session
+pytestmark = [pytest.mark.ray, pytest.mark.slow]   # one ~10 s cluster start per module
 
-FIXTURES = fixtures_dir()
-NSYS = FIXTURES / "h200-nsys-2025.3"
-SECRETS = [b"hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o", b"5f0c3e9a1b7d24e8c6a90f1b3d5e7a9c2b4d6f80",
-           b"wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY", b"s3cr3t-Pa55!", b"hf_CmdLineTok3n0123456789abcdefghijkl",
-           b"/tmp/home/alice"]
 MB = 1024 ** 2
+RAY_EXPORTS = [f"h200-nsys-2025.3/ray-continuous/worker_process_1983.{k}.sqlite" for k in (1, 2, 3)]
+WHOLE = "h200-nsys-2025.3/whole/whole_1873.sqlite"
+SECRETS = [b"hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o", b"wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY", b"s3cr3t-Pa55!"]
+runner = CliRunner()
 
 # Functions of this module travel to Ray workers by value (the module itself is not importable there).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _load_batch_helpers():
+    import importlib.util
+
     spec = importlib.util.spec_from_file_location("verlprof_test_batch_helpers", Path(__file__).with_name("test_batch.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """head (node_a: the whole-run export), node_b (two capture-range exports), node_c (empty),
-    node_d (only an .nsys-rep and no usable nsys)."""
+    """node_a: the capture-range exports of one worker; node_b: torch traces of steps 1-3 and a
+    memory snapshot; node_c: the whole-run export. Each node its own folder and resource."""
     base = tmp_path_factory.mktemp("ray_nodes")
-    folders = {n: base / n for n in ("node_a", "node_b", "node_c", "node_d")}
+    folders = {n: base / n for n in ("node_a", "node_b", "node_c")}
     for f in folders.values():
         f.mkdir()
-    shutil.copy(NSYS / "whole" / "whole_1873.sqlite", folders["node_a"])
-    for k in (1, 2):
-        shutil.copy(NSYS / "ray-continuous" / f"worker_process_1983.{k}.sqlite", folders["node_b"])
-    (folders["node_d"] / "worker_process_77.nsys-rep").write_bytes(b"not really a report\n" * 10)
+    for rel in RAY_EXPORTS:
+        shutil.copy(data_path(rel), folders["node_a"])
+    torch = data_dir("h200-torch-2.11")
+    for p in sorted(torch.glob("*.json.gz")):
+        shutil.copy(p, folders["node_b"])
+    (folders["node_b"] / "step2").mkdir()
+    shutil.copy(data_path("h200-torch-2.11/step2/torch_memory_rank0_pid804.pickle"), folders["node_b"] / "step2")
+    shutil.copy(data_path(WHOLE), folders["node_c"])
+    for f in folders.values():
+        for p in f.rglob("*"):
+            if p.is_file():
+                p.chmod(0o644)
 
     def args(name: str, **extra: object) -> dict:
-        env = {cluster.NSIGHT_ENV: str(folders[name]), **extra.pop("env", {})}
+        env = {cluster.NSIGHT_ENV: str(folders[name])}
         return dict(num_cpus=1, resources={name: 1}, object_store_memory=80 * MB, env_vars=env, **extra)
 
     c = Cluster(initialize_head=True, head_node_args=args("node_a", include_dashboard=False))
     for name in ("node_b", "node_c"):
         c.add_node(**args(name))
-    c.add_node(**args("node_d", env={"VERLPROF_NSYS": str(base / "no-nsys-here" / "nsys")}))
     c.wait_for_nodes()
     ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
     try:
-        yield SimpleNamespace(cluster=c, folders=folders, address=c.address)
+        yield SimpleNamespace(cluster=c, folders=folders, address=c.address, base=base)
     finally:
         ray.shutdown()
         c.shutdown()
 
 
 # ----------------------------------------------------------------------------------------------
-# A simple, real per-node function: read the node's SQLite exports, summarise their NVTX ranges
-# and kernels into a small bundle (only names and numbers travel; the exports stay on the node).
+# The executor
 # ----------------------------------------------------------------------------------------------
-
-
-def nvtx_bundle(sources: list[str], options: object) -> bytes:
-    files = sorted({p for s in sources for p in Path(s).rglob("*.sqlite")}, key=lambda p: p.name)
-    phases, kernels, artifacts = [], [], []
-    for path in files:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            ranges = con.execute(
-                "SELECT e.start, e.end, COALESCE(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s "
-                "ON s.id = e.textId WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL ORDER BY e.start").fetchall()
-            kern = con.execute("SELECT s.value, COUNT(*), SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-                               "JOIN StringIds s ON s.id = k.shortName GROUP BY s.value ORDER BY 3 DESC LIMIT 5").fetchall()
-        finally:
-            con.close()
-        for start, end, name in ranges:
-            phases.append({"source": path.name, "source_kind": "nsys", "role": "actor", "step": 1, "phase": name,
-                           "stage": canonical_stage(name), "start_ns": start, "wall_ns": end - start})
-        for name, n, total in kern:
-            kernels.append({"source": path.name, "source_kind": "nsys", "step": 1, "kernel": name,
-                            "kernel_short": name[:30], "count": n, "total_ns": total})
-        artifacts.append({"kind": "nsys_sqlite", "rel": path.name, "size": path.stat().st_size,
-                          "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp)
-        (out / "summaries").mkdir()
-        for name, rows in (("phases", phases), ("kernels", kernels)):
-            pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name)), out / "summaries" / f"{name}.parquet")
-        (out / "manifest.json").write_text(json.dumps({"verlprof_version": "test", "artifacts": artifacts,
-                                                       "window": {"step": 1}}, sort_keys=True))
-        return cluster.tar_folder(out)
-
-
-def refuses_without_nsys(sources: list[str], options: object) -> bytes:
-    reports = [p for s in sources for p in Path(s).glob("*.nsys-rep")]
-    if reports and not [p for s in sources for p in Path(s).glob("*.sqlite")]:
-        raise ToolMissingError("nsys", "not found on this node")
-    return nvtx_bundle(sources, options)
-
-
-def unpacked(data: bytes) -> dict[str, bytes]:
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
-
-
-def assert_no_secret(data: bytes) -> None:
-    blobs = [data, gzip.decompress(data), *unpacked(data).values()]
-    for blob in blobs:
-        for s in SECRETS:
-            assert s not in blob, f"planted secret {s[:6]!r}... travelled back"
 
 
 def where_am_i(x: int, options: object) -> tuple[int, str]:
@@ -186,63 +143,121 @@ def test_summarize_over_ray_equals_the_local_path(ray_cluster, tmp_path: Path) -
     assert (tmp_path / "ray" / "report.html").stat().st_size > 1000
 
 
+
+
 # ----------------------------------------------------------------------------------------------
-# collect --ray
+# collect --ray: the same collect, each input read on its node
 # ----------------------------------------------------------------------------------------------
 
 
-def test_collect_on_nodes_gathers_every_node_and_matches_local(ray_cluster, tmp_path: Path) -> None:
-    results = cluster.collect_on_nodes(ray_cluster.address, [], {}, refuses_without_nsys, salt="s1")
-    by_status: dict[str, list] = {}
-    for r in results:
-        by_status.setdefault(r.status, []).append(r)
-    assert len(by_status["ok"]) == 2 and len(by_status["nothing"]) == 1 and len(by_status["no-nsys"]) == 1
-    assert "nsys" in by_status["no-nsys"][0].detail
-
-    folders = ray_cluster.folders
-    local = {nvtx_bundle([str(folders[n])], {}) for n in ("node_a", "node_b")}
-    assert {r.bundle for r in by_status["ok"]} == local           # byte-identical to the local path
-    # The raw exports on the nodes do hold the planted secrets; nothing that came back does.
-    assert SECRETS[0] in (folders["node_a"] / "whole_1873.sqlite").read_bytes()
-    for r in by_status["ok"]:
-        assert_no_secret(r.bundle)
-
-    manifest = cluster.merge_node_bundles(results, tmp_path / "bundle")
-    want = {p.name for n in ("node_a", "node_b") for p in folders[n].glob("*.sqlite")}
-    assert {a["rel"].split("/", 1)[1] for a in manifest["artifacts"]} == want
-    assert {a["node"] for a in manifest["artifacts"]} == {r.node for r in by_status["ok"]}
-    assert all(a["rel"].startswith(a["node"] + "/") for a in manifest["artifacts"])
-    assert sorted(n["status"] for n in manifest["cluster"]["nodes"]) == ["no-nsys", "nothing", "ok", "ok"]
-    merged = pq.read_table(tmp_path / "bundle" / "summaries" / "phases.parquet")
-    per_node = sum(pq.read_table(io.BytesIO(unpacked(b)["summaries/phases.parquet"])).num_rows for b in local)
-    assert merged.num_rows == per_node and merged.schema.equals(arrow_schema("phases"))
-    # The merged bundle is itself summarizable.
-    res = batch.summarize_runs([tmp_path / "bundle"], tmp_path / "sum", executor=InlineExecutor(), work_dir=tmp_path / "w")
-    assert res.runs[0].status == "done"
+def _collect(folders: list[Path] | None, out: Path, work: Path, address: str | None = None, **kw):
+    """run_collect over `folders` here, or (address) over every node's own folder on Ray."""
+    opts = CollectOptions(sources=list(folders or []), out=out, work_dir=work, jobs=2, ray=address, **kw)
+    try:
+        res = run_collect(opts, NoProgress())
+        return res, res.exit_code
+    except RunFailedError as err:
+        return err.result, int(err.exit_code)
 
 
-def test_default_node_collect_runs_the_real_collect_on_each_node(ray_cluster, tmp_path: Path) -> None:
-    opts = {"jobs": 1, "work_dir": str(tmp_path / "node-work")}
-    results = cluster.collect_on_nodes(ray_cluster.address, [], opts, salt="s2")
-    status = sorted(r.status for r in results if r.status != "dead")
-    assert status == ["no-nsys", "nothing", "ok", "ok"], [(r.status, r.detail) for r in results]
-    rels = set()
-    for r in results:
-        if r.status == "ok":
-            assert_no_secret(r.bundle)
-            man = json.loads(unpacked(r.bundle)["manifest.json"])
-            rels |= {a["rel"] for a in man["artifacts"]}
-    assert rels == {p.name for n in ("node_a", "node_b") for p in ray_cluster.folders[n].glob("*.sqlite")}
+def _phases(out: Path) -> list[dict]:
+    rows = pq.read_table(out / "summaries" / "phases.parquet").to_pylist()
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
 
 
-def test_dead_node_is_reported_not_fatal(ray_cluster) -> None:
-    extra = ray_cluster.cluster.add_node(num_cpus=1, object_store_memory=80 * MB,
-                                         env_vars={cluster.NSIGHT_ENV: str(ray_cluster.folders["node_c"])})
+def _same_bundle(local: Path, remote: Path) -> None:
+    assert _phases(remote) == _phases(local)
+    lm, rm = (json.loads((p / "manifest.json").read_text()) for p in (local, remote))
+    assert rm["status"] == lm["status"]
+
+    def window(m: dict) -> dict:    # the nodes' sources come in node order, local ones in folder order
+        return {**m["window"], "steps": sorted(m["window"]["steps"], key=lambda x: json.dumps(x, sort_keys=True))}
+
+    assert window(rm) == window(lm)
+
+    def same(a: dict) -> dict:    # export timings and the index of the SOURCE folder may differ
+        return {**{k: v for k, v in a.items() if k != "source_index"},
+                "stages": [{k: v for k, v in st.items() if k != "seconds"} for st in a["stages"]]}
+
+    arts = [sorted((same(a) for a in m["artifacts"]), key=lambda a: a["rel"]) for m in (lm, rm)]
+    assert arts[1] == arts[0]
+    assert sorted(p.name for p in (remote / "traces").iterdir()) == sorted(p.name for p in (local / "traces").iterdir())
+    blob = b"".join(p.read_bytes() for p in remote.rglob("*") if p.is_file())
+    assert not any(s in blob for s in SECRETS)
+
+
+def test_collect_on_ray_equals_a_local_collect_of_every_node(ray_cluster, tmp_path: Path) -> None:
+    nodes = [ray_cluster.folders[n] for n in ("node_a", "node_b", "node_c")]
+    local, code_local = _collect(nodes, tmp_path / "local", tmp_path / "work")
+    res = runner.invoke(app, ["collect", "-o", str(tmp_path / "ray"), "--work", str(tmp_path / "work"),
+                              "--ray-address", ray_cluster.address, "--html", "--jobs", "2"])
+    assert code_local == 0 and res.exit_code == 0, res.output
+    _same_bundle(tmp_path / "local", tmp_path / "ray")
+    assert (tmp_path / "ray" / "report.html").stat().st_size > 1000
+    man = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    assert sorted(n["status"] for n in man["cluster"]["nodes"]) == ["ok", "ok", "ok"]
+    assert man["executor"] == "ray" and "ray: 3 nodes: 3 with artifacts" in res.output
+    # one window for the whole run: every node's sources are summarized at the same step
+    assert {r["step"] for r in _phases(tmp_path / "ray") if r["step"] is not None} == {man["window"]["step"]}
+
+
+def test_a_broken_trace_is_exit_3_on_ray_as_locally_and_strict_writes_nothing(ray_cluster, tmp_path: Path) -> None:
+    good = next(ray_cluster.folders["node_b"].glob("*_step2_*.json.gz"))
+    broken = ray_cluster.folders["node_c"] / good.name.replace("rank0-of-1", "rank1-of-2")
+    broken.write_bytes(good.read_bytes()[:300_000])
+    try:
+        nodes = [ray_cluster.folders[n] for n in ("node_a", "node_b", "node_c")]
+        _r, code_local = _collect(nodes, tmp_path / "local", tmp_path / "work")
+        _r, code_ray = _collect(None, tmp_path / "ray", tmp_path / "work", ray_cluster.address)
+        assert code_local == code_ray == 3
+        _same_bundle(tmp_path / "local", tmp_path / "ray")
+        failed = json.loads((tmp_path / "ray" / "manifest.json").read_text())["status"]["failed_artifacts"]
+        assert [f["rel"] for f in failed] == [broken.name] and "truncated" in failed[0]["reason"]
+        strict, code_strict = _collect(None, tmp_path / "strict", tmp_path / "work", ray_cluster.address, strict=True)
+        assert code_strict == 3 and not strict.published and not (tmp_path / "strict").exists()
+    finally:
+        broken.unlink()
+
+
+def test_step_range_and_step_choose_the_same_window_on_ray(ray_cluster, tmp_path: Path) -> None:
+    nodes = [ray_cluster.folders[n] for n in ("node_a", "node_b", "node_c")]
+    kw = dict(step=3, step_range=r"^(actor|ref)/")
+    _r, code_local = _collect(nodes, tmp_path / "local", tmp_path / "work", **kw)
+    _r, code_ray = _collect(None, tmp_path / "ray", tmp_path / "work", ray_cluster.address, **kw)
+    assert code_ray == code_local
+    _same_bundle(tmp_path / "local", tmp_path / "ray")
+
+
+class KillNodeBeforeSummaries(NoProgress):
+    """A progress display that removes one Ray node when pass 2 (summarize) begins: the node
+    dies after its files were gathered, exported and identified, before they are summarized."""
+
+    def __init__(self, c: Cluster, node: object) -> None:
+        self.c, self.node = c, node
+
+    def add_task(self, name: str, *args: object, **kwargs: object) -> int:
+        if name == "summarize" and self.node is not None:
+            self.c.remove_node(self.node)
+            self.node = None
+        return 0
+
+
+def test_a_node_that_dies_mid_run_leaves_its_artifacts_failed_exit_3(ray_cluster, tmp_path: Path) -> None:
+    doomed = tmp_path / "node_d"
+    doomed.mkdir()
+    shutil.copy(data_path(RAY_EXPORTS[1]), doomed / "worker_process_4242.2.sqlite")   # step 2: summarized
+    node = ray_cluster.cluster.add_node(num_cpus=1, resources={"node_d": 1}, object_store_memory=80 * MB,
+                                        env_vars={cluster.NSIGHT_ENV: str(doomed)})
     ray_cluster.cluster.wait_for_nodes()
-    ray_cluster.cluster.remove_node(extra)
-    results = cluster.collect_on_nodes(ray_cluster.address, [], {}, refuses_without_nsys, salt="s3")
-    assert any(r.status == "dead" for r in results)
-    assert sum(r.status == "ok" for r in results) == 2
+    opts = CollectOptions(sources=[], out=tmp_path / "out", work_dir=tmp_path / "work", jobs=2,
+                          ray=ray_cluster.address)
+    res = run_collect(opts, KillNodeBeforeSummaries(ray_cluster.cluster, node))
+    assert res.exit_code == 3, [(o.artifact, o.stage, o.status, o.detail) for o in res.outcomes if "4242" in o.artifact]
+    failed = {s.rel: s for s in res.with_status("failed")}
+    assert list(failed) == ["worker_process_4242.2.sqlite"], failed
+    status = json.loads((tmp_path / "out" / "manifest.json").read_text())["status"]
+    assert status["failed_artifacts"][0]["rel"] == "worker_process_4242.2.sqlite"
+    assert status["summarized"] == 4      # step 2 of node_a, node_b (trace + memory) and node_c
 
 
 def dies_on_three(x: int, options: object) -> int:

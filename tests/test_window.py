@@ -225,7 +225,9 @@ def test_window_command(tmp_path):
     res = runner.invoke(app, ["window", str(RAY), "--phases", "-o", str(tmp_path / "s")])
     assert res.exit_code == 0, res.output
     assert "step 2" in res.output and "generate_sequences" in res.output
-    assert {"kernels.parquet", "phases.parquet", "steps.parquet"} <= {p.name for p in (tmp_path / "s").iterdir()}
+    # -o writes through collect: a checked bundle whose summaries hold the Parquet files
+    assert {"kernels.parquet", "phases.parquet", "steps.parquet"} <= {p.name for p in (tmp_path / "s" / "summaries").iterdir()}
+    assert (tmp_path / "s" / "manifest.json").is_file() and not (tmp_path / "s" / "traces").exists()
     bad = runner.invoke(app, ["window", str(WHOLE), "--step", "zero"])
     assert bad.exit_code != 0
 

@@ -61,17 +61,17 @@ def collect(
     from ...stages.gather import default_sources
 
     srcs = list(sources or [])
-    if ray or ray_address:
-        _collect_on_cluster(ray_address or "auto", srcs, out, work, jobs, nsys, step, top)
-        return
-    if not srcs:
+    address = (ray_address or "auto") if (ray or ray_address) else None
+    if not srcs and address is None:
         srcs = default_sources()
         if not srcs:
             raise VerlprofError(None, "no SOURCE given and no Ray nsight folder or ./outputs/profile found")
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
+    # --ray: the same collect; each node's own nsight folder (plus any SOURCE that exists there) is
+    # gathered on that node, and every input is read only on the node that holds it.
     opts = CollectOptions(sources=srcs, out=out, work_dir=work or default_work_dir(), jobs=jobs, nsys=nsys,
                           step=step_arg, top=top, html=html, pack=pack, strict=strict,
-                          step_range=_step_range(step_range))
+                          step_range=_step_range(step_range), ray=address)
     console = Console()
     try:
         with stage_progress() as progress:
@@ -83,23 +83,6 @@ def collect(
     print_collect_table(result, console, top_phases, per_rank)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
-
-
-def _collect_on_cluster(address: str, sources: list[Path], out: Path, work: Path | None, jobs: int | None,
-                        nsys: str | None, step: str, top: int) -> None:
-    """One task per alive Ray node collects that node's files there; only bundles travel back."""
-    from .. import cluster
-
-    options = {"work_dir": str(work) if work else None, "jobs": jobs, "nsys": nsys,
-               "step": "auto" if step == "auto" else _int_step(step), "top": top}
-    results = cluster.collect_on_nodes(address, [str(s) for s in sources], options)
-    cluster.merge_node_bundles(results, out)
-    table = Table(title=f"verlprof collect --ray -> {out.name}")
-    for col in ("node", "status", "files", "seconds", "detail"):
-        table.add_column(col, overflow="fold")
-    for r in results:
-        table.add_row(r.node, r.status, str(r.files), f"{r.seconds:.1f}", r.detail)
-    Console().print(table)
 
 
 def _int_step(step: str) -> int:
@@ -138,6 +121,8 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
         for line in terminal_views.artifact_summary(result.statuses, result.artifacts):
             console.print(line, markup=False, highlight=False, crop=False, overflow="fold")
     console.print(closing_line(result))
+    if result.nodes:
+        console.print(node_line(result.nodes))
     counts = Counter(o.status for o in result.outcomes if o.stage == "export")
     reused = counts.get("cached", 0) + counts.get("beside", 0)
     if reused and counts.get("exported", 0) == 0:
@@ -265,6 +250,15 @@ def closing_line(result: CollectResult, max_named: int = 10) -> str:
         line += (f"; {len(result.skipped)} other files ignored ("
                  + ", ".join(f"{n} {r}" for r, n in reasons.most_common(3)) + ")")
     return line + f"; {result.seconds:.1f}s"
+
+
+def node_line(nodes: list[Any]) -> str:
+    """`ray: 4 nodes: 2 with artifacts, 1 with nothing, 1 dead` (and why, for a failed node)."""
+    counts = Counter(n.status for n in nodes)
+    words = {"ok": "with artifacts", "nothing": "with nothing", "failed": "failed", "dead": "dead"}
+    line = f"ray: {len(nodes)} nodes: " + ", ".join(f"{counts[k]} {w}" for k, w in words.items() if counts[k])
+    failed = [n for n in nodes if n.status == "failed" and n.detail]
+    return line + (_esc(f" ({failed[0].node}: {failed[0].detail})") if failed else "")
 
 
 def _short_rel(rel: str, width: int = 48) -> str:

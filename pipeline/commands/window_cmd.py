@@ -2,8 +2,9 @@
 
 Why a command of its own: before a long collect, a user wants to see the steps each export holds,
 their wall times and why step N is the one summarized (step 1 pays start-up costs). With
-`--phases` it also summarizes that step and prints the phase table; with `-o DIR` it writes
-phases/kernels/steps Parquet there (the same files `collect` puts under OUT/summaries).
+`--phases` it also summarizes that step and prints the phase table; with `-o DIR` it writes a
+bundle of that step through `collect` (summaries under DIR/summaries, no traces): the strings of
+the rows come from the raw inputs, so they pass the same scrub and check as any collect.
 Inputs are nsys SQLite exports and torch chrome traces (or folders holding them); reports
 (`.nsys-rep`) need `collect`, which exports them first.
 """
@@ -70,21 +71,19 @@ def window(
     top_phases: int = top_phases_option("Phases per process shown with --phases."),
     step_range: Optional[str] = step_range_option(),
     phases: bool = typer.Option(False, "--phases", help="Also summarize the chosen step and print its phases."),
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write phases/kernels/steps.parquet into this folder."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out",
+                                       help="Write the chosen step as a checked bundle (DIR/summaries/*.parquet), as collect does."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
 ) -> None:
     """Find the profiled steps in every input and choose the steady-state one."""
     from rich.console import Console
     from rich.table import Table
 
-    from ...stages.core.hashing import sha256_file
     from ...stages.summarize import (
         SummarizeOptions,
         render_phase_table,
         source_steps_item,
         steps_rows,
-        summary_metadata,
-        write_summaries,
     )
     from ...stages.window import identity_from_path, run_window
     from ..executors import make_executor
@@ -98,7 +97,7 @@ def window(
     compile_step_range(step_range)
     options = SummarizeOptions(step=parse_step(step), top=top, step_range=step_range,  # type: ignore[arg-type]
                                top_phases=top_phases)
-    if phases or out is not None:
+    if phases:
         res = summarize_sources(idents, options, make_executor(jobs))
         resolved, choice, rows = res.sources, res.choice, res.rows
         for source, err in res.errors:
@@ -121,9 +120,17 @@ def window(
     if phases and rows.get("phases"):
         render_phase_table(rows["phases"], console, top_phases)
     if out is not None:
-        meta = summary_metadata(
-            inputs=[(ident.source, sha256_file(p)) for p, ident in idents],
-            tools={"nsys": [s.tool_version or "" for s in resolved if s.ident.source_kind == "nsys"]},
-            choice=choice)
-        written = write_summaries(rows, out, meta)
-        console.print("wrote " + ", ".join(str(p) for p in written.values()))
+        _write_bundle(inputs, out, options, jobs, console)
+
+
+def _write_bundle(inputs: list[Path], out: Path, options: "object", jobs: Optional[int], console: "object") -> None:
+    """`-o DIR`: the same collect (scrub of every published string, check, atomic publish) without
+    window traces; the exit code follows collect's."""
+    from ..collect import CollectOptions, run_collect
+
+    opts = CollectOptions(sources=list(inputs), out=out, jobs=jobs, step=options.step, top=options.top,
+                          step_range=options.step_range, traces=False)
+    result = run_collect(opts)
+    console.print(f"wrote {out / 'summaries'} (scrubbed, verified by `verlprof check`)")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

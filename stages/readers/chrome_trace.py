@@ -58,6 +58,7 @@ WHOLE_DECODE_LIMIT = 64 << 20
 
 # Event kinds kept (codes stored in TraceData.gpu_kind and used by summarize_torch).
 RANGE, API, KERNEL, MEMCPY, MEMSET, SPAN, META, OTHER = 1, 2, 3, 4, 5, 6, 7, 0
+CPU_OP, FLOW, INSTANT = 8, 9, 10
 GPU_KINDS = (KERNEL, MEMCPY, MEMSET)
 
 # `cat` -> kind. Newer kineto spells categories in snake case; older releases (torch <= 1.12)
@@ -69,6 +70,10 @@ CAT_KIND: dict[str, int] = {
     "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
     "gpu_memset": MEMSET, "Memset": MEMSET,
     "Trace": SPAN,
+    # autograd links (backward op -> forward op) and allocator levels; cpu ops are kept only when
+    # they carry a `Sequence number`, instants only when named `[memory]`
+    "cpu_op": CPU_OP, "Operator": CPU_OP, "fwdbwd": FLOW,
+    "cpu_instant_event": INSTANT,
     "": META,   # no category: metadata (thread names), instants
 }
 
@@ -84,6 +89,11 @@ if msgspec is not None:
         stream: Optional[int] = None
         device: Optional[int] = None
         name: msgspec.Raw = msgspec.Raw()   # thread_name metadata events (empty when absent)
+        seq: Optional[int] = msgspec.field(name="Sequence number", default=None)
+        total_allocated: Optional[int] = msgspec.field(name="Total Allocated", default=None)
+        device_id: Optional[int] = msgspec.field(name="Device Id", default=None)
+        device_type: Optional[int] = msgspec.field(name="Device Type", default=None)
+        change: Optional[int] = msgspec.field(name="Bytes", default=None)
 
     class _Event(msgspec.Struct, gc=False):
         """One trace event, typed: only these keys are decoded; `name` stays raw until kept."""
@@ -96,6 +106,7 @@ if msgspec is not None:
         ts: Optional[float] = None
         dur: Optional[float] = None
         args: Optional[_Args] = None
+        id: Union[int, str, None] = None    # flow events (fwdbwd)
 
     _BATCH = msgspec.json.Decoder(list[_Event])
     _ONE = msgspec.json.Decoder(_Event)
@@ -144,6 +155,23 @@ class TraceData:
     gpu_corr: array = field(default_factory=lambda: array("q"))
     gpu_bytes: array = field(default_factory=lambda: array("q"))
     profiler_span: tuple[int, int] | None = None     # the "PyTorch Profiler" Trace event
+    # autograd ops with a `Sequence number` (cpu ops): thread, start, duration, seq
+    seq_thread: array = field(default_factory=lambda: array("q"))
+    seq_ts: array = field(default_factory=lambda: array("q"))
+    seq_dur: array = field(default_factory=lambda: array("q"))
+    seq_no: array = field(default_factory=lambda: array("q"))
+    # `fwdbwd` flow ends: id, 0 = start ('s', the forward op) / 1 = finish ('f', the backward op), thread, ts
+    flow_id: array = field(default_factory=lambda: array("q"))
+    flow_end: array = field(default_factory=lambda: array("b"))
+    flow_thread: array = field(default_factory=lambda: array("q"))
+    flow_ts: array = field(default_factory=lambda: array("q"))
+    # `[memory]` instants: thread, time, CUDA device (-1: CPU or other), `Total Allocated` bytes
+    # after the event, `Bytes` it changed by
+    mem_thread: array = field(default_factory=lambda: array("q"))
+    mem_change: array = field(default_factory=lambda: array("q"))
+    mem_ts: array = field(default_factory=lambda: array("q"))
+    mem_device: array = field(default_factory=lambda: array("q"))
+    mem_total: array = field(default_factory=lambda: array("q"))
     n_events: int = 0
     n_skipped: int = 0                # kept-kind events without a usable timestamp
     n_tolerant: int = 0               # events decoded by the tolerant parser
@@ -403,6 +431,44 @@ class _Collector:
             d.gpu_corr.append(self._id(corr))
             d.gpu_bytes.append(nbytes if isinstance(nbytes, int) and 0 <= nbytes <= _I64_MAX else 0)
 
+    def extra(self, kind: int, ph: Any, raw_name: bytes, pid: Any, tid: Any, ts: Any, dur: Any, ident: Any,
+              seq: Any, total: Any, device: Any, device_type: Any, change: Any = None) -> None:
+        """Rarer kinds: autograd ops (Sequence number), fwdbwd flow ends, `[memory]` instants."""
+        d = self.d
+        try:
+            t = _ns(float(ts))
+        except (TypeError, ValueError, OverflowError):
+            return
+        if not -_TIME_LIMIT < t < _TIME_LIMIT:
+            return
+        if kind == CPU_OP:
+            if ph != "X" or type(seq) is not int or not _I64_MIN <= seq <= _I64_MAX:
+                return
+            try:
+                du = max(0, round(float(dur) * 1000)) if dur is not None else 0
+            except (TypeError, ValueError, OverflowError):
+                return
+            d.seq_thread.append(self.thread(pid, tid))
+            d.seq_ts.append(t)
+            d.seq_dur.append(min(du, _TIME_LIMIT))
+            d.seq_no.append(seq)
+        elif kind == FLOW:
+            if ph not in ("s", "f") or type(ident) is not int or not _I64_MIN <= ident <= _I64_MAX:
+                return
+            d.flow_id.append(ident)
+            d.flow_end.append(0 if ph == "s" else 1)
+            d.flow_thread.append(self.thread(pid, tid))
+            d.flow_ts.append(t)
+        elif kind == INSTANT:
+            if raw_name != b'"[memory]"' or type(total) is not int or not 0 <= total <= _I64_MAX:
+                return
+            dev = device if type(device) is int and device_type == 1 and 0 <= device <= _I64_MAX else -1
+            d.mem_thread.append(self.thread(pid, tid))
+            d.mem_change.append(change if type(change) is int and _I64_MIN <= change <= _I64_MAX else 0)
+            d.mem_ts.append(t)
+            d.mem_device.append(dev)
+            d.mem_total.append(total)
+
     def thread_name(self, pid: Any, tid: Any, name: str) -> None:
         ix = self.thread(pid, tid)
         # kineto writes two thread_name events for some threads ("pt_autograd_0", then "python3"):
@@ -431,6 +497,14 @@ class _Collector:
                 if e.ph == "M" and bytes(e.name) == b'"thread_name"' and e.args is not None \
                         and e.args.name:
                     self.thread_name(e.pid, e.tid, self._decode_name(bytes(e.args.name)))
+                continue
+            if kind >= CPU_OP:
+                a = e.args
+                if kind == FLOW or a is not None and (a.seq is not None or a.total_allocated is not None):
+                    self.extra(kind, e.ph, bytes(e.name), e.pid, e.tid, e.ts, e.dur, e.id,
+                               a.seq if a is not None else None, a.total_allocated if a is not None else None,
+                               a.device_id if a is not None else None, a.device_type if a is not None else None,
+                               a.change if a is not None else None)
                 continue
             if e.ph != "X":
                 continue
@@ -502,6 +576,13 @@ class _Collector:
             if kind is None or kind == META:
                 if e.get("ph") == "M" and name == "thread_name" and isinstance(args.get("name"), str):
                     self.thread_name(_hashable(e.get("pid")), _hashable(e.get("tid")), args["name"])
+                continue
+            if kind >= CPU_OP:
+                self.extra(kind, e.get("ph"), json.dumps(name).encode() if isinstance(name, str) else b"",
+                           _hashable(e.get("pid")), _hashable(e.get("tid")), _as_float(e.get("ts")),
+                           _as_float(e.get("dur")), _as_int(e.get("id")), _as_int(args.get("Sequence number")),
+                           _as_int(args.get("Total Allocated")), _as_int(args.get("Device Id")),
+                           _as_int(args.get("Device Type")), _as_int(args.get("Bytes")))
                 continue
             if e.get("ph") != "X":
                 continue

@@ -8,7 +8,9 @@ adapters that only translate their format into it:
   (thread, start, -end) so a range's ancestors come first, indexed by `RangeIndex` (nesting);
 - GPU operations: `ops`, parallel numpy arrays (`rng` innermost same-thread range of the launching
   call or -1, `start`, `end`, `kind`, `name` id, `nbytes`, `copy_kind` 1 h2d / 2 d2h / 3 d2d / 0,
-  `pid`, `launch` time of calls outside every range, `launch_tid`);
+  `pid`, `launch` time of calls outside every range, `launch_tid`; optional `fwd_tid` / `fwd_t`: the
+  thread and time of the forward op whose backward op launched it, Kineto's `Sequence number` /
+  `fwdbwd` link);
 - `api_ns` per innermost range; device memory levels per process (`mem`).
 
 Rules (all formats): NVIDIA's same-thread projection for the plain figures (`nsys stats -r
@@ -18,7 +20,11 @@ figures (`*_inherited`): each GPU operation gets one home range: NVIDIA's, excep
 operation launched from a thread with no open range goes to the innermost range open on its
 process's main thread at launch time (autograd's backward thread -> `## backward ##` /
 `update_actor`), and (b) an operation launched inside an emit_nvtx backward range (`MmBackward0, seq
-= N` on autograd's thread) goes to the forward op of the same `seq` on the main thread. What no rule
+= N` on autograd's thread) goes to the forward op of the same `seq` on the main thread, and (c) an
+operation (a) places whose backward op is linked to a forward op (`fwd_t`) goes to the main-thread
+range open at that forward op where that range is the more specific one (`_forward_refined`: DDP's
+`## backward ##` keeps its work; with only `update_actor` open at launch, the forward's `micro_batch`
+range gets it). What no rule
 places stays in the `(unattributed)` row's inherited figures. GPU work no range launched counts in
 the step its launch (else its start) falls into.
 """
@@ -277,9 +283,36 @@ def _inherited_ranges(r: NvtxRanges, index: RangeIndex, ops: dict[str, np.ndarra
             continue
         m = np.flatnonzero(orphan & (ops["pid"] == pid))
         irng[m] = index.innermost(g, ops["launch"][m], ops["launch"][m])
+        irng[m] = _forward_refined(index, ops, m, g, irng[m])
     ok = irng >= 0
     ok[ok] = selected[irng[ok]]
     return np.where(ok, irng, -1)
+
+
+def _forward_refined(index: RangeIndex, ops: dict[str, np.ndarray], m: np.ndarray, main: int,
+                     at_launch: np.ndarray) -> np.ndarray:
+    """Backward work's home: the main-thread range open when its forward op ran (`fwd_t`, set by
+    the Kineto adapter from `Sequence number` / `fwdbwd`), where that range is the more specific
+    one: no range was open on the main thread at launch, or the forward op's range lies inside the
+    one that was (`update_actor > micro_batch3` rather than `update_actor`). A range open at launch
+    that is not an ancestor (DDP's `## backward ##` vs `## forward ##`) keeps the work."""
+    ft = ops.get("fwd_t")
+    if ft is None:
+        return at_launch
+    linked = (ft[m] >= 0) & (ops["fwd_tid"][m] == main)
+    if not linked.any():
+        return at_launch
+    out = at_launch.copy()
+    j = np.flatnonzero(linked)
+    fwd = index.innermost(main, ft[m][j], ft[m][j])
+    launch = at_launch[j]
+    take = (launch < 0) & (fwd >= 0)
+    cur = np.where(launch >= 0, fwd, -1)
+    while (cur >= 0).any():   # walk up from the forward range: is the launch range an ancestor?
+        cur = np.where(cur >= 0, index.parent[np.maximum(cur, 0)], -1)
+        take |= (cur >= 0) & (cur == launch)
+    out[j[take]] = fwd[take]
+    return out
 
 
 def _inherited_numbers(ops: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, int]:

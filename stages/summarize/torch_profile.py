@@ -12,8 +12,15 @@ exports go through too (same-thread projection, inherited figures, name paths, i
   threads with no open range (autograd's `pt_autograd_N` thread runs backward) keep their launch
   time, so the inherited figures give them to the range open on the main thread then (`## backward
   ##`, `update_actor`); NVIDIA's figures leave them in `(unattributed)`.
-- Identity: `distributedInfo.rank` inside the trace gives the rank where the file name gave none
-  (`rank_source` says which).
+- Backward -> forward: cpu ops with a `Sequence number` and `fwdbwd` flows link each backward op
+  (autograd's thread) to its forward op (main thread); launches inside a linked backward op carry
+  the forward op's thread and time (`fwd_tid`, `fwd_t`), and the summarizer refines their home with
+  it (summarize/phases.py, rule c).
+- Memory: `[memory]` instants (`profile_memory=True`, args `Total Allocated`, `Device Id`) give each
+  process's allocated bytes over time on its CUDA device (a CPU run: its CPU allocator), the levels
+  `mem_peak_bytes` reads, as nsys's CUDA memory events do.
+- Identity: `distributedInfo.rank` / `world_size` inside the trace give the rank and world size
+  where the file name gave none (`rank_source` says which; collect writes both to the manifest).
 - Steps: `--step-range REGEX` ranges when given; the `step<N>` of the file name (verl's torch traces
   hold one step each); else `ProfilerStep#N` ranges (N counts `profiler.step()` calls from 0, so
   step N+1, and steps.parquet's `label` keeps `ProfilerStep#N`); else the whole file. A step's span
@@ -34,7 +41,7 @@ options)`: plain, module-level and picklable.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -143,6 +150,7 @@ class _Prepared:
     parent: np.ndarray
     g_start: np.ndarray
     g_end: np.ndarray
+    mem: dict[int, Any] = field(default_factory=dict)   # pid -> memory levels (`[memory]` instants)
 
 
 def _arr(a: Any, dtype: Any = np.int64) -> np.ndarray:
@@ -172,6 +180,95 @@ def _thread_gtids(threads: list[tuple[Any, Any]], fallback_pid: int) -> np.ndarr
         if t == spare:
             spare -= 1
         out[k] = (p << PID_SHIFT) | t
+    return out
+
+
+def _forward_links(data: TraceData, gtid_of: np.ndarray, launch_tid: np.ndarray, launch: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Per GPU operation launched outside every range: the thread and time of the forward op whose
+    backward op was running at launch (-1 where none), the Kineto analogue of emit_nvtx's `seq`.
+
+    A backward op is a cpu op on one thread whose `Sequence number` an earlier op on another thread
+    (the forward pass) has; its `fwdbwd` flow, where the trace has one, names that forward op
+    directly and wins. Nested ops on a thread share their outermost op's link."""
+    n = launch.size
+    fwd_tid, fwd_t = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    m = len(data.seq_no)
+    if m == 0 or not (launch_tid >= 0).any():
+        return fwd_tid, fwd_t
+    th = gtid_of[_arr(data.seq_thread)]
+    ts, end, seq = _arr(data.seq_ts), _arr(data.seq_ts) + _arr(data.seq_dur), _arr(data.seq_no)
+    # Sequence number: the group's first op is the forward op; ops of it on other threads link to it.
+    o = np.lexsort((ts, seq))
+    first = np.ones(m, bool)
+    first[1:] = seq[o][1:] != seq[o][:-1]
+    head = o[np.maximum.accumulate(np.where(first, np.arange(m), 0))]
+    l_tid, l_t = np.full(m, -1, np.int64), np.full(m, -1, np.int64)
+    other = th[o] != th[head]
+    l_tid[o[other]], l_t[o[other]] = th[head[other]], ts[head[other]]
+    # fwdbwd flows: 's' at the forward op, 'f' at the start of the backward op (same id).
+    if len(data.flow_id):
+        fid, fend = _arr(data.flow_id), _arr(data.flow_end, np.int8)
+        fth, fts = gtid_of[_arr(data.flow_thread)], _arr(data.flow_ts)
+        s_ix, f_ix = np.flatnonzero(fend == 0), np.flatnonzero(fend == 1)
+        s_ix = s_ix[np.argsort(fid[s_ix], kind="stable")]
+        pos = np.minimum(np.searchsorted(fid[s_ix], fid[f_ix]), max(s_ix.size - 1, 0))
+        ok = (s_ix.size > 0) & (fid[s_ix][pos] == fid[f_ix]) if s_ix.size else np.zeros(f_ix.size, bool)
+        f_ix, src = f_ix[ok], s_ix[pos[ok]]
+        # the backward op: the op of that thread that starts at the flow's end
+        ko = np.lexsort((ts, th))
+        kth, kts = th[ko], ts[ko]
+        for g in np.unique(fth[f_ix]).tolist():
+            sel = fth[f_ix] == g
+            lo, hi = np.searchsorted(kth, g, "left"), np.searchsorted(kth, g, "right")
+            at = lo + np.searchsorted(kts[lo:hi], fts[f_ix[sel]], "left")
+            hit = (at < hi) & (kts[np.minimum(at, hi - 1)] == fts[f_ix[sel]]) if hi > lo else np.zeros(sel.sum(), bool)
+            dst = ko[at[hit]]
+            l_tid[dst], l_t[dst] = fth[src[sel][hit]], fts[src[sel][hit]]
+    # Outermost ops per thread (disjoint): an op inside an earlier op's extent is nested.
+    ko = np.lexsort((-end, ts, th))
+    kth, kts, kend = th[ko], ts[ko], end[ko]
+    prev_end = np.full(m, np.iinfo(np.int64).min)
+    for g in np.unique(kth).tolist():   # per thread: running max end of the earlier ops
+        a, b = np.searchsorted(kth, g, "left"), np.searchsorted(kth, g, "right")
+        prev_end[a + 1:b] = np.maximum.accumulate(kend[a:b])[:-1]
+    outer = ko[kts > prev_end]
+    for g in np.unique(launch_tid[launch_tid >= 0]).tolist():
+        mine = outer[th[outer] == g]
+        want = np.flatnonzero(launch_tid == g)
+        if mine.size == 0:
+            continue
+        mine = mine[np.argsort(ts[mine], kind="stable")]
+        k = np.searchsorted(ts[mine], launch[want], "right") - 1
+        c = mine[np.maximum(k, 0)]
+        inside = (k >= 0) & (end[c] >= launch[want]) & (l_t[c] >= 0)
+        fwd_tid[want[inside]], fwd_t[want[inside]] = l_tid[c[inside]], l_t[c[inside]]
+    return fwd_tid, fwd_t
+
+
+def _memory_levels(data: TraceData, gtid_of: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray, int]]:
+    """pid -> (time, allocated bytes after it, bytes before the first) from `[memory]` instants
+    (`profile_memory=True`), the `mem` the summarizer's `mem_peak_bytes` reads, as nsys's CUDA
+    memory events give it. Per process the device its kernels ran on (else the CUDA device with
+    most events); a trace with no CUDA memory events (a CPU run) gives its CPU allocator's levels."""
+    out: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+    if not len(data.mem_ts):
+        return out
+    t, dev, tot, chg = _arr(data.mem_ts), _arr(data.mem_device), _arr(data.mem_total), _arr(data.mem_change)
+    pid = pid_of_gtid(gtid_of[_arr(data.mem_thread)])
+    gdev = _arr(data.gpu_device)
+    gdev = gdev[gdev >= 0]
+    for p in np.unique(pid).tolist():
+        mine = pid == p
+        cuda = dev[mine & (dev >= 0)]
+        if cuda.size:
+            u, c = np.unique(gdev if gdev.size and np.isin(gdev, cuda).any() else cuda, return_counts=True)
+            want = int(u[c.argmax()])
+        else:
+            want = -1
+        ix = np.flatnonzero(mine & (dev == want))
+        ix = ix[np.argsort(t[ix], kind="stable")]
+        out[int(p)] = (t[ix], tot[ix], max(0, int(tot[ix[0]] - chg[ix[0]])))
     return out
 
 
@@ -248,12 +345,13 @@ def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
         "launch": np.where(orphan, api_ts[ix] if api_ts.size else -1, -1),
         "launch_tid": np.where(orphan, op_gtid, -1),
     }
+    ops["fwd_tid"], ops["fwd_t"] = _forward_links(data, gtid_of, ops["launch_tid"], ops["launch"])
     kernel_names = np.unique(ops["name"][ops["name"] >= 0])
     names = {int(n): (names_[n], short_kernel_name(names_[n])) for n in kernel_names.tolist()}
     base = data.base_ns
     return _Prepared(data, base, ranges, index, ops, api_ns, names, main_pid, _identity(data.metadata), text,
                      ranges.start + base, ranges.end + base, pids.tolist(), index.parent, g_ts + base,
-                     ops["end"] + base)
+                     ops["end"] + base, _memory_levels(data, gtid_of))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -324,11 +422,12 @@ def _source_steps(p: _Prepared, ident: SourceIdentity, path: Path, step_range: s
 
 
 def _torch_ident(ident: SourceIdentity, p: _Prepared) -> SourceIdentity:
-    """The identity with what the trace itself says: kind torch, rank from `distributedInfo` where
-    the file name gave none."""
+    """The identity with what the trace itself says: kind torch, rank and world size from
+    `distributedInfo` where the file name gave none."""
     got: dict[str, Any] = {"source_kind": "torch"}
-    if ident.rank is None and "rank" in p.identity:
-        got["rank"] = p.identity["rank"]
+    for key in ("rank", "world_size"):
+        if getattr(ident, key) is None and key in p.identity:
+            got[key] = p.identity[key]
     return replace(ident, **got)
 
 
@@ -441,7 +540,7 @@ def _rows(p: _Prepared, ident: SourceIdentity, spans: list[StepSpan], top: int
     keep = rng < 0
     keep[~keep] = selected[rng[~keep]]
     ops = {k: v[keep] for k, v in p.ops.items()}
-    return phase_rows(ident, base, r, p.index, ops, p.api_ns, selected, rel, p.names, {}, top, op_spans)
+    return phase_rows(ident, base, r, p.index, ops, p.api_ns, selected, rel, p.names, p.mem, top, op_spans)
 
 
 # ------------------------------------------------------------------------------------------------

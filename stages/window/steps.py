@@ -156,25 +156,29 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
     top: list[TopRange] = []
     unsteady: list[TopRange] = []
     per_pid_k: dict[int, int] = {}
+    # Python lists, not numpy scalars, inside the per-range loop (issue 25: 10^6 ranges).
+    texts, keep_l, parent = r.text, keep.tolist(), ix.parent.tolist()
+    starts, ends, pid_l = r.start.tolist(), r.end.tolist(), pids.tolist()
     for i in range(n):
-        if not keep[i]:
+        if not keep_l[i]:
             continue
-        stage = verl_stage(r.text[i], ident.role)
-        s_abs, e_abs = offset + int(r.start[i]), offset + int(r.end[i])
-        pid = int(pids[i])
-        marker = (("step_range", None) if user_re.search(r.text[i]) else None) if user_re else step_marker(r.text[i])
+        text = texts[i]
+        stage = verl_stage(text, ident.role)
+        s_abs, e_abs = offset + starts[i], offset + ends[i]
+        pid = pid_l[i]
+        marker = (("step_range", None) if user_re.search(text) else None) if user_re else step_marker(text)
         if marker is not None:
             k = per_pid_k.get(pid, 0) + 1
             per_pid_k[pid] = k
             steps.append(StepSpan(marker[1] or k, s_abs, e_abs, marker[0], ident.source, (), pid,
-                                  r.text[i] if marker[1] is not None else f"{r.text[i]} #{k}"))
+                                  text if marker[1] is not None else f"{text} #{k}"))
             continue
         if stage in UNSTEADY_STAGES:
-            unsteady.append(TopRange(r.text[i], stage, s_abs, e_abs, pid))
-        p = ix.parent[i]
-        if p < 0 or not keep[p] or (user_re is None and step_marker(r.text[p]) is not None) or (
-                user_re is not None and user_re.search(r.text[p])):
-            top.append(TopRange(r.text[i], stage, s_abs, e_abs, pid))
+            unsteady.append(TopRange(text, stage, s_abs, e_abs, pid))
+        p = parent[i]
+        if p < 0 or not keep_l[p] or (user_re is None and step_marker(texts[p]) is not None) or (
+                user_re is not None and user_re.search(texts[p])):
+            top.append(TopRange(text, stage, s_abs, e_abs, pid))
     span = (offset + int(r.start.min()), offset + int(r.end.max()))
     pid_spans = tuple((int(p), offset + int(r.start[pids == p].min()), offset + int(r.end[pids == p].max()))
                       for p in np.unique(pids[keep])) if keep.any() else ()
@@ -276,7 +280,8 @@ def identity_from_artifact(a: Any) -> SourceIdentity:
         source=a.rel, source_kind=source_kind, role=a.role, rank=a.rank, pid=a.pid,  # type: ignore[arg-type]
         step_hint=a.step, capture_range=a.capture_range,
         profiled_steps=tuple(range(steps[0], steps[1] + 1)) if steps else None,
-        step_range=tuple(steps) if steps else None)  # type: ignore[arg-type]
+        step_range=tuple(steps) if steps else None,  # type: ignore[arg-type]
+        world_size=getattr(a, "world_size", None))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -41,6 +41,9 @@ class SourceIdentity:
     profiled_steps: tuple[int, ...] | None = None
     # Added later (additive): the (first, last) steps a continuous-mode window holds, when known.
     step_range: tuple[int, int] | None = None
+    # Added later (additive): the number of ranks, where the file name or the file itself says
+    # (`rank0-of-4`, a torch trace's `distributedInfo.world_size`); not a row key.
+    world_size: int | None = None
 
     def keys(self, step: int | None) -> dict[str, Any]:
         """The key columns (`source, source_kind, role, rank, pid, step`) of a summary row."""

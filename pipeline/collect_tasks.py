@@ -1,0 +1,227 @@
+"""The per-input work of `verlprof collect`'s two passes over the raw inputs (plain, picklable).
+
+Why two passes, each one task per input: the step window can only be chosen once the steps of
+every input are known, and the pseudonym map only once the hosts, users and secret values of every
+input are known. So pass 1 (`survey_input`) learns, in one visit of each raw input, everything the
+run must decide together: who recorded it (role/rank), what it reveals for the pseudonym map, and
+its steps. The caller chooses one window and builds one pseudonym map for the whole run. Pass 2
+(`summarize_and_publish`) then visits each input once more to summarize the chosen step, scrub the
+rows and cut, scrub and convert its window trace, all in the worker, so only scrubbed results come
+back (on Ray: only scrubbed bytes leave the node that holds the input).
+
+The same functions run inline, in a process pool or as Ray tasks pinned to the input's node.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..stages.core.errors import VerlprofError
+from ..stages.core.model import Artifact, ArtifactKind
+
+#: kinds of `RawInput.kind` (a config is read for its secret values only)
+NSYS, TORCH, MEMORY, CONFIG = "nsys", "torch", "memory", "config"
+
+
+@dataclass(frozen=True)
+class RawInput:
+    """One input collect reads where it lies: an nsys export in the WORK dir, or the user's torch
+    trace or memory snapshot. Raw: it still holds secrets and never leaves its node."""
+
+    artifact: Artifact
+    path: str
+    kind: str                    # nsys | torch | memory
+    identify: bool = False       # fill role/rank from inside the report (worker_process_<pid>)
+
+
+@dataclass(frozen=True)
+class SurveyOptions:
+    policy: Any                  # stages.scrub.Policy
+    summarize: Any               # stages.summarize.SummarizeOptions (step, step_range)
+
+
+@dataclass
+class Survey:
+    """Pass 1 of one input: small facts, no raw rows."""
+
+    artifact: Artifact                         # role/rank/world filled from the report when asked
+    identify_error: str | None = None
+    identities: Any = None                     # stages.scrub identities, for the run's pseudonym map
+    steps: Any = None                          # stages.window.SourceSteps (nsys and torch sources)
+    steps_error: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)   # CUDA runtime / CUPTI of a torch trace
+
+
+def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
+    """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone."""
+    from ..stages.scrub import ScrubTask, config_task, identities_task
+    from ..stages.summarize import source_steps_item
+    from ..stages.window import identity_from_artifact
+
+    art = item.artifact
+    out = Survey(art)
+    if item.identify:
+        from ..stages.readers.report_identity import identify_report
+
+        try:
+            ident = identify_report(item.path, art.pid)
+            art = art.replace(role=art.role or ident.role,
+                              rank=art.rank if art.rank is not None else ident.rank,
+                              world_size=art.world_size if art.world_size is not None else ident.world_size)
+            out.artifact = art
+        except VerlprofError as exc:
+            out.identify_error = str(exc)
+    try:
+        task = config_task(item.path, art.rel) if item.kind == CONFIG else ScrubTask(
+            item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
+        out.identities = identities_task(task, options.policy)
+    except Exception:  # noqa: BLE001 - an unreadable input fails in its own summarize row instead
+        out.identities = None
+    if item.kind in (NSYS, TORCH):
+        try:
+            out.steps = source_steps_item((item.path, identity_from_artifact(art)), options.summarize)
+        except Exception as exc:  # noqa: BLE001 - this input's summarize row says why
+            out.steps_error = " ".join((str(exc) or type(exc).__name__).split())
+    if item.kind == TORCH and out.steps is not None:   # rank / world size the trace states (distributedInfo)
+        got = out.steps.ident
+        out.artifact = art = art.replace(rank=art.rank if art.rank is not None else got.rank,
+                                         world_size=art.world_size if art.world_size is not None else got.world_size)
+    if item.kind == TORCH:
+        out.versions = _trace_versions(item.path)
+    return out
+
+
+def _trace_versions(path: str) -> dict[str, str]:
+    """CUDA runtime / CUPTI versions a torch trace states in its header (torch's own version is not
+    recorded in a chrome trace), for the Parquet metadata."""
+    import gzip
+    import re
+
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            head = f.read(16 << 10).decode("utf-8", "replace")
+    except (OSError, EOFError):
+        return {}
+    found = {}
+    for key, name in (("cuda_runtime_version", "cuda_runtime"), ("cupti_version", "cupti")):
+        m = re.search(rf'"{key}"\s*:\s*(\d+)', head)
+        if m:
+            found[name] = m.group(1)
+    return found
+
+
+# ------------------------------------------------------------------------------------------------
+# pass 2: summarize, cut and scrub the chosen window of one input
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceWork:
+    """Pass 2 of one source: its summary job for the chosen step and its window trace job."""
+
+    rel: str
+    kind: str                    # nsys | torch
+    raw: str                     # the raw input (for the split-secret scan of an nsys export)
+    summary: Any = None          # stages.summarize job (NsysItem / TorchItem); None: no span in the window
+    trace: Any = None            # stages.traces.TraceJob; None: no window trace wanted
+
+
+@dataclass(frozen=True)
+class PublishOptions:
+    summarize: Any               # SummarizeOptions
+    scrub: Any                   # stages.scrub.ScrubOptions: the run's one pseudonym map
+    ship: bool = False           # True: the bundle is on another machine; return window files as bytes
+    work_dir: str | None = None  # where a shipped window is written before it is read back
+
+
+@dataclass
+class Published:
+    """Pass 2 result: scrubbed rows and the scrubbed window trace (facts, and bytes when shipped)."""
+
+    rel: str
+    rows: dict[str, Any] | None = None
+    rows_error: str | None = None
+    counts: Counter = field(default_factory=Counter)   # (kind, location) -> n replaced in the rows
+    trace: dict[str, Any] | None = None                  # facts of the written window, incl. its scrub report
+    trace_error: str | None = None
+    files: dict[str, bytes] = field(default_factory=dict)   # bundle-relative name -> scrubbed bytes
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join((str(exc) or type(exc).__name__).split())
+
+
+def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Published:
+    """Summarize the chosen step of one raw input, scrub the rows, cut and scrub its window."""
+    from ..stages.scrub import publish_scrubber, scrub_summary_rows
+    from ..stages.summarize import summarize_any_item
+
+    out = Published(item.rel)
+    if item.summary is not None:
+        try:
+            rows = summarize_any_item(item.summary, options.summarize)
+            sc = publish_scrubber(options.scrub, [item.raw] if item.kind == NSYS else [])
+            out.rows, _ = scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
+            out.counts = Counter(sc.counts)
+        except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
+            out.rows_error = _one_line(exc)
+    if item.trace is not None:
+        try:
+            out.trace, out.files = _publish_window(item.trace, options)
+        except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
+            out.trace_error = _one_line(exc)
+    return out
+
+
+def _publish_window(job: Any, options: PublishOptions) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Cut the window from the raw input (WORK dir), scrub and convert it into the bundle, or into
+    a scratch folder whose scrubbed files are returned as bytes when the bundle is elsewhere."""
+    from ..stages.traces import cut_window, publish_window
+
+    if not options.ship:
+        return publish_window((job, cut_window(job)), options.scrub), {}
+    scratch = Path(tempfile.mkdtemp(prefix="verlprof-window-", dir=options.work_dir))
+    try:
+        job = replace(job, out_dir=scratch)
+        facts = publish_window((job, cut_window(job)), options.scrub)
+        files = {p.relative_to(scratch).as_posix(): p.read_bytes()
+                 for p in sorted(scratch.rglob("*")) if p.is_file()}
+        return facts, files
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class MemoryWork:
+    """A memory snapshot of the chosen step, and the (scrubbed) phase rows of its process."""
+
+    artifact: Artifact
+    path: str
+    same_pid: tuple[dict[str, Any], ...] = ()
+
+
+def summarize_memory(item: MemoryWork, options: PublishOptions) -> tuple[list[dict[str, Any]], Counter]:
+    """`mem_peak_bytes` of the process's phases (the rows come back updated), or, without phase
+    rows of its process, the snapshot's own phase rows, scrubbed. Returns (rows, counts)."""
+    from ..stages.scrub import Scrubber, scrub_summary_rows
+    from ..stages.summarize import summarize_memory_snapshot
+    from ..stages.window import identity_from_artifact
+
+    ident = identity_from_artifact(item.artifact)
+    if item.same_pid:
+        rows = summarize_memory_snapshot(Path(item.path), ident, options.summarize, list(item.same_pid))
+        return list(rows.get("phases", [])), Counter()   # numbers filled in rows already scrubbed
+    rows = summarize_memory_snapshot(Path(item.path), ident, options.summarize)
+    sc = Scrubber(options.scrub.policy, options.scrub.pseudonyms)
+    scrubbed, _ = scrub_summary_rows({"phases": list(rows.get("phases", []))}, options.scrub, scrubber=sc)
+    return list(scrubbed.get("phases", [])), Counter(sc.counts)
+
+
+def is_summarized_kind(a: Artifact) -> bool:
+    return a.kind in (ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM,
+                      ArtifactKind.TORCH_TRACE)
