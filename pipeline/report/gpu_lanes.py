@@ -155,32 +155,6 @@ def busy_ns(iv: GpuIntervals, lo: int, hi: int, cats: Iterable[int] | None = Non
     return int((ends - starts).sum())
 
 
-def pixel_runs(iv: GpuIntervals, cat: int, lo: int, hi: int, x0: float, px_per_ns: float,
-               min_gap_px: float) -> list[tuple[float, float]]:
-    """The intervals of one category as merged x ranges on the page: gaps narrower than
-    `min_gap_px` are closed, so a lane holds at most about (width / min_gap_px) boxes whatever the
-    kernel count (a 64-rank page stays small)."""
-    m = iv.cat == cat
-    s, e = np.clip(iv.start[m], lo, hi), np.clip(iv.end[m], lo, hi)
-    keep = e > s
-    if not keep.any():
-        return []
-    s, e = s[keep], e[keep]
-    order = np.argsort(s, kind="stable")
-    xs = x0 + (s[order] - lo) * px_per_ns
-    xe = x0 + (e[order] - lo) * px_per_ns
-    runs: list[tuple[float, float]] = []
-    cs, ce = float(xs[0]), float(xe[0])
-    for a, b in zip(xs[1:].tolist(), xe[1:].tolist()):
-        if a <= ce + min_gap_px:
-            ce = max(ce, b)
-        else:
-            runs.append((cs, ce))
-            cs, ce = a, b
-    runs.append((cs, ce))
-    return runs
-
-
 def _covered(iv_s: np.ndarray, iv_e: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Busy ns of the union of [iv_s, iv_e) inside each bin [edges[k], edges[k+1])."""
     if not len(iv_s):
