@@ -144,29 +144,26 @@ def busy_ns(iv: GpuIntervals, lo: int, hi: int, cats: Iterable[int] | None = Non
     s, e = s[keep], e[keep]
     if not len(s):
         return 0
+    starts, ends = _union(s, e)
+    return int((ends - starts).sum())
+
+
+def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the (non-empty list of) intervals [s, e) as sorted, disjoint (starts, ends)."""
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
     run_end = np.maximum.accumulate(e)
     new = np.empty(len(s), bool)
     new[0] = True
     new[1:] = s[1:] > run_end[:-1]
-    starts = s[new]
-    ends = np.append(run_end[np.flatnonzero(new)[1:] - 1], run_end[-1])
-    return int((ends - starts).sum())
+    return s[new], np.append(run_end[np.flatnonzero(new)[1:] - 1], run_end[-1])
 
 
 def _covered(iv_s: np.ndarray, iv_e: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Busy ns of the union of [iv_s, iv_e) inside each bin [edges[k], edges[k+1])."""
     if not len(iv_s):
         return np.zeros(len(edges) - 1)
-    order = np.argsort(iv_s, kind="stable")
-    s, e = iv_s[order], iv_e[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    ms = s[new]
-    me = np.append(run_end[np.flatnonzero(new)[1:] - 1], run_end[-1])
+    ms, me = _union(iv_s, iv_e)
     lengths = (me - ms).astype(np.float64)
     before = np.concatenate([[0.0], np.cumsum(lengths)])
     j = np.searchsorted(ms, edges, side="right") - 1
