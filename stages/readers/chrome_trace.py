@@ -915,6 +915,16 @@ def _time_base(data: TraceData) -> None:
                                  "values are on the trace's own clock, not UTC")
 
 
+def _checked_path(path: str | Path) -> Path:
+    """`path` as a Path; BadInputError unless it is a non-empty file."""
+    p = Path(path)
+    if not p.is_file():
+        raise BadInputError(p, "not a file")
+    if p.stat().st_size == 0:
+        raise BadInputError(p, "empty file (no JSON content)")
+    return p
+
+
 def stream_chrome_trace(path: str | Path, header: dict[str, Any] | None = None) -> Iterator[list[Any]]:
     """Every event of a chrome trace, whole (plain JSON values), in batches, streaming.
 
@@ -922,11 +932,7 @@ def stream_chrome_trace(path: str | Path, header: dict[str, Any] | None = None) 
     callers that rewrite events (window cuts, scrub). Top-level keys land in `header` as they are
     read: those before `traceEvents` by the first batch, those after it (kineto's
     `baseTimeNanoseconds`, `traceName`) once the generator is exhausted."""
-    p = Path(path)
-    if not p.is_file():
-        raise BadInputError(p, "not a file")
-    if p.stat().st_size == 0:
-        raise BadInputError(p, "empty file (no JSON content)")
+    p = _checked_path(path)
     data = TraceData(path=p)
     data.metadata = header if header is not None else {}
     pending: list[list[Any]] = []
@@ -944,11 +950,7 @@ def read_chrome_trace(path: str | Path) -> TraceData:
 
     Raises BadInputError (one line, names the file) for anything that is not a readable trace.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise BadInputError(p, "not a file")
-    if p.stat().st_size == 0:
-        raise BadInputError(p, "empty file (no JSON content)")
+    p = _checked_path(path)
     data = TraceData(path=p)
     parser = _StreamParser(p, data)
     for chunk in _prefetched(_byte_chunks(p)):

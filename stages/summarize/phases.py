@@ -48,15 +48,20 @@ OTHER_KERNELS = "other"
 Span = tuple[int, int, "int | None", "int | None"]
 
 
+def level_peak(times: np.ndarray, levels: np.ndarray, baseline: int, lo: int, hi: int) -> int:
+    """The highest allocated-bytes level over [lo, hi]: levels[i] holds from times[i] (sorted) until
+    times[i+1], `baseline` before times[0]."""
+    i0 = int(np.searchsorted(times, lo, side="left"))
+    i1 = int(np.searchsorted(times, hi, side="right"))
+    before = int(levels[i0 - 1]) if i0 > 0 else baseline
+    inside = int(levels[i0:i1].max()) if i1 > i0 else before
+    return max(before, inside)
+
+
 def _mem_peak(levels: tuple[np.ndarray, np.ndarray, int] | None, lo: int, hi: int) -> int | None:
     if levels is None:
         return None
-    t, lvl, base = levels
-    i0 = int(np.searchsorted(t, lo, side="left"))
-    i1 = int(np.searchsorted(t, hi, side="right"))
-    before = int(lvl[i0 - 1]) if i0 > 0 else base
-    inside = int(lvl[i0:i1].max()) if i1 > i0 else before
-    return max(0, before, inside)
+    return max(0, level_peak(*levels, lo, hi))
 
 
 def _owner(r: NvtxRanges, index: RangeIndex) -> np.ndarray:

@@ -64,7 +64,7 @@ from ..window import (
     run_window,
     window_spans,
 )
-from .phases import UNATTRIBUTED, phase_rows
+from .phases import UNATTRIBUTED, level_peak, phase_rows
 from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 from .types import SummarizeOptions, SummaryRows
 
@@ -558,11 +558,7 @@ class _Timeline:
     def peak(self, lo: int, hi: int) -> int | None:
         if self.times.size == 0:
             return self.baseline
-        a = int(np.searchsorted(self.times, lo, side="left"))
-        b = int(np.searchsorted(self.times, hi, side="right"))
-        before = int(self.levels[a - 1]) if a > 0 else self.baseline
-        inside = int(self.levels[a:b].max()) if b > a else before
-        return max(before, inside)
+        return level_peak(self.times, self.levels, self.baseline, lo, hi)
 
 
 @dataclass

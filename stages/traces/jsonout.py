@@ -79,16 +79,8 @@ class ChromeTraceWriter:
         """
         if not events:
             return
-        data = b",\n".join(events)
-        if self._first:
-            self._first = False
-        else:
-            self._buf.append(b",\n")
-        self._buf.append(data)
-        self._pending += len(data) + 2
-        self.count += len(events) if count is None else count
-        if self._pending >= _FLUSH_BYTES:
-            self._flush()
+        self.write(b",\n".join(events))
+        self.count += (len(events) if count is None else count) - 1   # write counted one
 
     def _flush(self) -> None:
         if self._buf:
