@@ -44,6 +44,16 @@ def _decompressed(compressed: Path, rel: str) -> Path:
     return final
 
 
+def _publish(staging: Path, final: Path) -> Path:
+    """Move the finished folder `staging` to `final` atomically (keeping another worker's if it won)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(staging, final)
+    except OSError:  # another worker made it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
 def data_path(rel: str) -> Path:
     """The readable path of test input `rel` (relative to tests/data), decompressing `rel + ".xz"`.
 
@@ -84,12 +94,7 @@ def data_dir(rel: str) -> Path:
         else:
             shutil.copyfile(p, dst)
         os.chmod(dst, 0o444)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(staging, final)
-    except OSError:  # another worker made it first
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return _publish(staging, final)
 
 
 #: The H200 fixture folders and files of tests/data, under the names ../shared/fixtures gave them.
@@ -118,9 +123,4 @@ def fixtures_dir() -> Path:
     for p in staging.rglob("*"):
         if p.is_file():
             os.chmod(p, 0o444)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(staging, final)
-    except OSError:  # another worker made it first
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return _publish(staging, final)
