@@ -97,13 +97,13 @@ def data_dir(rel: str) -> Path:
     return _publish(staging, final)
 
 
-#: The H200 fixture folders and files of tests/data, under the names ../shared/fixtures gave them.
+#: The H200 fixture folders and files of tests/data, under the names the old shared fixture layout gave them.
 _H200 = {"h200-nsys-2025.3": "h200-nsys-2025.3", "h200-torch-2.11": "h200-torch-2.11",
          "README.md": "h200-README.md", "workload.py": "h200-workload.py"}
 
 
 def fixtures_dir() -> Path:
-    """The H200 fixtures as one read-only folder named `fixtures` (laid out as ../shared/fixtures was).
+    """The H200 fixtures as one read-only folder named `fixtures` (laid out as the old shared fixture layout was).
 
     Why: several tests hand the whole tree to `gather` or walk it; this keeps their view of one run's
     files while every file comes out of tests/data (decompressed once through `data_dir`).
