@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data"
 
-# Runs in a child process so its peak RSS is collect's alone.
-_COLLECT = r"""
+# The start of every child script that times run_collect: imports and a progress sink.
+CHILD_PRELUDE = r"""
 import json, resource, sys, time
 from pathlib import Path
 from verlprof.pipeline.collect import CollectOptions, run_collect
@@ -52,7 +52,10 @@ class StageClock:
         pass
     def advance(self, *a, **kw):
         pass
+"""
 
+# Runs in a child process so its peak RSS is collect's alone.
+_COLLECT = CHILD_PRELUDE + r"""
 srcs, out, work, jobs = [Path(p) for p in sys.argv[1].split(",")], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 clock = StageClock()
 t0 = time.perf_counter()

@@ -34,6 +34,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_collect import CHILD_PRELUDE  # noqa: E402
+
 DATA = ROOT / "bench" / "data"
 RANGES_REP = DATA / "ranges_720k.nsys-rep"
 RANGES_TOTAL = 720_000
@@ -68,23 +72,7 @@ for s in range(steps):
 NSYS_PROFILE_FLAGS = ["--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true"]
 
 # Runs in a child process so its peak RSS is collect's alone (plus its children, reported apart).
-_COLLECT = r"""
-import json, resource, sys, time
-from pathlib import Path
-from verlprof.pipeline.collect import CollectOptions, run_collect
-
-class StageClock:
-    '''A progress sink that notes when each stage first reports (collect's stages report in order).'''
-    def __init__(self):
-        self.starts = []
-    def add_task(self, name, **kw):
-        self.starts.append((name, time.perf_counter()))
-        return len(self.starts) - 1
-    def update(self, *a, **kw):
-        pass
-    def advance(self, *a, **kw):
-        pass
-
+_COLLECT = CHILD_PRELUDE + r"""
 src, out, work, jobs, prof = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 clock = StageClock()
 opts = CollectOptions(sources=[src], out=out, work_dir=work, jobs=jobs)

@@ -44,6 +44,16 @@ def _decompressed(compressed: Path, rel: str) -> Path:
     return final
 
 
+def _publish(staging: Path, final: Path) -> Path:
+    """Move the finished folder `staging` to `final` atomically (keeping another worker's if it won)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(staging, final)
+    except OSError:  # another worker made it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
 def data_path(rel: str) -> Path:
     """The readable path of test input `rel` (relative to tests/data), decompressing `rel + ".xz"`.
 
@@ -84,21 +94,16 @@ def data_dir(rel: str) -> Path:
         else:
             shutil.copyfile(p, dst)
         os.chmod(dst, 0o444)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(staging, final)
-    except OSError:  # another worker made it first
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return _publish(staging, final)
 
 
-#: The H200 fixture folders and files of tests/data, under the names ../shared/fixtures gave them.
+#: The H200 fixture folders and files of tests/data, under the names the old shared fixture layout gave them.
 _H200 = {"h200-nsys-2025.3": "h200-nsys-2025.3", "h200-torch-2.11": "h200-torch-2.11",
          "README.md": "h200-README.md", "workload.py": "h200-workload.py"}
 
 
 def fixtures_dir() -> Path:
-    """The H200 fixtures as one read-only folder named `fixtures` (laid out as ../shared/fixtures was).
+    """The H200 fixtures as one read-only folder named `fixtures` (laid out as the old shared fixture layout was).
 
     Why: several tests hand the whole tree to `gather` or walk it; this keeps their view of one run's
     files while every file comes out of tests/data (decompressed once through `data_dir`).
@@ -118,9 +123,4 @@ def fixtures_dir() -> Path:
     for p in staging.rglob("*"):
         if p.is_file():
             os.chmod(p, 0o444)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(staging, final)
-    except OSError:  # another worker made it first
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return _publish(staging, final)

@@ -536,31 +536,6 @@ def split_nvtx_texts(path: Path, scrubber: Scrubber) -> set[str]:
 # Identities (the cheap first pass) and cell iteration (shared with check)
 # --------------------------------------------------------------------------------------------
 
-def iter_text_cells(conn: sqlite3.Connection, only_declared_text: bool = False,
-                    schema: str = "main") -> Iterator[tuple[str, str, Any, Any]]:
-    """(table, column, rowid-or-row-number, value) of every text/blob cell, read by Python.
-
-    Never SQL LIKE or length(): both stop at the first NUL byte and would miss what follows.
-    With `only_declared_text`, numeric-declared columns are skipped (the identity pass).
-    """
-    for t in list_tables(conn, schema):
-        cols = table_columns(conn, t, schema)
-        use = [c for c in cols if not (only_declared_text and _is_numeric(c[1]))]
-        if not use:
-            continue
-        sel = ", ".join(f"CASE WHEN typeof({_q(c[0])}) IN ('text','blob') THEN {_q(c[0])} END" for c in use)
-        cond = " OR ".join(f"typeof({_q(c[0])}) IN ('text','blob')" for c in use)
-        try:
-            cur = conn.execute(f"SELECT rowid, {sel} FROM {schema}.{_q(t)} WHERE {cond}")
-        except sqlite3.OperationalError:  # WITHOUT ROWID table
-            cur = conn.execute(f"SELECT NULL, {sel} FROM {schema}.{_q(t)} WHERE {cond}")
-        for n, row in enumerate(cur):
-            rid = row[0] if row[0] is not None else n
-            for c, v in zip(use, row[1:]):
-                if v is not None:
-                    yield t, c[0], rid, v
-
-
 def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[str, str, Any, Any, int]]:
     """(table, column, first rowid, value, cells) of every DISTINCT text/blob value of every column
     (numeric-declared ones too, when a probe finds any text in them), in first-rowid order.
