@@ -32,7 +32,10 @@ from verlprof.stages.core.phases import canonical_stage
 from verlprof.stages.schema import arrow_schema
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
+sys.path.insert(0, str(ROOT / "tests"))
+from testdata import data_path  # noqa: E402  (the repository's own test data, .xz decompressed once)
+
+FIXTURE = data_path("h200-nsys-2025.3/whole/whole_1873.sqlite")
 
 
 def fixture_step(step: int = 2) -> tuple[list[dict], list[tuple[str, list[int]]]]:

@@ -23,7 +23,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
+sys.path.insert(0, str(ROOT / "tests"))
+from testdata import data_path  # noqa: E402  (the repository's own test data, .xz decompressed once)
+
+FIXTURE = data_path("h200-nsys-2025.3/whole/whole_1873.sqlite")
 DATA = ROOT / "bench" / "data"
 
 # Tables whose rows are replicated: name -> (time columns, correlation column or None, pid column, tid columns)

@@ -2,7 +2,7 @@
 
 Why: verlprof must stay fast and lean on the multi-hundred-MB traces real verl runs write, but the
 repository only carries small real traces. This script replicates the events of one real trace
-(`../shared/fixtures/h200-torch-2.11/*step2*.json.gz` by default) back to back in time, shifting
+(`tests/data/h200-torch-2.11/*step2*.json.gz` by default) back to back in time, shifting
 timestamps and every id that links events (`correlation`, `External id`, flow ids) so the copy is
 a consistent, valid trace, until the uncompressed JSON reaches `--mb` megabytes (default 400).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "h200-torch-2.11"
+FIXTURES = REPO / "tests" / "data" / "h200-torch-2.11"
 DEFAULT_OUT = REPO / "bench" / "data" / "big_trace.json.gz"
 
 
