@@ -59,8 +59,7 @@ class Survey:
 def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
     """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone."""
     from ..stages.scrub import ScrubTask, config_task, identities_task
-    from ..stages.summarize import source_steps_item
-    from ..stages.window import identity_from_artifact
+    from ..stages.window import identity_from_artifact, source_steps_item
 
     art = item.artifact
     out = Survey(art)

@@ -16,10 +16,9 @@ from testdata import data_path  # noqa: E402
 from verlprof.stages.summarize.torch_profile import (  # noqa: E402
     UNATTRIBUTED,
     summarize_torch_trace,
-    torch_step_spans,
 )
 from verlprof.stages.summarize.types import SummarizeOptions  # noqa: E402
-from verlprof.stages.window import identity_from_path  # noqa: E402
+from verlprof.stages.window import identity_from_path, torch_source_steps  # noqa: E402
 
 DDP = "kineto_public/hta_ddp_nccl_rank0.json"
 SAMPLED = "kineto_public/hta_sampled_rank1.json"
@@ -49,7 +48,7 @@ def test_base_time_after_the_events_is_read() -> None:
     keys = list(doc)
     assert keys.index("baseTimeNanoseconds") > keys.index("traceEvents")   # the case under test
     p = data_path(DDP)
-    (first, *_) = torch_step_spans(p, identity_from_path(p))
+    (first, *_) = torch_source_steps(p, identity_from_path(p)).steps
     lo, _ = _chosen_span(doc, "ProfilerStep#4")
     assert first.start_ns == doc["baseTimeNanoseconds"] + round(lo * 1000)
 

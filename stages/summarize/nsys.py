@@ -35,7 +35,6 @@ from ..window import (
     StepSpan,
     WindowChoice,
     gpu_only_spans,
-    nsys_source_steps,
     run_window,
     source_steps_from_ranges,
     window_spans,
@@ -309,15 +308,6 @@ class SummarizeResult:
     choice: WindowChoice
     rows: SummaryRows
     errors: list[tuple[str, str]] = field(default_factory=list)   # (source, one-line error)
-
-
-def source_steps_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
-    """Window discovery of one source of any kind (nsys export or torch trace)."""
-    if item[1].source_kind == "torch":
-        from .torch_profile import torch_steps_item
-
-        return torch_steps_item(item, options)
-    return nsys_source_steps(*item, step_range=getattr(options, "step_range", None))
 
 
 def summarize_any_item(item: Any, options: SummarizeOptions) -> SummaryRows:
