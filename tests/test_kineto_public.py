@@ -267,6 +267,31 @@ def test_world_size_from_distributed_info_reaches_the_manifest(tmp_path: Path) -
     assert (art["rank"], art["world_size"]) == (info["rank"], info["world_size"])
 
 
+def test_a_window_that_cannot_be_cut_fails_its_artifact(tmp_path: Path) -> None:
+    """`verlprof collect` on a trace whose time base is unusable (a damaged `baseTimeNanoseconds`
+    that puts its events past 64-bit ns: no step window can be cut from it) beside a good one: the
+    damaged artifact is `failed` with the reason, the good one `done`, exit 3; never a silent done."""
+    from typer.testing import CliRunner
+    from verlprof.pipeline.cli import app
+
+    doc = _doc(DDP)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "good_trace.json").write_text(json.dumps(doc))
+    doc["baseTimeNanoseconds"] = 2**63 - 1000
+    (src / "damaged_trace.json").write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["collect", str(src), "-o", str(tmp_path / "out"), "--work", str(tmp_path / "w")])
+    assert res.exit_code == 3, res.output
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    status = {a["rel"]: a for a in m["artifacts"]}
+    assert status["good_trace.json"]["status"] == "done"
+    assert status["damaged_trace.json"]["status"] == "failed"
+    assert "unusable time base" in status["damaged_trace.json"]["reason"]
+    assert [f["rel"] for f in m["status"]["failed_artifacts"]] == ["damaged_trace.json"]
+    assert not m["status"]["complete"]
+    assert [p.name for p in (tmp_path / "out" / "traces").glob("*trace.json*")] == ["good_trace.trace.json.gz"]
+
+
 def test_reader_keeps_autograd_links() -> None:
     """The Kineto reader keeps every cpu op with a `Sequence number` and every `fwdbwd` flow end."""
     from verlprof.stages.readers.chrome_trace import read_chrome_trace

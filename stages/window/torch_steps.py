@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import VerlprofError
 from ..readers.chrome_trace import TraceData, read_chrome_trace
 from ..readers.memory_snapshot import Annotation, load_snapshot, snapshot_annotations
 from ..readers.nsys_sqlite import NVTX_PUSHPOP, PID_SHIFT, NvtxRanges
@@ -93,10 +94,21 @@ def _step_hint(ident: SourceIdentity, path: Path) -> int | None:
     return info.step if info is not None else None
 
 
+def _check_clock(data: TraceData, path: Path) -> None:
+    """Refuse a time base under which the trace's absolute times do not fit the int64 ns every
+    summary and window holds (a damaged `baseTimeNanoseconds`): its window cannot be cut."""
+    last = max([r[1] + r[2] for r in data.ranges] + [int(np.frombuffer(a, np.int64).max())
+                                                      for a in (data.gpu_ts, data.api_ts) if len(a)], default=0)
+    if data.base_ns + last >= 1 << 63:
+        raise VerlprofError(path, f"unusable time base: baseTimeNanoseconds {data.base_ns} puts its events past "
+                            "2262-04-11 (beyond 64-bit ns); no step window can be cut from it")
+
+
 def trace_source_steps(data: TraceData, ident: SourceIdentity, path: str | Path,
                        step_range: str | None = None) -> tuple[SourceSteps, list[str]]:
     """The steps one read trace holds (absolute ns) and notes on how they were found."""
     p = Path(path)
+    _check_clock(data, p)
     ident = trace_ident(ident, data.metadata)
     gtid_of = thread_gtids(data.threads, ident.pid if ident.pid is not None else 0)
     r = trace_ranges(data, gtid_of)
