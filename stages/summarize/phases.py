@@ -384,48 +384,55 @@ def _numbers(ops: dict[str, np.ndarray], cat: np.ndarray, ids: np.ndarray) -> di
 def _kernel_rows(ident: SourceIdentity, r: NvtxRanges, ops: dict[str, np.ndarray], cat: np.ndarray,
                  names: dict[int, tuple[str, str]], owner: np.ndarray, pids: np.ndarray,
                  step_of_pid: dict, default_step: int | None, spans: list, top: int) -> list[dict[str, Any]]:
-    """Top kernels per (process, phase) by total time, plus one `other` row so totals add up."""
-    import pandas as pd
+    """Top kernels per (process, phase) by total time, plus one `other` row so totals add up.
 
-    k = ops["kind"] == KIND_KERNEL
-    if not k.any():
+    Grouped with numpy sorts (no pandas: its import alone is half a torch summary's memory)."""
+    k = np.flatnonzero(ops["kind"] == KIND_KERNEL)
+    if k.size == 0:
         return []
     rng = ops["rng"][k]
-    own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1) if owner.size else np.full(rng.size, -1, np.int64)
-    norm: dict[int, str] = {}
-    phase = [(norm.get(o) or norm.setdefault(o, normalize_range_name(r.text[o]))) if o >= 0 else UNATTRIBUTED
-             for o in own.tolist()]
-    df = pd.DataFrame({
-        "pid": ops["pid"][k], "phase": phase, "name": ops["name"][k],
-        "dur": ops["end"][k] - ops["start"][k], "cat": cat[k],
-    })
     if (rng < 0).any():  # unattributed kernels count only inside their process's span
-        kid = np.flatnonzero(k)
         inside = rng >= 0
         for lo, hi, pid, _ in spans:
-            un = kid[~inside]
-            ok = np.isin(kid, _in_span(ops, un, lo, hi, pid))
-            inside |= ok
-        df = df[inside]
-    g = df.groupby(["pid", "phase", "name"], sort=False)["dur"].agg(
-        ["count", "sum", "min", "max", "median"]).reset_index()
-    cats = df.groupby("name", sort=False)["cat"].first()
+            inside |= np.isin(k, _in_span(ops, k[~inside], lo, hi, pid))
+        k, rng = k[inside], rng[inside]
+    own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1) if owner.size else np.full(rng.size, -1, np.int64)
+    u_own, inv = np.unique(own, return_inverse=True)
+    labels = [normalize_range_name(r.text[o]) if o >= 0 else UNATTRIBUTED for o in u_own.tolist()]
+    u_lab, lab_of = np.unique(np.array(labels, dtype=object), return_inverse=True)
+    ph = lab_of.reshape(-1)[inv.reshape(-1)]
+    pid, name, dur = ops["pid"][k], ops["name"][k], ops["end"][k] - ops["start"][k]
+    o = np.lexsort((dur, name, ph, pid))             # groups (pid, phase, kernel), durations ascending
+    pid, ph, name, dur, kc = pid[o], ph[o], name[o], dur[o], cat[k][o]
+    cut = np.flatnonzero((np.diff(pid) != 0) | (np.diff(ph) != 0) | (np.diff(name) != 0)) + 1
+    a = np.concatenate(([0], cut))
+    b = np.concatenate((cut, [pid.size]))
+    cnt, tot = b - a, np.add.reduceat(dur, a)
+    mid = a + (cnt - 1) // 2
+    med = (dur[mid] + dur[a + cnt // 2]) / 2
+    first = np.minimum.reduceat(o, a)               # (pid, phase) groups in the order ops first show them
+    gkey = [(int(p), int(q)) for p, q in zip(pid[a].tolist(), ph[a].tolist())]
+    order: dict[tuple[int, int], list[int]] = {}
+    for g in sorted(range(a.size), key=lambda g: first[g]):
+        order.setdefault(gkey[g], []).append(g)
     rows: list[dict[str, Any]] = []
-    for (pid, ph), part in g.groupby(["pid", "phase"], sort=False):
-        part = part.sort_values(["sum", "name"], ascending=[False, True])
-        head, rest = part.iloc[:top], part.iloc[top:]
-        keys = ident.keys(step_of_pid.get(int(pid), default_step))
-        keys["pid"] = int(pid)
-        stage = "other" if ph == UNATTRIBUTED else canonical_stage(ph, ident.role)
-        for rec in head.itertuples(index=False):
-            dem, short = names.get(int(rec.name), (f"<kernel {rec.name}>",) * 2)
-            rows.append({**keys, "phase": ph, "stage": stage, "kernel": dem, "kernel_short": short,
-                         "category": cats[rec.name], "count": int(rec.count), "total_ns": int(rec.sum),
-                         "avg_ns": float(rec.sum) / rec.count, "min_ns": int(rec.min), "max_ns": int(rec.max),
-                         "median_ns": float(rec.median)})
-        if len(rest):
-            cnt, tot = int(rest["count"].sum()), int(rest["sum"].sum())
-            rows.append({**keys, "phase": ph, "stage": stage, "kernel": OTHER_KERNELS, "kernel_short": OTHER_KERNELS,
-                         "category": "other", "count": cnt, "total_ns": tot, "avg_ns": tot / cnt,
-                         "min_ns": int(rest["min"].min()), "max_ns": int(rest["max"].max()), "median_ns": None})
+    for (p, q), members in order.items():
+        members.sort(key=lambda g: (-int(tot[g]), int(name[a[g]])))
+        head, rest = members[:top], members[top:]
+        keys = ident.keys(step_of_pid.get(p, default_step))
+        keys["pid"] = p
+        phase = str(u_lab[q])
+        stage = "other" if phase == UNATTRIBUTED else canonical_stage(phase, ident.role)
+        for g in head:
+            n = int(name[a[g]])
+            dem, short = names.get(n, (f"<kernel {n}>",) * 2)
+            rows.append({**keys, "phase": phase, "stage": stage, "kernel": dem, "kernel_short": short,
+                         "category": kc[a[g]], "count": int(cnt[g]), "total_ns": int(tot[g]),
+                         "avg_ns": float(tot[g]) / int(cnt[g]), "min_ns": int(dur[a[g]]), "max_ns": int(dur[b[g] - 1]),
+                         "median_ns": float(med[g])})
+        if rest:
+            c, t = int(cnt[rest].sum()), int(tot[rest].sum())
+            rows.append({**keys, "phase": phase, "stage": stage, "kernel": OTHER_KERNELS, "kernel_short": OTHER_KERNELS,
+                         "category": "other", "count": c, "total_ns": t, "avg_ns": t / c,
+                         "min_ns": int(dur[a[rest]].min()), "max_ns": int(dur[b[rest] - 1].max()), "median_ns": None})
     return rows
