@@ -292,6 +292,30 @@ def test_a_window_that_cannot_be_cut_fails_its_artifact(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "out" / "traces").glob("*trace.json*")] == ["good_trace.trace.json.gz"]
 
 
+def test_a_window_that_cannot_be_written_fails_its_artifact(tmp_path: Path) -> None:
+    """The trace summarizes, but its step window cannot be cut into the work dir (a file stands
+    where `WORK/windows/` goes, as a full or read-only disk would): the artifact is `failed` for
+    its window, exit 3, the summary still published; never a silent `done`."""
+    from typer.testing import CliRunner
+    from verlprof.pipeline.cli import app
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ddp_trace.json").write_text(json.dumps(_doc(DDP)))
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "windows").write_text("not a folder")
+    res = CliRunner().invoke(app, ["collect", str(src), "-o", str(tmp_path / "out"), "--work", str(work)])
+    assert res.exit_code == 3, res.output
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (art,) = m["artifacts"]
+    stages = {s["stage"]: s["status"] for s in art["stages"]}
+    assert stages == {"summarize": "done", "traces": "failed"} and art["status"] == "failed"
+    assert m["status"]["failed_artifacts"] == [{"rel": "ddp_trace.json", "stage": "traces", "reason": art["reason"]}]
+    assert (tmp_path / "out" / "summaries" / "phases.parquet").is_file()
+    assert not list((tmp_path / "out").rglob("*.trace.json*"))
+
+
 def test_reader_keeps_autograd_links() -> None:
     """The Kineto reader keeps every cpu op with a `Sequence number` and every `fwdbwd` flow end."""
     from verlprof.stages.readers.chrome_trace import read_chrome_trace
