@@ -14,6 +14,7 @@ ever written into an input.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import warnings
@@ -38,16 +39,30 @@ NVTX = "NVTX_EVENTS"
 MEMORY = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 SESSION_START = "TARGET_INFO_SESSION_START_TIME"
 
-# NVTX_EVENTS.eventType values (stable across nsys 2020-2025).
-NVTX_PUSHPOP = 59
-NVTX_STARTEND = 60
-NVTXT_PUSHPOP = 70
-NVTXT_STARTEND = 71
-NVTX_DOMAIN_CREATE = 75
-RANGE_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+# globalTid / globalPid are serialised GlobalIds (stable since nsys 2020): the pid sits in bits
+# 24..47, the tid in bits 0..23 (`globalPid` has tid 0), so `gid // PID_DIV` keys a process.
+TID_MASK = 0xFFFFFF
+PID_SHIFT = 24
+PID_DIV = 1 << PID_SHIFT
 
-TID_MASK = 0xFFFFFF          # globalTid bits 0-23: thread id
-PID_SHIFT = 24               # globalTid/globalPid bits 24-47: process id (48-63: VM id)
+# NVTX event types by name (ENUM_NSYS_EVENT_TYPE); the fallback ids are those of nsys 2020-2025.
+_NVTX_IDS = {
+    "NvtxMark": 34, "NvtxtMark": 65, "NvtxPushPopRange": 59, "NvtxStartEndRange": 60,
+    "NvtxtPushPopRange": 70, "NvtxtStartEndRange": 71, "NvtxCategory": 33, "NvtxtCategory": 64,
+    "NvtxThread": 39, "NvtxDomainCreate": 75, "NvtxDomainDestroy": 76, "NvtxNameCudaDevice": 97,
+    "NvtxNameCudaContext": 98, "NvtxNameCudaStream": 99, "NvtxtMetaThread": 72,
+    "NvtxtMetaProcess": 73, "NvtxtMetaFileDisplay": 74,
+}
+_NVTX_RANGES = ("NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "NvtxtStartEndRange")
+_NVTX_MARKS = ("NvtxMark", "NvtxtMark")
+NVTX_PUSHPOP = _NVTX_IDS["NvtxPushPopRange"]
+
+# Columns that hold StringIds(id) in exports whose CREATE statements lack the `-- REFERENCES` notes.
+_STRING_REF_NAMES = frozenset({
+    "nameId", "textId", "demangledName", "shortName", "mangledName", "contentId", "filenameId",
+    "jsonTextId", "symbol", "module",
+})
+_REF_RE = re.compile(r"^\s*\"?(\w+)\"?\s+[^\n]*?--[^\n]*REFERENCES\s+StringIds\s*\(", re.M)
 
 # cudaMemcpyKind ids when the export has no ENUM_CUDA_MEMCPY_OPER table (CUPTI's values).
 _DEFAULT_COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d", 10: "d2d", 13: "d2d", 11: "h2d", 12: "d2h"}
@@ -69,6 +84,76 @@ def pid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
 def tid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
     """The OS thread id inside a globalTid."""
     return gtid & TID_MASK
+
+
+def qi(name: str) -> str:
+    """Quote an SQL identifier (table and column names come from the file, never trusted)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def in_list(ids: Sequence[int]) -> str:
+    """`(1,2,3)` for an SQL IN clause of integer ids (never empty)."""
+    return "(" + ",".join(str(int(i)) for i in ids) + ")" if ids else "(NULL)"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """One table of an export: its name, CREATE statement, columns and StringIds columns."""
+
+    name: str
+    sql: str
+    columns: tuple[str, ...]
+    string_refs: tuple[str, ...]
+
+    def has(self, *cols: str) -> bool:
+        return all(c in self.columns for c in cols)
+
+
+def probe_tables(con: sqlite3.Connection, schema: str = "main") -> dict[str, TableInfo]:
+    """Every table of the database `schema` with its columns (in order) and string columns: the
+    one schema probe of nsys exports (2022-2026 differ: probe, never assume)."""
+    out: dict[str, TableInfo] = {}
+    rows = con.execute(
+        f"SELECT name, sql FROM {qi(schema)}.sqlite_master WHERE type = 'table' "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
+    for name, sql in rows:
+        cols = tuple(r[1] for r in con.execute(f"PRAGMA {qi(schema)}.table_info({qi(name)})"))
+        refs = set() if name == "StringIds" else (
+            {m.group(1) for m in _REF_RE.finditer(sql or "")} | (_STRING_REF_NAMES & set(cols)))
+        out[name] = TableInfo(name, sql or "", cols, tuple(c for c in cols if c in refs))
+    return out
+
+
+@dataclass(frozen=True)
+class NvtxTypes:
+    """NVTX event type ids of this export: ranges, marks, domain creation, and definitions
+    (domains, categories, thread/device names: rows that name others, whatever their time)."""
+
+    ranges: tuple[int, ...]
+    marks: tuple[int, ...]
+    domain_create: tuple[int, ...]
+    definitions: tuple[int, ...]
+
+
+def nvtx_types(con: sqlite3.Connection, tables: dict[str, TableInfo], schema: str = "main") -> NvtxTypes:
+    """The ids from ENUM_NSYS_EVENT_TYPE where the export has it, else nsys 2020-2025's."""
+    ids = dict(_NVTX_IDS)
+    info = tables.get("ENUM_NSYS_EVENT_TYPE")
+    if info and info.has("id", "name"):
+        got = {str(n): int(i) for i, n in con.execute(
+            f"SELECT id, name FROM {qi(schema)}.ENUM_NSYS_EVENT_TYPE WHERE name IN {_names_sql(_NVTX_IDS)}")}
+        if got:
+            ids = got
+
+    def of(names: Sequence[str]) -> tuple[int, ...]:
+        return tuple(sorted(ids[n] for n in names if n in ids))
+
+    rest = [n for n in _NVTX_IDS if n not in _NVTX_RANGES + _NVTX_MARKS]
+    return NvtxTypes(of(_NVTX_RANGES), of(_NVTX_MARKS), of(("NvtxDomainCreate",)), of(rest))
+
+
+def _names_sql(names: Sequence[str]) -> str:
+    return "(" + ",".join(f"'{n}'" for n in names) + ")"
 
 
 @dataclass
@@ -103,29 +188,37 @@ class NvtxRanges:
         return f"{d}:{self.text[i]}" if d else self.text[i]
 
     def style(self, i: int) -> str:
-        return "PushPop" if int(self.event_type[i]) in (NVTX_PUSHPOP, NVTXT_PUSHPOP) else "StartEnd"
+        return "PushPop" if int(self.event_type[i]) in (NVTX_PUSHPOP, _NVTX_IDS["NvtxtPushPopRange"]) else "StartEnd"
 
 
 @dataclass
 class NsysExport:
-    """An open, read-only nsys SQLite export whose tables and columns have been probed."""
+    """An open, read-only nsys SQLite export whose tables and columns have been probed (once).
+
+    One object serves every reader of one pass over the export (identity, steps, summary, window
+    cut): the file is opened and probed once, not once per reader."""
 
     path: Path
     con: sqlite3.Connection
-    tables: frozenset[str]
+    tables: dict[str, TableInfo]
     nsys_version: str | None = None
     schema_version: str | None = None
-    _columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _nvtx: NvtxTypes | None = None
 
     # -- opening and probing -----------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path) -> "NsysExport":
-        """Validate and open `path` read-only; BadInputError (one line, names the file) if it is not an export."""
+    def open(cls, path: str | Path, need_events: bool = True) -> "NsysExport":
+        """Validate and open `path` read-only; BadInputError (one line, names the file) if it is not
+        an export, or, with `need_events`, if it holds neither NVTX nor CUDA tables."""
         p = Path(path)
         con, info = open_export(p)
-        exp = cls(p, con, frozenset(info.tables), info.nsys_version, info.schema_version)
-        if NVTX not in exp.tables and KERNEL not in exp.tables and RUNTIME not in exp.tables:
+        try:
+            exp = cls(p, con, probe_tables(con), info.nsys_version, info.schema_version)
+        except sqlite3.DatabaseError as exc:
+            con.close()
+            raise BadInputError(p, f"corrupt export, its schema is unreadable ({exc})") from None
+        if need_events and not ({NVTX, KERNEL, RUNTIME} & set(exp.tables)):
             con.close()
             raise BadInputError(p, "an nsys export without NVTX_EVENTS or CUDA tables: nothing to summarize")
         return exp
@@ -141,16 +234,18 @@ class NsysExport:
 
     def has(self, table: str, *columns: str) -> bool:
         """True when `table` exists and has every column in `columns`."""
-        if table not in self.tables:
-            return False
-        cols = self.columns(table)
-        return all(c in cols for c in columns)
+        t = self.tables.get(table)
+        return t is not None and t.has(*columns)
 
     def columns(self, table: str) -> tuple[str, ...]:
-        if table not in self._columns:
-            rows = self.query(f'PRAGMA table_info("{table}")')
-            self._columns[table] = tuple(r[1] for r in rows)
-        return self._columns[table]
+        t = self.tables.get(table)
+        return t.columns if t is not None else ()
+
+    @property
+    def nvtx_types(self) -> NvtxTypes:
+        if self._nvtx is None:
+            self._nvtx = nvtx_types(self.con, self.tables)
+        return self._nvtx
 
     def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         """Run one read-only query; a corrupt file becomes a one-line BadInputError."""
@@ -165,13 +260,15 @@ class NsysExport:
 
     # -- small tables ------------------------------------------------------------------------
 
-    def session_start_ns(self) -> int | None:
-        """UTC ns since the epoch of the session's time 0 (each capture-range file has its own)."""
-        if not self.has(SESSION_START, "utcEpochNs"):
-            return None
-        v = self.scalar(f"SELECT utcEpochNs FROM {SESSION_START} LIMIT 1")
+    def session_start_ns(self, required: bool = False) -> int | None:
+        """UTC ns since the epoch of the session's time 0 (each capture-range file has its own).
+        `required`: BadInputError without it (a window cannot be placed on the shared clock)."""
+        v = self.scalar(f"SELECT utcEpochNs FROM {SESSION_START} WHERE utcEpochNs IS NOT NULL LIMIT 1"
+                        ) if self.has(SESSION_START, "utcEpochNs") else None
+        if v is None and required:
+            raise BadInputError(self.path, "no TARGET_INFO_SESSION_START_TIME.utcEpochNs: cannot place "
+                                           "the export on the UTC clock")
         return int(v) if v is not None else None
-
     def strings(self, ids: "Sequence[int] | np.ndarray") -> dict[int, str]:
         """StringIds values for `ids` (looked up in batches; unknown ids are left out)."""
         out: dict[int, str] = {}
@@ -210,57 +307,61 @@ class NsysExport:
 
     # -- NVTX ----------------------------------------------------------------------------------
 
-    def nvtx_ranges(self) -> NvtxRanges:
-        """Every NVTX range with its text resolved (`text` column or StringIds via `textId`)."""
+    def nvtx_ranges(self, window: tuple[int, int] | None = None) -> NvtxRanges:
+        """Every NVTX range with its text resolved (`text` column or StringIds via `textId`); with
+        `window` (export-relative ns), only the ranges that overlap it: those that start in it and
+        all that enclose a moment of it, so nesting and attribution inside it are unchanged.
+
+        Numbers are read as columns (`iter_columns`) and names once per distinct textId: a range
+        costs no Python call (issue 25: 10^6 ranges)."""
         empty = NvtxRanges(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(0, bool),
                            np.zeros(0, np.int64), [], [])
         if not self.has(NVTX, "start", "eventType"):
             return empty
         cols = self.columns(NVTX)
         end = "end" if "end" in cols else "NULL"
-        gtid = "globalTid" if "globalTid" in cols else "0"
-        end_gtid = "endGlobalTid" if "endGlobalTid" in cols else "NULL"
+        gtid = "ifnull(globalTid, 0)" if "globalTid" in cols else "0"
+        domain = "ifnull(domainId, 0)" if "domainId" in cols else "0"
+        maxts = int(self.scalar(f"SELECT max(max(ifnull(start, 0)), max(ifnull({end}, 0))) FROM {NVTX}") or 0)
+        where = f"eventType IN {in_list(self.nvtx_types.ranges)} AND start IS NOT NULL"
+        params: tuple[int, ...] = ()
+        if window is not None:
+            where += f" AND start <= ? AND ifnull({end}, {maxts}) >= ?"
+            params = (int(window[1]), int(window[0]))
+        exprs = ["rowid", "start", f"ifnull({end}, {maxts})", "eventType", gtid,
+                 "endGlobalTid" if "endGlobalTid" in cols else "NULL",
+                 "textId" if "textId" in cols else "NULL", domain]
+        parts = list(self.iter_columns(NVTX, exprs, where, params))
+        if not parts:
+            return empty
+        rid, start, endv, et, g, eg, tid_, dom = (np.concatenate(c) for c in zip(*parts))
+        order = np.lexsort((rid, -endv, start, g))
+        rid, start, endv, et, g, eg, tid_, dom = (a[order] for a in (rid, start, endv, et, g, eg, tid_, dom))
+        uniq, inv = np.unique(tid_, return_inverse=True)
+        sids = self.strings(uniq[uniq >= 0].tolist())
+        texts = np.array([sids.get(int(i), "") for i in uniq.tolist()] or [""], dtype=object)[inv]
+        if "text" in cols:   # unregistered strings: the text itself, in its own column
+            own = dict(self.query(f"SELECT rowid, text FROM {NVTX} WHERE text IS NOT NULL AND {where}", params))
+            if own:
+                pos = np.searchsorted(np.sort(rid), list(own))
+                by_rid = np.argsort(rid)[pos]
+                texts[by_rid] = [str(v) for v in own.values()]
+        names = self._domain_names(gtid, domain, cols)
+        keys = list(zip(dom.tolist(), (g >> PID_SHIFT).tolist())) if names else []
+        doms = [names.get(k) for k in keys] if names else [None] * start.size
+        return NvtxRanges(start, endv, g, et, (eg == -1) | (eg == g), rid, texts.tolist(), doms)
+
+    def _domain_names(self, gtid: str, domain: str, cols: tuple[str, ...]) -> dict[tuple[int, int], str]:
+        """(domainId, process key) -> domain name, from the NvtxDomainCreate rows."""
         text = "text" if "text" in cols else "NULL"
         text_id = "textId" if "textId" in cols else "NULL"
-        domain = "domainId" if "domainId" in cols else "0"
-        types = ",".join(str(t) for t in RANGE_EVENT_TYPES)
-        rows = self.query(
-            f"SELECT rowid, start, {end}, eventType, {gtid}, {end_gtid}, {text}, {text_id}, {domain} "
-            f"FROM {NVTX} WHERE eventType IN ({types}) AND start IS NOT NULL")
-        if not rows:
-            return empty
-        maxts = self.scalar(f"SELECT max(max(ifnull(start, 0)), max(ifnull({end}, 0))) FROM {NVTX}") or 0
-        domains: dict[tuple[int, int], str] = {}
-        for dom, g, t, tid_ in self.query(
-                f"SELECT {domain}, {gtid}, {text}, {text_id} FROM {NVTX} WHERE eventType = {NVTX_DOMAIN_CREATE}"):
-            name = t if t is not None else None
-            if name is None and tid_ is not None:
-                name = self.strings([int(tid_)]).get(int(tid_))
-            if dom is not None and name:
-                domains[(int(dom), int(g or 0) >> PID_SHIFT)] = str(name)
-        sids = self.strings([r[7] for r in rows if r[6] is None and r[7] is not None])
-        n = len(rows)
-        start = np.empty(n, np.int64)
-        endv = np.empty(n, np.int64)
-        g_arr = np.empty(n, np.int64)
-        et = np.empty(n, np.int64)
-        same = np.empty(n, bool)
-        rid = np.empty(n, np.int64)
-        texts: list[str] = []
-        doms: list[str | None] = []
-        for i, (rowid, s, e, typ, g, eg, t, tid_, dom) in enumerate(rows):
-            rid[i] = rowid
-            start[i] = int(s)
-            endv[i] = int(e) if e is not None else int(maxts)
-            g = int(g or 0)
-            g_arr[i] = g
-            et[i] = int(typ)
-            same[i] = eg is None or int(eg) == g
-            texts.append(str(t) if t is not None else sids.get(int(tid_), "") if tid_ is not None else "")
-            doms.append(domains.get((int(dom), g >> PID_SHIFT)) if dom else None)
-        order = np.lexsort((rid, -endv, start, g_arr))
-        return NvtxRanges(start[order], endv[order], g_arr[order], et[order], same[order], rid[order],
-                          [texts[i] for i in order], [doms[i] for i in order])
+        out: dict[tuple[int, int], str] = {}
+        for dom, g, t, tid_ in self.query(f"SELECT {domain}, {gtid}, {text}, {text_id} FROM {NVTX} "
+                                          f"WHERE eventType IN {in_list(self.nvtx_types.domain_create)}"):
+            name = t if t is not None else self.strings([int(tid_)]).get(int(tid_)) if tid_ is not None else None
+            if dom and name:
+                out[(int(dom), int(g) >> PID_SHIFT)] = str(name)
+        return out
 
     # -- streaming big tables --------------------------------------------------------------------
 
