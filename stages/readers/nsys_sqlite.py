@@ -13,15 +13,10 @@ ever written into an input.
 """
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-import threading
 import warnings
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from itertools import islice
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -70,10 +65,6 @@ _COPY_KIND_BY_ENUM = {"HTOD": "h2d", "DTOH": "d2h", "DTOD": "d2d", "PTOP": "d2d"
                       "UVM_HTOD": "h2d", "UVM_DTOH": "d2h", "UVM_DTOD": "d2d"}
 
 CHUNK_ROWS = 1 << 18
-# Threads fetching rowid windows ahead (SQLite scans without the GIL). Off by default: on the
-# shared 2-core machine it was measured slower (10.1-11.2 s vs 12.8-14.0 s at 1 GB) because the
-# pipeline already runs one export per core; VERLPROF_SQLITE_THREADS=2 turns it on.
-FETCH_WORKERS = max(1, int(os.environ.get("VERLPROF_SQLITE_THREADS", "1") or 1))
 
 
 def pid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
@@ -244,7 +235,10 @@ class NsysExport:
     @property
     def nvtx_types(self) -> NvtxTypes:
         if self._nvtx is None:
-            self._nvtx = nvtx_types(self.con, self.tables)
+            try:
+                self._nvtx = nvtx_types(self.con, self.tables)
+            except sqlite3.DatabaseError as exc:
+                raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
         return self._nvtx
 
     def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
@@ -279,12 +273,6 @@ class NsysExport:
             for i, v in self.query(f"SELECT id, value FROM StringIds WHERE id IN ({marks})", part):
                 out[int(i)] = "" if v is None else str(v)
         return out
-
-    def process_names(self) -> dict[int, str]:
-        """OS pid -> process name (PROCESSES), for display only."""
-        if not self.has("PROCESSES", "pid", "name"):
-            return {}
-        return {int(p): str(n) for p, n in self.query("SELECT pid, name FROM PROCESSES") if p is not None}
 
     def copy_kind_names(self) -> dict[int, str]:
         """copyKind id -> h2d | d2h | d2d (others: `other`), from ENUM_CUDA_MEMCPY_OPER when present."""
@@ -366,15 +354,12 @@ class NsysExport:
     # -- streaming big tables --------------------------------------------------------------------
 
     def iter_columns(self, table: str, exprs: Sequence[str], where: str = "", params: Sequence[object] = (),
-                     chunk_rows: int = CHUNK_ROWS, workers: int | None = None) -> Iterator[list[np.ndarray]]:
+                     chunk_rows: int = CHUNK_ROWS) -> Iterator[list[np.ndarray]]:
         """Yield int64 arrays, one per SQL expression, for successive rowid windows of `table`.
 
         NULLs become -1 (wrap an expression in `ifnull` to choose otherwise). Each window is
         aggregated by SQLite into one string per column and parsed by numpy; a window holding
         values numpy cannot parse as integers (REAL, text) is fetched row by row instead.
-        With `workers` > 1 (default `FETCH_WORKERS`, i.e. 1), windows are fetched ahead by threads with
-        their own read-only connections (SQLite releases the GIL while it scans) and yielded in
-        order; at most workers + 1 windows are in flight, so memory stays bounded.
         Prefer raw columns to arithmetic on them: SQLite reads a corrupt text value as 0 inside
         `end - start`, while numpy's parser refuses it (and the slow path reports it).
         """
@@ -388,65 +373,23 @@ class NsysExport:
         agg = ", ".join(f"group_concat(ifnull({e}, -1))" for e in exprs)
         sql = f'SELECT count(*), {agg} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
         plain = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
-        starts = range(int(lo), int(hi) + 1, chunk_rows)
-        n_workers = FETCH_WORKERS if workers is None else workers
-
-        def fetch(con: sqlite3.Connection, a: int) -> list[np.ndarray] | None:
+        for a in range(int(lo), int(hi) + 1, chunk_rows):
             args = (a, a + chunk_rows, *params)
             try:
-                row = con.execute(sql, args).fetchone()
+                row = self.con.execute(sql, args).fetchone()
             except sqlite3.DatabaseError as exc:
                 raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
             n = int(row[0])
             if n == 0:
-                return None
+                continue
             try:
-                return [_parse_ints(v, n) for v in row[1:]]
+                yield [_parse_ints(v, n) for v in row[1:]]
             except ValueError:
-                return self._slow_chunk(con, table, plain, args, len(exprs))
+                yield self._slow_chunk(table, plain, args, len(exprs))
 
-        if n_workers <= 1 or len(starts) < 3:
-            for a in starts:
-                got = fetch(self.con, a)
-                if got is not None:
-                    yield got
-            return
-        yield from self._fetch_ahead(fetch, starts, n_workers)
-
-    def _fetch_ahead(self, fetch, starts: range, n_workers: int) -> Iterator[list[np.ndarray]]:
-        """Run `fetch(con, start)` on worker threads (one connection each), yield results in order."""
-        local = threading.local()
-        cons: list[sqlite3.Connection] = []
-        lock = threading.Lock()
-
-        def job(a: int) -> list[np.ndarray] | None:
-            con = getattr(local, "con", None)
-            if con is None:
-                con = local.con = _connect_shared(self.path)
-                with lock:
-                    cons.append(con)
-            return fetch(con, a)
-
-        pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="verlprof-sqlite")
+    def _slow_chunk(self, table: str, sql: str, args: Sequence[object], ncols: int) -> list[np.ndarray]:
         try:
-            it = iter(starts)
-            pending: deque = deque(pool.submit(job, a) for a in islice(it, n_workers + 1))
-            while pending:
-                got = pending.popleft().result()
-                nxt = next(it, None)
-                if nxt is not None:
-                    pending.append(pool.submit(job, nxt))
-                if got is not None:
-                    yield got
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            for con in cons:
-                con.close()
-
-    def _slow_chunk(self, con: sqlite3.Connection, table: str, sql: str, args: Sequence[object],
-                    ncols: int) -> list[np.ndarray]:
-        try:
-            rows = con.execute(sql, tuple(args)).fetchall()
+            rows = self.con.execute(sql, tuple(args)).fetchall()
         except sqlite3.DatabaseError as exc:
             raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
         try:
@@ -455,14 +398,6 @@ class NsysExport:
             raise BadInputError(self.path, f"table {table} holds non-numeric values where numbers belong") from None
         arr = arr.reshape(len(rows), ncols)
         return [arr[:, j].astype(np.int64) for j in range(ncols)]
-
-
-def _connect_shared(path: Path) -> sqlite3.Connection:
-    """A read-only, immutable connection a worker thread opens and the caller's thread closes."""
-    from urllib.parse import quote
-
-    uri = f"file:{quote(str(Path(path).absolute()), safe='/')}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
 
 def _parse_ints(s: str | None, n: int) -> np.ndarray:

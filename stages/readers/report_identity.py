@@ -35,13 +35,13 @@ scanned (one `LIMIT 1` row to find the pid when none is given). Read-only (`mode
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
-from ..core.errors import BadInputError
-from .sqlite_export import open_export
+from .nsys_sqlite import PID_SHIFT as _PID_SHIFT
+from .nsys_sqlite import TID_MASK as _TID_MASK
+from .nsys_sqlite import NsysExport, in_list
 
 #: Ray actor class -> verl role. Classes of verl 0.9 (`verl/workers`, `verl/trainer`,
 #: `verl/experimental`, rollout servers) and older fsdp/megatron workers. A class mapped to None is
@@ -79,8 +79,6 @@ WORKER_RANGE_ROLES: dict[str, str] = {
 CONTROLLER_RANGE = "step"
 
 NVTX_SCAN_ROWS = 250_000          # how deep NVTX_EVENTS is read for stage names (rows)
-_RANGE_TYPES = "59,60,70,71"      # NVTX push/pop and start/end ranges (see nsys_sqlite.py)
-_PID_SHIFT, _TID_MASK = 24, 0xFFFFFF
 _COMM_LEN = 15                    # Linux cuts process/thread names (comm) to 15 characters
 _MIN_PREFIX = 4                   # a cut class name must keep this much to be matched
 _ENV_KEYS = ("RANK", "WORLD_SIZE", "WG_PREFIX", "LOCAL_RANK")
@@ -118,18 +116,17 @@ class ReportIdentity:
         return self.role is not None or self.rank is not None or self.world_size is not None
 
 
-def identify_report(sqlite_path: str | Path, pid: int | None = None) -> ReportIdentity:
-    """Who recorded `sqlite_path` (a raw nsys export); `pid` is the profiled process if known.
+def identify_report(export: str | Path | NsysExport, pid: int | None = None) -> ReportIdentity:
+    """Who recorded `export` (a raw nsys export, or the pass's already open one); `pid` is the
+    profiled process if known.
 
     Never raises for a valid export that lacks the tables it looks at (the answer is then
     unknown); raises BadInputError (one line, names the file) for a corrupt or non-nsys file.
     """
-    path = Path(sqlite_path)
-    con, info = open_export(path)
-    try:
-        return _Reader(path, con, frozenset(info.tables)).identify(pid)
-    finally:
-        con.close()
+    if isinstance(export, NsysExport):
+        return _Reader(export).identify(pid)
+    with NsysExport.open(export, need_events=False) as db:
+        return _Reader(db).identify(pid)
 
 
 # Where a per-process rank came from (fixed labels, never a value read from the export).
@@ -138,8 +135,7 @@ LOCAL_RANK_ENV = "LOCAL_RANK env"
 RANK_DEVICE = "CUDA device"
 
 
-def process_ranks(con: sqlite3.Connection, tables: Iterable[str], pids: Iterable[int],
-                  path: str | Path = "") -> dict[int, tuple[int | None, str]]:
+def process_ranks(db: NsysExport, pids: Iterable[int]) -> dict[int, tuple[int | None, str]]:
     """Rank of every process of one report, and the source that gave it.
 
     Why: one report may hold several processes (torchrun under one `nsys profile`, a Ray node's
@@ -150,7 +146,7 @@ def process_ranks(con: sqlite3.Connection, tables: Iterable[str], pids: Iterable
     bytes, so it cannot be read here. When several processes share one device, the device says
     nothing about rank: rank stays unknown and the source says why.
     """
-    reader = _Reader(Path(path), con, frozenset(tables))
+    reader = _Reader(db)
     pids = sorted({int(p) for p in pids})
     envs = reader.process_envs()
     single_env = reader._device_env() if len(pids) == 1 and not envs else {}
@@ -174,26 +170,11 @@ def process_ranks(con: sqlite3.Connection, tables: Iterable[str], pids: Iterable
 
 
 class _Reader:
-    """The probing and the reads of one export (one connection, columns probed once)."""
+    """The reads of one export, through the pass's one probed `NsysExport`."""
 
-    def __init__(self, path: Path, con: sqlite3.Connection, tables: frozenset[str]) -> None:
-        self.path, self.con, self.tables = path, con, tables
-        self._cols: dict[str, tuple[str, ...]] = {}
-
-    # -- plumbing ------------------------------------------------------------------------------
-
-    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
-        try:
-            return self.con.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
-
-    def has(self, table: str, *columns: str) -> bool:
-        if table not in self.tables:
-            return False
-        if table not in self._cols:
-            self._cols[table] = tuple(r[1] for r in self.query(f'PRAGMA table_info("{table}")'))
-        return all(c in self._cols[table] for c in columns)
+    def __init__(self, db: NsysExport) -> None:
+        self.db, self.path, self.query, self.has = db, db.path, db.query, db.has
+        self.ranges = in_list(db.nvtx_types.ranges)
 
     # -- the answer ----------------------------------------------------------------------------
 
@@ -230,7 +211,7 @@ class _Reader:
         if pid is not None and pid > 0 and self._knows_pid(pid):
             return int(pid)
         if self.has("NVTX_EVENTS", "eventType", "globalTid"):
-            rows = self.query(f"SELECT globalTid FROM NVTX_EVENTS WHERE eventType IN ({_RANGE_TYPES}) "
+            rows = self.query(f"SELECT globalTid FROM NVTX_EVENTS WHERE eventType IN {self.ranges} "
                               "AND globalTid IS NOT NULL LIMIT 1")
             if rows:
                 return (int(rows[0][0]) >> _PID_SHIFT) & _TID_MASK
@@ -373,7 +354,7 @@ class _Reader:
         if has_text:
             conds.append(f"text IN ({','.join('?' * len(wanted))})")
             params += wanted
-        where = f"eventType IN ({_RANGE_TYPES}) AND ({' OR '.join(conds)})"
+        where = f"eventType IN {self.ranges} AND ({' OR '.join(conds)})"
         if use_pid:
             where += f" AND ((globalTid >> {_PID_SHIFT}) & {_TID_MASK}) = ?"
             params.append(pid)

@@ -204,7 +204,7 @@ def _process_ranks(db: NsysExport, ident: SourceIdentity, pids: set[int]) -> dic
 
     if not pids:
         return {}
-    return process_ranks(db.con, db.tables, pids, db.path)
+    return process_ranks(db, pids)
 
 
 def kernel_summary(path: str | Path, by: str = "demangled") -> list[dict[str, Any]]:
