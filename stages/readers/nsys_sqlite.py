@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -214,6 +215,17 @@ class NsysExport:
             raise BadInputError(p, "an nsys export without NVTX_EVENTS or CUDA tables: nothing to summarize")
         return exp
 
+    @classmethod
+    @contextmanager
+    def use(cls, export: "str | Path | NsysExport", need_events: bool = True) -> Iterator["NsysExport"]:
+        """The export already open in this pass (left open), or `export` opened for this use alone:
+        every reader takes either, so a pass opens and probes each export once."""
+        if isinstance(export, NsysExport):
+            yield export
+            return
+        with cls.open(export, need_events) as db:
+            yield db
+
     def close(self) -> None:
         self.con.close()
 
@@ -295,10 +307,8 @@ class NsysExport:
 
     # -- NVTX ----------------------------------------------------------------------------------
 
-    def nvtx_ranges(self, window: tuple[int, int] | None = None) -> NvtxRanges:
-        """Every NVTX range with its text resolved (`text` column or StringIds via `textId`); with
-        `window` (export-relative ns), only the ranges that overlap it: those that start in it and
-        all that enclose a moment of it, so nesting and attribution inside it are unchanged.
+    def nvtx_ranges(self) -> NvtxRanges:
+        """Every NVTX range with its text resolved (`text` column or StringIds via `textId`).
 
         Numbers are read as columns (`iter_columns`) and names once per distinct textId: a range
         costs no Python call (issue 25: 10^6 ranges)."""
@@ -312,14 +322,10 @@ class NsysExport:
         domain = "ifnull(domainId, 0)" if "domainId" in cols else "0"
         maxts = int(self.scalar(f"SELECT max(max(ifnull(start, 0)), max(ifnull({end}, 0))) FROM {NVTX}") or 0)
         where = f"eventType IN {in_list(self.nvtx_types.ranges)} AND start IS NOT NULL"
-        params: tuple[int, ...] = ()
-        if window is not None:
-            where += f" AND start <= ? AND ifnull({end}, {maxts}) >= ?"
-            params = (int(window[1]), int(window[0]))
         exprs = ["rowid", "start", f"ifnull({end}, {maxts})", "eventType", gtid,
                  "endGlobalTid" if "endGlobalTid" in cols else "NULL",
                  "textId" if "textId" in cols else "NULL", domain]
-        parts = list(self.iter_columns(NVTX, exprs, where, params))
+        parts = list(self.iter_columns(NVTX, exprs, where))
         if not parts:
             return empty
         rid, start, endv, et, g, eg, tid_, dom = (np.concatenate(c) for c in zip(*parts))
@@ -329,7 +335,7 @@ class NsysExport:
         sids = self.strings(uniq[uniq >= 0].tolist())
         texts = np.array([sids.get(int(i), "") for i in uniq.tolist()] or [""], dtype=object)[inv]
         if "text" in cols:   # unregistered strings: the text itself, in its own column
-            own = dict(self.query(f"SELECT rowid, text FROM {NVTX} WHERE text IS NOT NULL AND {where}", params))
+            own = dict(self.query(f"SELECT rowid, text FROM {NVTX} WHERE text IS NOT NULL AND {where}"))
             if own:
                 pos = np.searchsorted(np.sort(rid), list(own))
                 by_rid = np.argsort(rid)[pos]

@@ -123,9 +123,7 @@ def identify_report(export: str | Path | NsysExport, pid: int | None = None) -> 
     Never raises for a valid export that lacks the tables it looks at (the answer is then
     unknown); raises BadInputError (one line, names the file) for a corrupt or non-nsys file.
     """
-    if isinstance(export, NsysExport):
-        return _Reader(export).identify(pid)
-    with NsysExport.open(export, need_events=False) as db:
+    with NsysExport.use(export, need_events=False) as db:
         return _Reader(db).identify(pid)
 
 

@@ -128,9 +128,12 @@ class SourceSteps:
 # ----------------------------------------------------------------------------------------------
 
 
-def nsys_source_steps(path: str | Path, ident: SourceIdentity, step_range: str | None = None) -> SourceSteps:
-    """Step ranges, top-level stage ranges and unsteady ranges of one nsys export."""
-    with NsysExport.open(path) as db:
+def nsys_source_steps(path: "str | Path | NsysExport", ident: SourceIdentity, step_range: str | None = None
+                      ) -> SourceSteps:
+    """Step ranges, top-level stage ranges and unsteady ranges of one nsys export (a path, or the
+    export already open in this pass)."""
+    with NsysExport.use(path) as db:
+        path = path if not isinstance(path, NsysExport) else db.path
         offset = db.session_start_ns()
         ranges = db.nvtx_ranges()
         notes = () if offset is not None else ("no TARGET_INFO_SESSION_START_TIME: times are relative",)
