@@ -275,6 +275,7 @@ class NsysExport:
             raise BadInputError(self.path, "no TARGET_INFO_SESSION_START_TIME.utcEpochNs: cannot place "
                                            "the export on the UTC clock")
         return int(v) if v is not None else None
+
     def strings(self, ids: "Sequence[int] | np.ndarray") -> dict[int, str]:
         """StringIds values for `ids` (looked up in batches; unknown ids are left out)."""
         out: dict[int, str] = {}

@@ -39,9 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .nsys_sqlite import PID_SHIFT as _PID_SHIFT
-from .nsys_sqlite import TID_MASK as _TID_MASK
-from .nsys_sqlite import NsysExport, in_list
+from .nsys_sqlite import PID_SHIFT, TID_MASK, NsysExport, in_list
+from .sqlite_export import text_of as _text
 
 #: Ray actor class -> verl role. Classes of verl 0.9 (`verl/workers`, `verl/trainer`,
 #: `verl/experimental`, rollout servers) and older fsdp/megatron workers. A class mapped to None is
@@ -208,23 +207,19 @@ class _Reader:
         made the first CUDA call (the profiled one: nsys records other processes only by name)."""
         if pid is not None and pid > 0 and self._knows_pid(pid):
             return int(pid)
-        if self.has("NVTX_EVENTS", "eventType", "globalTid"):
-            rows = self.query(f"SELECT globalTid FROM NVTX_EVENTS WHERE eventType IN {self.ranges} "
-                              "AND globalTid IS NOT NULL LIMIT 1")
-            if rows:
-                return (int(rows[0][0]) >> _PID_SHIFT) & _TID_MASK
-        if self.has("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"):
-            rows = self.query("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1")
-            if rows and rows[0][0] is not None:
-                return (int(rows[0][0]) >> _PID_SHIFT) & _TID_MASK
+        for table, where in (("NVTX_EVENTS", f"eventType IN {self.ranges} AND "), ("CUPTI_ACTIVITY_KIND_RUNTIME", "")):
+            if self.has(table, "eventType" if where else "globalTid", "globalTid"):
+                rows = self.query(f"SELECT globalTid FROM {table} WHERE {where}globalTid IS NOT NULL LIMIT 1")
+                if rows:
+                    return (int(rows[0][0]) >> PID_SHIFT) & TID_MASK
         return None
 
     def _knows_pid(self, pid: int) -> bool:
         if self.has("PROCESSES", "pid") and self.query("SELECT 1 FROM PROCESSES WHERE pid = ? LIMIT 1", [pid]):
             return True
         if self.has("ThreadNames", "globalTid"):
-            return bool(self.query(f"SELECT 1 FROM ThreadNames WHERE ((globalTid >> {_PID_SHIFT}) & "
-                                   f"{_TID_MASK}) = ? LIMIT 1", [pid]))
+            return bool(self.query(f"SELECT 1 FROM ThreadNames WHERE ((globalTid >> {PID_SHIFT}) & "
+                                   f"{TID_MASK}) = ? LIMIT 1", [pid]))
         return False
 
     # -- per process ---------------------------------------------------------------------------
@@ -262,8 +257,8 @@ class _Reader:
         """CUDA device of the first kernel (else memcpy) the process ran; None without GPU work."""
         for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
             if self.has(table, "globalPid", "deviceId"):
-                rows = self.query(f"SELECT deviceId FROM {table} WHERE ((globalPid >> {_PID_SHIFT}) & "
-                                  f"{_TID_MASK}) = ? LIMIT 1", [pid])
+                rows = self.query(f"SELECT deviceId FROM {table} WHERE ((globalPid >> {PID_SHIFT}) & "
+                                  f"{TID_MASK}) = ? LIMIT 1", [pid])
                 if rows and rows[0][0] is not None:
                     return int(rows[0][0])
         return None
@@ -308,8 +303,8 @@ class _Reader:
         names: list[str] = []
         if self.has("ThreadNames", "nameId", "globalTid") and self.has("StringIds", "id", "value"):
             rows = self.query(
-                f"SELECT s.value, t.globalTid & {_TID_MASK} FROM ThreadNames t JOIN StringIds s "
-                f"ON s.id = t.nameId WHERE ((t.globalTid >> {_PID_SHIFT}) & {_TID_MASK}) = ?", [pid])
+                f"SELECT s.value, t.globalTid & {TID_MASK} FROM ThreadNames t JOIN StringIds s "
+                f"ON s.id = t.nameId WHERE ((t.globalTid >> {PID_SHIFT}) & {TID_MASK}) = ?", [pid])
             rows.sort(key=lambda r: (r[1] != pid, r[1] or 0))
             names += [str(v) for v, _ in rows if v]
         if self.has("PROCESSES", "pid", "name"):
@@ -354,7 +349,7 @@ class _Reader:
             params += wanted
         where = f"eventType IN {self.ranges} AND ({' OR '.join(conds)})"
         if use_pid:
-            where += f" AND ((globalTid >> {_PID_SHIFT}) & {_TID_MASK}) = ?"
+            where += f" AND ((globalTid >> {PID_SHIFT}) & {TID_MASK}) = ?"
             params.append(pid)
         found: set[str] = set()
         for row in self.query(f"SELECT DISTINCT {', '.join(sel)} FROM ({inner}) WHERE {where}",
@@ -420,12 +415,6 @@ def _role_of_ranges(names: Iterable[str]) -> str | None:
         if r in roles:
             return r
     return None
-
-
-def _text(value: object) -> str:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "replace")
-    return "" if value is None else str(value)
 
 
 def _pick_env(value: object) -> dict[str, str]:

@@ -147,11 +147,11 @@ def _read_meta(con: sqlite3.Connection, tables: tuple[str, ...]) -> dict[str, st
             rows = con.execute(f'SELECT CAST("{key_col}" AS BLOB), CAST("{val_col}" AS BLOB) FROM "{name}"').fetchall()
         except sqlite3.DatabaseError:
             continue  # metadata is a nicety; a damaged meta table must not hide a usable export
-        return {_text(k): _text(v) for k, v in rows if k is not None}
+        return {text_of(k): text_of(v) for k, v in rows if k is not None}
     return {}
 
 
-def _text(value: object) -> str:
+def text_of(value: object) -> str:
     """A metadata value as text (bytes decoded as UTF-8, undecodable bytes replaced)."""
     if value is None:
         return ""
