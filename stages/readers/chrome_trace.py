@@ -56,6 +56,9 @@ from ..core.errors import BadInputError
 # Decompressed bytes handed to the parser per step: big enough to amortise per-batch costs, small
 # enough that a batch's transient structs stay in the tens of MB.
 CHUNK_BYTES = 8 << 20
+# The stream's batches are smaller: scrub and check work on each batch's literals with numpy, and
+# arrays that stay in the CPU's cache made a 105 MB trace's scrub 0.7 s instead of 1.2-1.5 s.
+STREAM_CHUNK_BYTES = 2 << 20
 _READ_BYTES = 1 << 20
 # A header (keys before `traceEvents`) larger than this is not a torch trace.
 HEADER_LIMIT = 256 << 20
@@ -950,7 +953,7 @@ class ChromeTraceStream:
         self.path = _checked_path(path)
         self._out = _Batches(parse)
         self._parser = _StreamParser(self.path, self._out, require_events)
-        self.chunk_bytes = chunk_bytes
+        self.chunk_bytes = chunk_bytes or STREAM_CHUNK_BYTES
         self.head, self.tail = self._parser.head, self._parser.tail
 
     @property
