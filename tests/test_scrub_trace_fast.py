@@ -11,6 +11,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from testdata import fixtures_dir
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.secrets import REDACTED, Scrubber, load_policy
@@ -94,3 +96,34 @@ def test_real_trace_fast_path_equals_walk(tmp_path: Path) -> None:
     with gzip.open(dst, "rb") as g:
         got = json.loads(g.read())["traceEvents"]
     assert got == expect
+
+
+# Literals alike at both ends and in length, escapes, keys and values: the lookup must stay exact.
+_ALIKE = st.text(alphabet="ab\"\\é", min_size=0, max_size=40).map(lambda t: "[768, " + t + " 2304, 1]" if len(t) % 3 else t)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=st.lists(st.dictionaries(_ALIKE, st.one_of(_ALIKE, st.integers(), st.lists(_ALIKE, max_size=3)),
+                                       max_size=4), min_size=1, max_size=12),
+       bad=st.sets(_ALIKE, max_size=4), bits=st.sampled_from([1, 2, 17]))
+def test_literal_filter_is_exact(events: list, bad: set, bits: int) -> None:
+    """An event goes to the walk exactly when one of its strings (key or value, at any depth) is
+    judged dirty, however alike the literals are and however full the table (2 slots: most
+    literals overflow into the Python sets); every batch is seen twice (learning, then the table)."""
+    f = type("Small", (LiteralFilter,), {"BITS": bits})(lambda t: t not in bad)
+    raw = ",\n".join(json.dumps(ev, ensure_ascii=False) for ev in events).encode()
+
+    def strings(v: object) -> set:
+        if isinstance(v, str):
+            return {v}
+        if isinstance(v, dict):
+            return set(v) | set().union(*(strings(x) for x in v.values()))
+        if isinstance(v, list):
+            return set().union(*(strings(x) for x in v))
+        return set()
+
+    expect = [k for k, ev in enumerate(events) if strings(ev) & bad]
+    for _ in range(2):
+        assert [k for k, _s, _e in f.events_to_walk(raw)] == expect
+        for k, s, e in f.events_to_walk(raw):
+            assert json.loads(raw[s:e]) == events[k]
