@@ -325,7 +325,10 @@ def test_report_shows_the_inherited_gpu_figure_of_each_phase(tmp_path: Path) -> 
     assert res.exit_code == 0, res.output
     phases = pd.read_parquet(out / "summaries" / "phases.parquet")
     upd = phases[(phases.phase == "update_actor") & (phases.depth == 1)].iloc[0]
-    assert upd.gpu_busy_inherited_ns > upd.gpu_busy_ns    # backward kernels run on another thread
+    # Backward kernels run on autograd's thread inside emit_nvtx ranges, which the model nests under
+    # `update_actor` (the main-thread range open at their start): the plain figure already holds them,
+    # and the inherited one adds what range-less threads launched, never less.
+    assert upd.gpu_busy_inherited_ns >= upd.gpu_busy_ns > 0
     html = (out / "report.html").read_text()
     want = (f"update_actor (actor_update), GPU {fmt_ms(upd.gpu_busy_ns)} ms "
             f"({fmt_ms(upd.gpu_busy_inherited_ns)} ms with kernels of other threads)")
