@@ -83,11 +83,13 @@ class NsysScan:
     db_facts: dict[str, Any] = field(default_factory=dict)
 
 
-def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions,
+def scan_nsys(path: "str | Path | NsysExport", ident: SourceIdentity, options: SummarizeOptions,
               spans: Sequence[StepSpan] | None = None, kernel_totals: bool = False) -> NsysScan:
-    """Summarize one export. `spans`: the chosen step's spans in it (absolute ns); when None the
-    step is chosen from this export alone (`options.step`) and its steps rows are included."""
-    with NsysExport.open(path) as db:
+    """Summarize one export (a path, or the export open in this pass). `spans`: the chosen step's
+    spans in it (absolute ns); when None the step is chosen from this export alone (`options.step`)
+    and its steps rows are included."""
+    with NsysExport.use(path) as db:
+        path = db.path
         offset = db.session_start_ns() or 0
         r = db.nvtx_ranges()
         own_steps_rows: list[dict[str, Any]] = []
@@ -203,7 +205,7 @@ def _process_ranks(db: NsysExport, ident: SourceIdentity, pids: set[int]) -> dic
 
     if not pids:
         return {}
-    return process_ranks(db.con, db.tables, pids, db.path)
+    return process_ranks(db, pids)
 
 
 def kernel_summary(path: str | Path, by: str = "demangled") -> list[dict[str, Any]]:
