@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import json
 import math
-import queue
 import re
-import threading
 import zlib
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 import msgspec
 import orjson
@@ -235,49 +234,17 @@ def byte_chunks(path: Path, size: int | None = None) -> Iterator[bytes]:
             raise BadInputError(path, "truncated gzip (the compressed stream ends early)")
 
 
-def _prefetched(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
-    """Run a chunk generator in a helper thread, `depth` chunks ahead.
+def _prefetched(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The chunks of a generator, each made on a helper thread while the caller uses the last one.
 
-    Why: zlib releases the GIL while it inflates, so decompressing the next chunk overlaps with
-    decoding the current one (about a third of the time on gzip traces). The bounded queue keeps
-    memory at a few chunks; an exception in the thread (BadInputError) is re-raised here."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def work() -> None:
-        try:
-            for c in chunks:
-                while not stop.is_set():
-                    try:
-                        q.put(c, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(done)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            q.put(exc)
-
-    t = threading.Thread(target=work, name="verlprof-inflate", daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while t.is_alive():   # unblock a producer waiting on a full queue, then let it finish
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                pass
-            t.join(timeout=0.05)
+    Why: zlib and ISA-L release the GIL while they inflate, so decompressing the next chunk
+    overlaps with decoding the current one. An exception in the thread (BadInputError) is raised
+    here; memory stays at two chunks."""
+    with ThreadPoolExecutor(1, thread_name_prefix="verlprof-inflate") as pool:
+        ahead = pool.submit(next, chunks, None)
+        while (chunk := ahead.result()) is not None:
+            ahead = pool.submit(next, chunks, None)
+            yield chunk
 
 
 # ------------------------------------------------------------------------------------------------
@@ -299,31 +266,24 @@ def _clean(s: str) -> str:
 
 
 def _as_float(v: Any) -> float | None:
-    if isinstance(v, bool):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
-    if isinstance(v, (int, float, str)):
-        try:
-            f = float(v)
-        except (ValueError, OverflowError):
-            return None
-    else:
+    try:
+        f = float(v)
+    except (ValueError, OverflowError):
         return None
     return f if math.isfinite(f) else None
 
 
 def _as_int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, int):
+    if isinstance(v, int) and not isinstance(v, bool):
         return v
     if isinstance(v, float) and math.isfinite(v) and v == int(v):
         return int(v)
-    if isinstance(v, str):
-        try:
-            return int(v)
-        except ValueError:
-            return None
-    return None
+    try:
+        return int(v) if isinstance(v, str) else None
+    except ValueError:
+        return None
 
 
 def _ns(us: float) -> int:
@@ -644,8 +604,8 @@ def _last_boundary(buf: bytes, lo: int) -> int:
 class _StreamParser:
     """Feeds decompressed chunks through header -> events -> tail states.
 
-    Each batch of whole events goes to `consumer.fast` (the `[` + events + `]` bytes, decoded in
-    place); where that decoder refuses, the tolerant parser decodes the same bytes and
+    Each batch of whole events goes to `consumer.fast` (the `[` + events + `]` bytes); where that
+    decoder refuses, the tolerant parser decodes the same bytes and
     `consumer.loose` gets the plain values."""
 
     def __init__(self, path: Path, consumer: Any, require_events: bool = True) -> None:
@@ -665,8 +625,7 @@ class _StreamParser:
 
     # -- driving ---------------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
-        # Keep one byte before pos: _batch overwrites it with '[' to decode in place.
-        drop = self.pos - 1
+        drop = self.pos
         if drop > 0:
             self.offset += drop
             buf = self.buf[drop:]
@@ -758,21 +717,8 @@ class _StreamParser:
                 return
 
     def _batch(self, i: int, cut: int) -> bool:
-        """Decode buf[i:cut] as a batch of whole events; False when it is not one.
-
-        The batch is decoded in place: the byte before it (a separator, whitespace or the
-        array's own '[') becomes '[' and the byte after its last '}' becomes ']' for the call."""
-        buf = self.buf
-        if i == 0 or cut >= len(buf):
-            ok = self._decode(b"[" + bytes(buf[i:cut]) + b"]")
-        else:
-            before, after = buf[i - 1], buf[cut]
-            buf[i - 1], buf[cut] = 0x5B, 0x5D
-            try:
-                with memoryview(buf) as mv, mv[i - 1:cut + 1] as view:
-                    ok = self._decode(view)
-            finally:
-                buf[i - 1], buf[cut] = before, after
+        """Decode buf[i:cut] as a batch of whole events; False when it is not one."""
+        ok = self._decode(b"[" + bytes(self.buf[i:cut]) + b"]")
         if ok:
             self.pos = cut
         return ok

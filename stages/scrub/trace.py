@@ -24,7 +24,7 @@ import codecs
 import json
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable
 
 import numpy as np
 import orjson

@@ -27,6 +27,9 @@ from typing import Any
 
 from ..core.gzip_pipe import GzipPipe
 
+_FLUSH_BYTES = 1 << 20
+
+
 class ChromeTraceWriter:
     """Write `{<header keys>, "traceEvents": [<events>]}` to a gzip file, one event at a time.
 
