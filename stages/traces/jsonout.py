@@ -27,7 +27,7 @@ from typing import Any
 
 from ..core.gzip_pipe import GzipPipe
 
-_FLUSH_BYTES = 1 << 20
+_FLUSH_BYTES = 1 << 20  # events buffered before one write to the compressor thread
 
 
 class ChromeTraceWriter:
