@@ -718,7 +718,8 @@ class _StreamParser:
 
     def _batch(self, i: int, cut: int) -> bool:
         """Decode buf[i:cut] as a batch of whole events; False when it is not one."""
-        ok = self._decode(b"[" + bytes(self.buf[i:cut]) + b"]")
+        with memoryview(self.buf) as mv:
+            ok = self._decode(b"".join((b"[", mv[i:cut], b"]")))
         if ok:
             self.pos = cut
         return ok
