@@ -109,10 +109,9 @@ class LiteralFilter:
     looked up in a hash table of the literals judged clean, on a slot chosen by its length and its
     first, middle and last 8 bytes; a hit must match length, first and last 8 bytes, and a hit on
     a literal longer than 16 bytes is confirmed word by word against the stored copy, so the
-    lookup is exact. Each distinct literal missing from the
-    table is judged once (`judge(text)` -> clean?) and added; what the table cannot hold (two
-    literals on one slot) stays in Python sets. `bad` is called with a literal that is not UTF-8
-    JSON (it is dirty).
+    lookup is exact. Each distinct literal missing from the table is judged once (`judge(text)`
+    -> clean?) and added, on its slot or the next; what the table cannot hold stays in Python
+    sets. `bad` is called with a literal that is not UTF-8 JSON (it is dirty).
     """
 
     BITS = 17
