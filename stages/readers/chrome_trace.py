@@ -66,9 +66,8 @@ HEADER_LIMIT = 256 << 20
 WHOLE_DECODE_LIMIT = 64 << 20
 
 # Event kinds kept (codes stored in TraceData.gpu_kind and used by summarize_torch).
-RANGE, API, KERNEL, MEMCPY, MEMSET, SPAN, META, OTHER = 1, 2, 3, 4, 5, 6, 7, 0
+RANGE, API, KERNEL, MEMCPY, MEMSET, SPAN, META = 1, 2, 3, 4, 5, 6, 7
 CPU_OP, FLOW, INSTANT = 8, 9, 10
-GPU_KINDS = (KERNEL, MEMCPY, MEMSET)
 
 # `cat` -> kind. Newer kineto spells categories in snake case; older releases (torch <= 1.12)
 # wrote "Kernel", "Memcpy", "Memset", "Runtime".
