@@ -21,8 +21,8 @@ and decodes elements one by one. Whenever the tolerant parser was needed the res
 no `traceEvents` list, a truncated document) raises `BadInputError` naming the file.
 
 The same parser serves the callers that rewrite events (window cuts, scrub, check):
-`ChromeTraceStream` yields each batch's raw text (validated by msgspec without building a value,
-or decoded by orjson when asked), so clean events can pass through as written, and the top-level
+`ChromeTraceStream` yields each batch's raw text (validated by msgspec without building a value),
+so clean events can pass through as written, and the top-level
 keys whole, wherever the writer put them. gzip is inflated by ISA-L where installed (twice zlib's
 speed) on a thread of its own, a chunk ahead of the parser.
 
@@ -856,48 +856,45 @@ def _checked_path(path: str | Path) -> Path:
 @dataclass
 class Batch:
     """Whole events of a trace, as written: `raw` is their text (`e1,e2,...`, no brackets), valid
-    JSON once bracketed. `events` holds them decoded when the stream was asked to parse, or when
-    the fast decoders refused them and the tolerant parser read them (`tolerant`)."""
+    JSON once bracketed. `events` holds them decoded where the fast decoders refused them and the
+    tolerant parser read them (NaN, Infinity)."""
 
     raw: bytes
     count: int
     events: list[Any] | None = None
-    tolerant: bool = False
+
+    @property
+    def tolerant(self) -> bool:
+        return self.events is not None
 
 
 class _Batches:
-    """The stream's consumer: validates (msgspec, building nothing) or decodes (orjson) a batch."""
+    """The stream's consumer: validates a batch with msgspec, building nothing."""
 
-    def __init__(self, parse: bool) -> None:
-        self.parse = parse
+    def __init__(self) -> None:
         self.out: list[Batch] = []
 
-    def fast(self, batch: Any) -> None:
-        if self.parse:
-            events = orjson.loads(batch)
-            self.out.append(Batch(bytes(batch[1:-1]), len(events), events))
-        else:
-            n = len(_RAWS.decode(batch))
-            self.out.append(Batch(bytes(batch[1:-1]), n))
+    def fast(self, batch: bytes) -> None:
+        self.out.append(Batch(batch[1:-1], len(_RAWS.decode(batch))))
 
     def loose(self, events: list[Any], raw: bytes) -> None:
-        self.out.append(Batch(raw, len(events), events, tolerant=True))
+        self.out.append(Batch(raw, len(events), events))
 
 
 class ChromeTraceStream:
     """The one pass over a chrome trace that window cuts, scrub and check read through.
 
     Iterating yields `Batch`es of whole events, in file order, from the same parser as
-    `read_chrome_trace` (same chunking, fallbacks and errors). Top-level keys land in `head`
+    `read_chrome_trace` (same fallbacks and errors), never decoded: consumers decode what they
+    need (a window cut the few keys it decides on, scrub the events holding a dirty literal). Top-level keys land in `head`
     (those before `traceEvents`, complete once the first batch is out; dict values whole) and
     `tail` (those after it, kineto's `baseTimeNanoseconds` among them, complete at the end).
     `require_events=False` reads any JSON object (a manifest): without a traceEvents array its
     members all land in `head` and no batch comes."""
 
-    def __init__(self, path: str | Path, parse: bool = False, require_events: bool = True,
-                 chunk_bytes: int | None = None) -> None:
+    def __init__(self, path: str | Path, require_events: bool = True, chunk_bytes: int | None = None) -> None:
         self.path = _checked_path(path)
-        self._out = _Batches(parse)
+        self._out = _Batches()
         self._parser = _StreamParser(self.path, self._out, require_events)
         self.chunk_bytes = chunk_bytes or STREAM_CHUNK_BYTES
         self.head, self.tail = self._parser.head, self._parser.tail
