@@ -76,8 +76,7 @@ def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
 
 def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
     from ..stages.scrub import ScrubTask, config_task, identities_task
-    from ..stages.summarize import source_steps_item
-    from ..stages.window import identity_from_artifact
+    from ..stages.window import identity_from_artifact, source_steps_item
 
     art = item.artifact
     out = Survey(art)

@@ -30,9 +30,11 @@ from typing import Iterator
 # Two regexes, not one alternation: the URL branch backtracks over every identifier run of a
 # string (O(n^2) on kernel names), so it runs only on strings holding a `%`.
 _RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
+RUN_RE = _RUN        # the candidate runs of both the decoders and (at >= 20 characters) the entropy rule
 _URL_RUN = re.compile(r"[A-Za-z0-9._~+\-]*(?:%[0-9A-Fa-f]{2}[A-Za-z0-9._~+\-]*)+")
 _HEX_RUN = re.compile(r"^(?:[0-9a-fA-F]{2})+$")
 _PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
+_PRINTABLE_BYTES = bytes(sorted(_PRINTABLE))     # for bytes.translate: counts in C, not per byte in Python
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def _printable_text(raw: bytes, min_printable: float) -> str | None:
     """The decoded bytes as text when they look like text (a wrong decode is ~37 % printable)."""
     if len(raw) < 6:
         return None
-    good = sum(1 for b in raw if b in _PRINTABLE)
+    good = len(raw) - len(raw.translate(None, _PRINTABLE_BYTES))
     if good < min_printable * len(raw):
         return None
     return raw.decode("utf-8", "replace") if not raw.isascii() else raw.decode("ascii")
@@ -102,6 +104,19 @@ def encoded_runs(text: str, min_base64: int = 16, min_hex: int = 16, min_printab
         if len(run.rstrip("=")) >= min_base64:
             for t in _b64_forms(run, min_printable):
                 yield EncodedRun(a, b, "base64", t)
+
+
+def decoded_forms(run: str, min_base64: int = 16, min_hex: int = 16, min_printable: float = 0.85) -> tuple[str, ...]:
+    """Every text `encoded_runs` can yield for one base64/hex-alphabet run (`_RUN`), hex and base64
+    both (`encoded_runs` stops at the hex form): what the prefilter looks into, a superset."""
+    out: list[str] = []
+    if len(run) >= min_hex and _HEX_RUN.match(run):
+        t = _printable_text(bytes.fromhex(run), min_printable)
+        if t is not None:
+            out.append(t)
+    if len(run.rstrip("=")) >= min_base64:
+        out.extend(_b64_forms(run, min_printable))
+    return tuple(out)
 
 
 def encoded_value_forms(value: str) -> list[str]:
@@ -306,6 +321,6 @@ def companion_spans(rule: ContextRule, text: str) -> list[tuple[int, int]]:
     return out
 
 
-__all__ = ["EncodedRun", "encoded_runs", "encoded_value_forms", "EntropySettings", "EntropyRule", "shannon",
+__all__ = ["EncodedRun", "encoded_runs", "decoded_forms", "RUN_RE", "encoded_value_forms", "EntropySettings", "EntropyRule", "shannon",
            "compile_allow", "verify_allow_examples", "ContextRule", "CONTEXT_RULES", "CONTEXT_HINTS",
            "companion_spans"]

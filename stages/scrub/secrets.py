@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.errors import BadInputError
 from .hidden import (
@@ -43,6 +43,7 @@ from .hidden import (
     encoded_value_forms,
 )
 from .personal import ARGV_HINTS as _ARGV_HINTS
+from .prefilter import Prefilter
 from .personal import NETWORK_HINT, USER_ROOT_RE, argv_secret_spans, ip_kept, network_spans, user_components
 
 REDACTED = "[REDACTED]"
@@ -959,6 +960,25 @@ class Scrubber:
             policy.entropy_max_wordish), self._allow_rx) if policy.entropy_enabled else None
         self._entropy_keys = frozenset(k.lower() for k in policy.entropy_allow_keys)
         self._build_prefilter(hint_words)
+        self._pre = Prefilter(
+            self._prefilter_literals(vals), hint_words,
+            always=any(not CONTEXT_HINTS.get(r.name) for r in self._context),
+            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES],
+            entropy=self._entropy,
+            decode=(policy.decode_min_base64, policy.decode_min_hex, policy.decode_min_printable,
+                    policy.decode_max_depth) if policy.decode_enabled else None)
+
+    def _prefilter_literals(self, values: list[str]) -> list[str]:
+        """Every literal without which no rule of `_apply` can change a string (prefilter.py)."""
+        lits: list[str] = list(values) + list(self.ps.gpu_uuids) + list(self._host_map) + list(self._user_map)
+        for name, _rx, _g, _e in self._patterns:
+            lits += _PATTERN_HINTS.get(name, ()) + _PATTERN_IHINTS.get(name, ())
+        for rule in self._context:
+            lits += CONTEXT_HINTS.get(rule.name, ())
+        lits += list(_ARGV_HINTS) + ["gpu-", "mig-"]
+        if self.policy.trim_env_prefixes:
+            lits.append("-packages")
+        return lits
 
     def _build_prefilter(self, hint_words: list[str]) -> None:
         """One pass over the lower-cased string decides which keyword-driven rules run at all.
@@ -1000,6 +1020,20 @@ class Scrubber:
         return out
 
     # -- public API ---------------------------------------------------------------------------
+    def needs_rules(self, text: str) -> bool:
+        """False only when `scrub(text)` would return `text` unchanged and `findings(text)` nothing
+        (a few microseconds; a superset of the rules, see prefilter.py). For callers that skip
+        clean strings in bulk (trace events whose every literal is clean)."""
+        if self._forced and self._forced_re.search(text):
+            return True
+        return self._pre.needs_rules(text)
+
+    def needs_rules_many(self, texts: Sequence[str]) -> list[bool]:
+        """`needs_rules` of each of `texts`."""
+        if self._forced:
+            return [self.needs_rules(t) for t in texts]
+        return self._pre.needs_rules_many(texts)
+
     def force_redact(self, texts: Iterable[str], kind: str = KIND_SPLIT) -> None:
         """Whole strings that are secret through context outside themselves (the halves of a value
         split across NVTX ranges, found by `sqlite.split_nvtx_texts` on a raw export): `scrub`
@@ -1168,6 +1202,8 @@ class Scrubber:
     # -- the rules ----------------------------------------------------------------------------
     def _apply(self, text: str, depth: int = 0, use_entropy: bool = True) -> tuple[str, tuple[str, ...]]:
         """(cleaned text, kinds replaced). `depth` counts decodings already applied to `text`."""
+        if not self._pre.needs_rules(text, depth):
+            return text, ()
         kinds: list[str] = []
         s = text
         on = self._triggered(s)      # the keyword-driven rules that can match at all

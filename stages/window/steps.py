@@ -23,11 +23,11 @@ Step boundaries, by source:
   framework (torch emit_nvtx op ranges, Megatron, vLLM) has no step structure verlprof could know,
   so without markers its window is the whole capture (`whole_file`, one span per process) and the
   reason says so; steps are never invented.
-- torch traces and memory snapshots bring their own spans (`file_name`, `snapshot_dir`,
-  `profiler_step`) through `SourceSteps.from_spans`.
+- torch traces go through the same markers (`torch_steps.py`) and come numbered, as memory
+  snapshots (`snapshot_dir`) do, through `SourceSteps.from_spans`.
 
-Per-source discovery is a plain picklable function (`steps_of_item`) so the pipeline runs it
-anywhere; choosing is a cheap pure function over all sources (`choose_window`).
+Per-source discovery is a plain picklable function (`torch_steps.source_steps_item`, every format)
+so the pipeline runs it anywhere; choosing is a cheap pure function over all sources (`choose_window`).
 """
 from __future__ import annotations
 
@@ -175,7 +175,7 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
         text, pid, mark = r.text[i], int(pids[i]), marks[codes[i]]
         k = per_pid_k[pid] = per_pid_k.get(pid, 0) + 1
         steps.append(StepSpan(mark[1] or k, offset + int(r.start[i]), offset + int(r.end[i]), mark[0], ident.source,
-                              (), pid, text if mark[1] is not None else f"{text} #{k}"))
+                              (), pid, text if mark[0] != "nvtx_step" else f"{text} #{k}"))
 
     def ranges_of(mask: np.ndarray) -> list[TopRange]:
         return [TopRange(r.text[i], stages[codes[i]], offset + int(r.start[i]), offset + int(r.end[i]), int(pids[i]))
@@ -226,12 +226,6 @@ def _whole_capture(src: SourceSteps) -> tuple[tuple[int, int], tuple[tuple[int, 
         lo, hi = min(lo, min(a for a, _ in gpu.values())), max(hi, max(b for _, b in gpu.values()))
     pids = tuple((p, min(a, gpu.get(p, (a, b))[0]), max(b, gpu.get(p, (a, b))[1])) for p, a, b in src.pid_spans)
     return (lo, hi), pids
-
-
-def steps_of_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
-    """Picklable per-artifact function for executors: (path, identity) -> SourceSteps."""
-    path, ident = item
-    return nsys_source_steps(path, ident, getattr(options, "step_range", None))
 
 
 def identity_from_path(path: str | Path, source_kind: str | None = None) -> SourceIdentity:

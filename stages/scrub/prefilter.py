@@ -1,0 +1,126 @@
+"""One cheap test before the scrub rules: could anything in this string be a finding?
+
+Why: almost every string of a profile (kernel names, CUDA API names, NVTX phases) is clean, and the
+rules of `Scrubber._apply` (provider shapes, assignments, host names, paths, decoders, entropy) cost
+12-20 us each on first sight. `Prefilter.needs_rules(text)` answers in a few microseconds and is a
+SUPERSET of the rules: whenever the rules would change a string it returns True (tests/
+test_scrub_prefilter.py runs every must-catch example of every rule through it, and a Hypothesis
+property checks that no string it passes is changed by the rules). It never decides what to
+replace: a True only sends the string to the unchanged rules.
+
+What it looks at, each a condition some rule needs before it can match (see `Prefilter.__init__`):
+  1. literals, in ONE Aho-Corasick pass (pyahocorasick) over the lower-cased string: provider
+     token prefixes, context anchors, argv tool names, `authorization`, `gpu-`, `-packages`, and
+     the bundle's known secret values (plain and encoded), host and user names and GPU UUIDs;
+  2. shapes no literal names, in ONE regex: a secret-named word right before `=`/`:` or inside a
+     `--flag`, e-mail `x@y`, `.tld`, dotted quads, `a::b:` addresses, cluster user roots
+     (`/home/`, `/fsx/` ...), URL escapes `%XX`;
+  3. runs of >= 16 base64/hex characters: random-looking (the entropy rule's own cached verdict) or
+     decoding to text that itself needs the rules (the decoders' own forms, judged recursively).
+Text that is not ASCII always goes to the rules: lower-casing it is not a per-character map that
+regexes and case-insensitive matching agree with (`İ`, final sigma), and such names are rare.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+import ahocorasick
+
+from .hidden import RUN_RE, EntropyRule, decoded_forms
+from .personal import _TLDS, USER_ROOTS
+
+# Shapes on the LOWER-CASED ASCII text, each behind the one character it cannot match without.
+# Each mirrors the part of a rule it must not miss:
+_EMAIL = re.compile(r"[a-z0-9._%+\-]@[a-z0-9]")                                  # personal.EMAIL_RE
+_DOTTED = re.compile(r"[a-z0-9]\.(?:" + _TLDS + r")(?![a-z0-9\-])"             # personal.FQDN_RE's TLD
+                     r"|[0-9]\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]")                   # personal.IPV4_RE
+_COLONS = re.compile(r"(?:^|[^0-9a-z:.])[0-9a-f]{0,4}:[0-9a-f]{0,4}:")            # personal._IPV6_CAND
+_USER_ROOT = re.compile(r"[/\\](?:" + "|".join(re.escape(r.lower()).replace("/", r"[/\\]") for r in USER_ROOTS)
+                        + r")[/\\]")                                              # personal.USER_ROOT_RE
+_URL_ESCAPE = re.compile(r"%[0-9a-f]{2}")                                          # hidden._URL_RUN
+# After a secret-name word (found by the automaton): the rest of an assignment's name, then its
+# operator (secrets._ASSIGN: `=`, `:` that is not C++ `::` nor a URL, `"name":`), or the rest of a
+# flag's name, then a blank, `=` or a quote (secrets._FLAG, personal._ARGV_LIST / _FLAG_QUOTED).
+_AFTER_NAME = re.compile(r"[a-z0-9_.\-]{0,81}(?:\s?=|:(?![:/])|\"[ \t]*:)")
+_AFTER_FLAG_NAME = re.compile(r"[a-z0-9_.\-]{0,81}(?:\s?=|:(?![:/])|\"[ \t]*:|[ \t'\"])")
+
+
+class Prefilter:
+    """`needs_rules(text)`: False only for strings the scrub rules leave unchanged (see module doc)."""
+
+    CACHE_MAX = 200_000
+
+    def __init__(self, literals: Iterable[str], name_words: Iterable[str], *, always: bool = False,
+                 custom: Sequence[re.Pattern[str]] = (), entropy: EntropyRule | None = None,
+                 decode: tuple[int, int, float, int] | None = None) -> None:
+        """`literals`: every literal some rule needs (matched lower-cased, so case-insensitive);
+        `name_words`: the policy's secret-name words and suffixes; `always`: a rule with no literal
+        (a context rule without hints) is enabled, so every string needs the rules; `custom`: the
+        policy's own patterns, searched as they are; `entropy`: the Scrubber's entropy rule (its
+        verdict cache is shared); `decode`: (min_base64, min_hex, min_printable, max_depth) when
+        decode-then-scan is on."""
+        # One automaton. A key's value says whether it decides alone (True) or is a secret-name word
+        # that decides only when an assignment or flag shape follows it (False).
+        keys: dict[str, bool] = {w.lower(): False for w in name_words if w}
+        keys.update({x.lower(): True for x in literals if x})
+        self._ac: ahocorasick.Automaton | None = None
+        if keys:
+            ac = ahocorasick.Automaton()
+            for k, decisive in keys.items():
+                ac.add_word(k, decisive)
+            ac.make_automaton()
+            self._ac = ac
+        self.always = always
+        self._custom = tuple(custom)
+        self._entropy = entropy
+        self._decode = decode
+        self._decoded: dict[str, tuple[str, ...]] = {}
+
+    def needs_rules(self, text: str, depth: int = 0) -> bool:
+        """True when the rules might change `text` (`depth`: decodings already applied to it)."""
+        if self.always or not text.isascii():
+            return True
+        low = text.lower()
+        if self._ac is not None:
+            after = _AFTER_FLAG_NAME if "-" in low else _AFTER_NAME
+            for end, decisive in self._ac.iter(low):
+                if decisive or after.match(low, end + 1) is not None:
+                    return True
+        if ("@" in low and _EMAIL.search(low) is not None) \
+                or ("." in low and _DOTTED.search(low) is not None) \
+                or (":" in low and _COLONS.search(low) is not None) \
+                or (("/" in low or "\\" in low) and _USER_ROOT.search(low) is not None) \
+                or ("%" in low and _URL_ESCAPE.search(low) is not None):
+            return True
+        for rx in self._custom:
+            if rx.search(text) is not None:
+                return True
+        if len(text) >= 16 and (self._entropy is not None or self._decode is not None):
+            return self._runs_need_rules(text, depth)
+        return False
+
+    def needs_rules_many(self, texts: Sequence[str]) -> list[bool]:
+        """`needs_rules` of each text (the batch form trace scrub and check use)."""
+        return [self.needs_rules(t) for t in texts]
+
+    def _runs_need_rules(self, text: str, depth: int) -> bool:
+        decode = self._decode
+        deeper = decode is not None and depth < decode[3] and len(text) >= 8
+        for m in RUN_RE.finditer(text):
+            run = m.group(0)
+            if self._entropy is not None and len(run.rstrip("=")) >= 20 and self._entropy.is_random(run):
+                return True
+            if deeper:
+                forms = self._decoded.get(run)
+                if forms is None:
+                    forms = decoded_forms(run, decode[0], decode[1], decode[2])  # type: ignore[index]
+                    if len(self._decoded) >= self.CACHE_MAX:
+                        self._decoded.clear()
+                    self._decoded[run] = forms
+                if any(self.needs_rules(f, depth + 1) for f in forms):
+                    return True
+        return False
+
+
+__all__ = ["Prefilter"]
