@@ -116,9 +116,14 @@ class CollectResult:
         return [s for s in self.statuses if s.status in statuses]
 
     @property
+    def summarized(self) -> bool:
+        """Some artifact's rows are in the summary (an artifact whose window failed still counts)."""
+        return bool(self.with_status(DONE, REUSED)) or self.count("summarize", "done") > 0
+
+    @property
     def exit_code(self) -> int:
         """0 every artifact summarized (or skipped on purpose); 3 some failed; 4 none summarized."""
-        if not self.with_status(DONE, REUSED):
+        if not self.summarized:
             return int(ExitCode.NOTHING)
         return int(ExitCode.PARTIAL) if self.with_status(FAILED) else int(ExitCode.OK)
 
@@ -454,7 +459,8 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
         if w.trace is None:
             continue
         if p.trace_error is not None:
-            run.outcomes.append(StageOutcome("traces", w.rel, "failed", plain_reason(p.trace_error, path=w.rel)))
+            run.outcomes.append(StageOutcome("traces", w.rel, "failed", "its step window was not published: "
+                                             + plain_reason(p.trace_error, path=w.rel)))
         elif p.trace is not None:
             rep = p.trace.pop("scrub", None)
             if rep is not None:
@@ -657,11 +663,11 @@ def _refuse_incomplete(result: CollectResult, strict: bool, doctor: list[Any], t
     """Publish nothing when nothing was summarized (exit 4), or, with --strict, when anything
     failed (exit 3). The error carries the result, so the CLI still prints every row and reason."""
     failed = result.with_status(FAILED)
-    if result.with_status(DONE, REUSED) and not (strict and failed):
+    if result.summarized and not (strict and failed):
         return
     result.seconds = time.perf_counter() - t0
     result.doctor = doctor
-    if not result.with_status(DONE, REUSED):
+    if not result.summarized:
         skipped = result.with_status(SKIPPED)
         why = failure_list(result) if failed else (
             f"all {len(result.statuses)} artifacts skipped ({skipped[0].rel}: {skipped[0].reason})" if skipped

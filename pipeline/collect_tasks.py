@@ -57,10 +57,26 @@ class Survey:
 
 
 def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
-    """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone."""
+    """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone.
+    An nsys export is opened and probed once for the identity and the steps."""
+    from ..stages.readers.nsys_sqlite import NsysExport
+
+    db = None
+    if item.kind == NSYS:
+        try:
+            db = NsysExport.open(item.path)
+        except VerlprofError:
+            db = None          # each reader below opens it alone and says why in its own field
+    try:
+        return _survey(item, options, db or item.path)
+    finally:
+        if db is not None:
+            db.close()
+
+
+def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
     from ..stages.scrub import ScrubTask, config_task, identities_task
-    from ..stages.summarize import source_steps_item
-    from ..stages.window import identity_from_artifact
+    from ..stages.window import identity_from_artifact, source_steps_item
 
     art = item.artifact
     out = Survey(art)
@@ -68,7 +84,7 @@ def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
         from ..stages.readers.report_identity import identify_report
 
         try:
-            ident = identify_report(item.path, art.pid)
+            ident = identify_report(export, art.pid)
             art = art.replace(role=art.role or ident.role,
                               rank=art.rank if art.rank is not None else ident.rank,
                               world_size=art.world_size if art.world_size is not None else ident.world_size)
@@ -83,7 +99,7 @@ def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
         out.identities = None
     if item.kind in (NSYS, TORCH):
         try:
-            out.steps = source_steps_item((item.path, identity_from_artifact(art)), options.summarize)
+            out.steps = source_steps_item((export, identity_from_artifact(art)), options.summarize)
         except Exception as exc:  # noqa: BLE001 - this input's summarize row says why
             out.steps_error = " ".join((str(exc) or type(exc).__name__).split())
     if item.kind == TORCH and out.steps is not None:   # rank / world size the trace states (distributedInfo)

@@ -18,7 +18,7 @@ from ..stages.core.done_records import DoneRecords, default_work_dir
 from ..stages.core.errors import VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.core.model import Artifact
-from ..stages.window import SourceIdentity, SourceSteps, run_window
+from ..stages.window import SourceIdentity, SourceSteps, run_window, source_steps_item
 from .executors import Executor, InlineExecutor, TaskResult, make_executor, run_all
 
 
@@ -105,7 +105,7 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
     options = options or summarize_stage.SummarizeOptions()
     ex = executor or InlineExecutor()
     errors: list[tuple[str, str]] = []
-    found = run_all(ex, summarize_stage.source_steps_item, [(str(p), ident) for p, ident in items], options)
+    found = run_all(ex, source_steps_item, [(str(p), ident) for p, ident in items], options)
     srcs: list[SourceSteps] = []
     kept: list[tuple[str, SourceIdentity]] = []
     for (p, ident), res in zip(items, found):

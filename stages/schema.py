@@ -63,12 +63,15 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("mem_peak_bytes", pa.int64(), "B", "peak device memory in the range (null when no memory data)", "lower"),
         _c("instances", pa.int64(), "", "ranges of this process and step with this name path (their numbers add up)"),
         _c("path", pa.string(), "", "normalised names from the outermost range to this one, joined by ` > ` "
-           "(one row per source, process, step and path)"),
+           "(one row per source, process, step and path); a range with no enclosing range on its own thread, "
+           "opened on a thread other than its process's main thread, nests in the main thread's range open "
+           "at its start, and its work counts in that range's figures"),
         _c("gpu_busy_inherited_ns", pa.int64(), "ns", "like gpu_busy_ns, but each GPU operation counted under its "
            "*inherited* home range: NVIDIA's same-thread range, except that an operation launched from a "
            "thread with no open range goes to the innermost range open on its process's main thread at "
-           "launch, and one launched inside an emit_nvtx backward range (`XBackward0, seq = N`) goes to the "
-           "forward op with that seq. Inclusive of nested ranges; the `(unattributed)` row holds what no "
+           "launch, and backward work (emit_nvtx `XBackward0, seq = N`; Kineto `Sequence number`) goes to its "
+           "forward op's range where that lies inside the main-thread range open at backward time (or none "
+           "was open). Inclusive of nested ranges; the `(unattributed)` row holds what no "
            "rule placed. This is the figure meant by 'GPU time of update_actor'", "lower"),
         _c("kernel_inherited_ns", pa.int64(), "ns", "sum of kernel durations by the inherited rule (see gpu_busy_inherited_ns)", "lower"),
         _c("kernel_count_inherited", pa.int64(), "", "number of kernels by the inherited rule"),

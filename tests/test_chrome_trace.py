@@ -346,18 +346,3 @@ def _small_text() -> bytes:
 
 
 _SMALL_TEXT = _small_text()
-
-
-def test_without_msgspec_the_orjson_path_gives_the_same_records(step2: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import orjson
-
-    ref = read_chrome_trace(step2)
-    for name in ("_BATCH", "_ONE", "_STR"):
-        monkeypatch.setattr(chrome_trace, name, None)
-    monkeypatch.setattr(chrome_trace, "_FAST_ERRORS", (orjson.JSONDecodeError,))
-    got = read_chrome_trace(step2)
-    assert got.n_events == ref.n_events and got.parser == "typed" and not got.warnings
-    assert got.ranges == ref.ranges and got.names == ref.names
-    for field in ("api_ts", "api_dur", "api_corr", "gpu_ts", "gpu_dur", "gpu_corr", "gpu_bytes", "gpu_name"):
-        assert list(getattr(got, field)) == list(getattr(ref, field)), field

@@ -15,11 +15,11 @@ from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.summarize.torch_profile import (
     MemoryItem,
-    memory_source_steps,
     summarize_memory_item,
     summarize_memory_snapshot,
 )
 from verlprof.stages.summarize.types import SummarizeOptions
+from verlprof.stages.window import memory_source_steps
 from verlprof.stages.window.types import SourceIdentity
 
 FIXTURES = fixtures_dir() / "h200-torch-2.11"

@@ -17,7 +17,7 @@ from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.secrets import REDACTED, load_policy
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
-from verlprof.stages.scrub.trace import JsonEventStream
+from verlprof.stages.readers.chrome_trace import ChromeTraceStream
 
 FIXTURES = fixtures_dir()
 TORCH = FIXTURES / "h200-torch-2.11"
@@ -155,19 +155,18 @@ def test_fixture_trace_is_unchanged_but_for_trace_name(tmp_path: Path) -> None:
         st.booleans(), st.none(), st.lists(st.integers(), max_size=3)), max_size=6), max_size=20),
     "tail": st.integers()}), chunk=st.integers(1, 64), indent=st.sampled_from([None, 1]))
 def test_stream_reader_matches_json_loads(doc, chunk: int, indent) -> None:
+    """The one chrome-trace stream (what scrub and check read through), fed `chunk` bytes at a time."""
+    import tempfile
+
     blob = json.dumps(doc, indent=indent).encode()
-    got: dict = {}
-    key = None
-    for tag, val in JsonEventStream(io.BytesIO(blob), Path("x.json"), chunk=chunk):
-        if tag == "key":
-            key = val
-        elif tag == "value":
-            got[key] = val
-        elif tag == "events":
-            got[key] = []
-        elif tag == "event":
-            got[key].append(val)
-    assert got == json.loads(blob)
+    with tempfile.TemporaryDirectory() as td:
+        src = Path(td) / "x.json"
+        src.write_bytes(blob)
+        stream = ChromeTraceStream(src, parse=True, chunk_bytes=chunk)
+        events = [ev for batch in stream for ev in batch.events or ()]
+        raws = b",".join(batch.raw for batch in ChromeTraceStream(src, chunk_bytes=chunk))
+    assert {**stream.head, "traceEvents": events, **stream.tail} == json.loads(blob)
+    assert json.loads(b"[" + raws + b"]") == doc["traceEvents"]
 
 
 @pytest.mark.parametrize("case", ["empty", "truncated_gz", "corrupt_gz", "invalid", "not_utf8", "trailing", "scalar"])

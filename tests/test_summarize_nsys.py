@@ -308,15 +308,3 @@ def test_identity_from_artifact():
     ident = identity_from_artifact(a)
     assert (ident.source, ident.role, ident.rank, ident.pid, ident.capture_range) == ("run/actor_w.3.sqlite", "actor", 1, 9, 3)
     assert ident.step_range == (4, 6) and ident.profiled_steps == (4, 5, 6) and ident.source_kind == "nsys"
-
-
-def test_threaded_fetch_gives_the_same_arrays():
-    import numpy as np
-    from verlprof.stages.readers.nsys_sqlite import RUNTIME, NsysExport
-
-    with NsysExport.open(WHOLE) as db:
-        cols = ["start", "end", "correlationId", "globalTid"]
-        one = [np.concatenate(c) for c in zip(*db.iter_columns(RUNTIME, cols, chunk_rows=4096, workers=1))]
-        two = [np.concatenate(c) for c in zip(*db.iter_columns(RUNTIME, cols, chunk_rows=4096, workers=2))]
-        total = db.scalar(f"SELECT count(*) FROM {RUNTIME}")
-    assert all(np.array_equal(a, b) for a, b in zip(one, two)) and one[0].size == total

@@ -21,18 +21,16 @@ from verlprof.pipeline.executors import ProcessPoolExecutorBackend
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.core.phases import normalize_range_name
 from verlprof.stages.schema import arrow_schema
-from verlprof.stages.summarize.nsys import write_summaries
+from verlprof.stages.summarize.nsys import steps_rows, write_summaries
 from verlprof.stages.summarize.torch_profile import (
     UNATTRIBUTED,
     TorchItem,
     short_kernel_name,
     summarize_torch_item,
     summarize_torch_trace,
-    torch_step_spans,
-    torch_steps,
 )
 from verlprof.stages.summarize.types import SummarizeOptions, merge_rows
-from verlprof.stages.window.types import SourceIdentity
+from verlprof.stages.window import SourceIdentity, run_window, torch_source_steps
 
 FIXTURES = fixtures_dir() / "h200-torch-2.11"
 TRACES = sorted(FIXTURES.glob("*.json.gz"))
@@ -192,7 +190,7 @@ def test_top_option_and_other_row(step2: Path) -> None:
 
 
 def test_steps_of_three_files_choose_step_two() -> None:
-    rows = torch_steps([(p, _ident(p)) for p in TRACES])
+    rows = steps_rows(*run_window([torch_source_steps(p, _ident(p)) for p in TRACES]))
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert [r["chosen"] for r in rows] == [False, True, False]
     for p, r in zip(TRACES, rows):
@@ -206,7 +204,7 @@ def test_steps_of_three_files_choose_step_two() -> None:
     assert rows[0]["wall_ns"] > 5 * rows[1]["wall_ns"]   # step 1 warms up (about 3.4 s vs 0.37 s)
     assert "step 2" in rows[1]["reason"]
     # plain paths work too (identity from the file name)
-    assert [s.step for p in TRACES for s in torch_step_spans(p, SourceIdentity(source=p.name, source_kind="torch"))] == [1, 2, 3]
+    assert [s.step for p in TRACES for s in torch_source_steps(p, SourceIdentity(source=p.name, source_kind="torch")).steps] == [1, 2, 3]
 
 
 def test_inherited_figures_take_autograd_kernels(step2: Path) -> None:
@@ -240,7 +238,7 @@ def test_profiler_step_ranges_when_the_name_says_nothing(tmp_path: Path) -> None
     dst = tmp_path / "trace_rank0.json"
     steps, events = _profiler_step_trace(src, dst)
     ident = SourceIdentity(source=dst.name, source_kind="torch")
-    spans = torch_step_spans(dst, ident)
+    spans = torch_source_steps(dst, ident).steps
     assert [s.step for s in spans] == [5, 6] and {s.boundary for s in spans} == {"profiler_step"}
     rows = summarize_torch_trace(dst, ident, SummarizeOptions(step=6))
     base = json.loads(gzip.open(src).read())["baseTimeNanoseconds"]

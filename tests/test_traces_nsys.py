@@ -305,3 +305,59 @@ def test_rerun_replaces_output_and_input_is_untouched(whole_step2: dict, tmp_pat
     assert first.rows == again.rows and validate_export(dst)
     assert src.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.sqlite", "src.sqlite"]
+
+
+def test_window_holds_the_gpu_work_launched_in_the_step_even_after_its_cpu_range(tmp_path: Path) -> None:
+    """Windows by launch time (issue 21): a kernel launched inside the step that runs after the
+    step's CPU range ends belongs to the step, in the summary and in the published window trace.
+
+    Real case: in the emit_nvtx capture, `aten::zero_` op ranges end before the kernel they launch
+    runs. With `--step-range` on two of them, the step is one such op. The kernels launched in it are
+    found here by plain SQL (runtime launch inside the range on its thread, joined on correlationId);
+    the summary must count exactly those, and the window SQLite and its Chrome JSON must hold them."""
+    from testdata import data_path
+    from verlprof.stages.summarize import SummarizeOptions
+    from verlprof.stages.summarize.nsys import nsys_source_steps, scan_nsys
+    from verlprof.stages.summarize.projection import KIND_KERNEL
+    from verlprof.stages.window import identity_from_path, run_window, window_spans
+
+    src = data_path("gpu_captures/whole-emit-nvtx/whole_956.sqlite")
+    step_range = r"^aten::zero_, op_id = (1043|1053)$"
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    try:
+        (epoch,) = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+        lo, hi, gtid = con.execute(
+            "SELECT n.start, n.end, n.globalTid FROM NVTX_EVENTS n "
+            "WHERE n.text = 'aten::zero_, op_id = 1053'").fetchone()
+        launched = con.execute(
+            "SELECT k.correlationId, k.start, k.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId "
+            "AND k.globalPid / ? = r.globalTid / ? WHERE r.globalTid = ? AND r.start BETWEEN ? AND ? "
+            "ORDER BY k.start", (DIV, DIV, gtid, lo, hi)).fetchall()
+    finally:
+        con.close()
+    assert launched and all(end > hi for _c, _s, end in launched), "the case: GPU work outlives the CPU range"
+
+    ident = identity_from_path(src)
+    steps = nsys_source_steps(src, ident, step_range=step_range)
+    resolved, choice = run_window([steps], 2)
+    spans = window_spans(resolved[0], choice.step)
+    assert [(s.start_ns - epoch, s.end_ns - epoch) for s in spans] == [(lo, hi)]
+    scan = scan_nsys(src, ident, SummarizeOptions(step=2, step_range=step_range), spans)
+    ops = scan.projection.ops
+    kern = ops["kind"] == KIND_KERNEL
+    assert sorted(ops["start"][kern].tolist()) == [s for _c, s, _e in launched]
+
+    win = tmp_path / "w.sqlite"
+    counts = window_nsys_sqlite(src, win, spans[0].start_ns, spans[0].end_ns)
+    wc = sqlite3.connect(f"file:{win}?mode=ro", uri=True)
+    try:
+        kept = set(wc.execute("SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall())
+    finally:
+        wc.close()
+    assert set(launched) <= kept and counts.kernels == len(kept)
+    js = tmp_path / "w.trace.json.gz"
+    nsys_sqlite_to_chrome(win, js)
+    events = json.loads(gzip.decompress(js.read_bytes()))["traceEvents"]
+    in_json = {e["args"]["correlation"] for e in events if e.get("cat") == "kernel"}
+    assert {c for c, _s, _e in launched} <= in_json

@@ -178,7 +178,7 @@ def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
     status_of = {s.rel: s for s in result.statuses}
     notes: dict[str, list[str]] = {}
     for o in result.outcomes:
-        if o.stage in ("identify", "traces") and o.status == "failed":
+        if o.stage == "identify" and o.status == "failed":
             notes.setdefault(o.artifact, []).append(f"{o.stage}: {o.detail}")
     whos = {a.rel: " ".join(x for x in ("" if a.rank is None else f"r{a.rank}", a.role or "") if x)
             for a in result.artifacts}

@@ -82,10 +82,9 @@ def window(
     from ...stages.summarize import (
         SummarizeOptions,
         render_phase_table,
-        source_steps_item,
         steps_rows,
     )
-    from ...stages.window import identity_from_path, run_window
+    from ...stages.window import identity_from_path, run_window, source_steps_item
     from ..executors import make_executor
     from ..stage_runs import summarize_sources
 

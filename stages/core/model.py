@@ -106,9 +106,10 @@ class StageOutcome:
 DONE, REUSED, SKIPPED, FAILED = "done", "reused", "skipped", "failed"
 FINAL_STATUSES = (DONE, REUSED, SKIPPED, FAILED)
 
-#: Stages whose failure means the artifact is missing from the summary. A failed `identify` (role and
-#: rank unknown) or `traces` (no window trace) still leaves the artifact summarized: a note, not a failure.
-DATA_STAGES = ("export", "scrub", "summarize")
+#: Stages whose failure means a part of the artifact is missing from the bundle: its summary, or its
+#: window trace (issue 21: a window that cannot be cut or published is a failure, never a silent
+#: done). A failed `identify` (role and rank unknown) still leaves it summarized: a note.
+DATA_STAGES = ("export", "scrub", "summarize", "traces")
 _FAILED = ("failed", "refused")
 _FRESH = ("exported", "done")      # stage statuses that mean work was done in this run
 _REUSED = ("cached",)              # ... and those that mean a finished result was reused

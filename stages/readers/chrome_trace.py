@@ -20,6 +20,12 @@ and decodes elements one by one. Whenever the tolerant parser was needed the res
 `warnings`. Anything that is not a chrome trace (empty file, truncated or corrupt gzip, not JSON,
 no `traceEvents` list, a truncated document) raises `BadInputError` naming the file.
 
+The same parser serves the callers that rewrite events (window cuts, scrub, check):
+`ChromeTraceStream` yields each batch's raw text (validated by msgspec without building a value,
+or decoded by orjson when asked), so clean events can pass through as written, and the top-level
+keys whole, wherever the writer put them. gzip is inflated by ISA-L where installed (twice zlib's
+speed) on a thread of its own, a chunk ahead of the parser.
+
 Timestamps: chrome traces store microseconds as floats. Records hold integer nanoseconds on the
 trace's own clock (`ts` * 1000, rounded to the ns the three printed decimals carry); `TraceData.
 base_ns` says how to reach absolute UTC (see `time_base`).
@@ -37,18 +43,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
 
+import msgspec
 import orjson
 
-try:  # msgspec: typed decoding that skips unneeded fields in C (see module docstring)
-    import msgspec
-except ImportError:  # pragma: no cover - exercised only where msgspec is not installed
-    msgspec = None  # type: ignore[assignment]
+try:  # ISA-L's inflate: about twice zlib's speed on traces (measured in stages/scrub/trace.py)
+    from isal import isal_zlib as _zlib
+except ImportError:  # pragma: no cover - the same stream, at zlib's speed
+    _zlib = zlib  # type: ignore[assignment]
 
 from ..core.errors import BadInputError
 
 # Decompressed bytes handed to the parser per step: big enough to amortise per-batch costs, small
 # enough that a batch's transient structs stay in the tens of MB.
 CHUNK_BYTES = 8 << 20
+# The stream's batches are smaller: scrub and check work on each batch's literals with numpy, and
+# arrays that stay in the CPU's cache made a 105 MB trace's scrub 0.7 s instead of 1.2-1.5 s.
+STREAM_CHUNK_BYTES = 2 << 20
 _READ_BYTES = 1 << 20
 # A header (keys before `traceEvents`) larger than this is not a torch trace.
 HEADER_LIMIT = 256 << 20
@@ -78,43 +88,41 @@ CAT_KIND: dict[str, int] = {
 }
 
 
-if msgspec is not None:
-    # gc=False: these structs never form reference cycles, and keeping millions of them out of the
-    # cyclic garbage collector makes decoding about 3x faster.
-    class _Args(msgspec.Struct, gc=False):
-        """The `args` fields verlprof reads; msgspec skips every other key without building it."""
+# gc=False: these structs never form reference cycles, and keeping millions of them out of the
+# cyclic garbage collector makes decoding about 3x faster.
+class _Args(msgspec.Struct, gc=False):
+    """The `args` fields verlprof reads; msgspec skips every other key without building it."""
 
-        correlation: Optional[int] = None
-        bytes: Optional[int] = None
-        stream: Optional[int] = None
-        device: Optional[int] = None
-        name: msgspec.Raw = msgspec.Raw()   # thread_name metadata events (empty when absent)
-        seq: Optional[int] = msgspec.field(name="Sequence number", default=None)
-        total_allocated: Optional[int] = msgspec.field(name="Total Allocated", default=None)
-        device_id: Optional[int] = msgspec.field(name="Device Id", default=None)
-        device_type: Optional[int] = msgspec.field(name="Device Type", default=None)
-        change: Optional[int] = msgspec.field(name="Bytes", default=None)
+    correlation: Optional[int] = None
+    bytes: Optional[int] = None
+    stream: Optional[int] = None
+    device: Optional[int] = None
+    name: msgspec.Raw = msgspec.Raw()   # thread_name metadata events (empty when absent)
+    seq: Optional[int] = msgspec.field(name="Sequence number", default=None)
+    total_allocated: Optional[int] = msgspec.field(name="Total Allocated", default=None)
+    device_id: Optional[int] = msgspec.field(name="Device Id", default=None)
+    device_type: Optional[int] = msgspec.field(name="Device Type", default=None)
+    change: Optional[int] = msgspec.field(name="Bytes", default=None)
 
-    class _Event(msgspec.Struct, gc=False):
-        """One trace event, typed: only these keys are decoded; `name` stays raw until kept."""
 
-        ph: str = ""
-        cat: str = ""
-        name: msgspec.Raw = msgspec.Raw()   # raw JSON text; empty when absent
-        pid: Union[int, str, None] = None
-        tid: Union[int, str, None] = None
-        ts: Optional[float] = None
-        dur: Optional[float] = None
-        args: Optional[_Args] = None
-        id: Union[int, str, None] = None    # flow events (fwdbwd)
+class _Event(msgspec.Struct, gc=False):
+    """One trace event, typed: only these keys are decoded; `name` stays raw until kept."""
 
-    _BATCH = msgspec.json.Decoder(list[_Event])
-    _ONE = msgspec.json.Decoder(_Event)
-    _STR = msgspec.json.Decoder(str)
-    _FAST_ERRORS: tuple[type[Exception], ...] = (msgspec.DecodeError, msgspec.ValidationError)
-else:  # orjson builds every field of every event: slower and more memory per batch, same results
-    _BATCH = _ONE = _STR = None
-    _FAST_ERRORS = (orjson.JSONDecodeError,)
+    ph: str = ""
+    cat: str = ""
+    name: msgspec.Raw = msgspec.Raw()   # raw JSON text; empty when absent
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: Optional[float] = None
+    dur: Optional[float] = None
+    args: Optional[_Args] = None
+    id: Union[int, str, None] = None    # flow events (fwdbwd)
+
+
+_BATCH = msgspec.json.Decoder(list[_Event])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])   # validates a batch and counts its events, builds nothing
+_STR = msgspec.json.Decoder(str)
+_FAST_ERRORS: tuple[type[Exception], ...] = (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError)
 
 _WS = b" \t\r\n"
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -187,11 +195,12 @@ class TraceData:
 # Bytes in: gzip or plain, in bounded chunks
 # ------------------------------------------------------------------------------------------------
 
-def _byte_chunks(path: Path) -> Iterator[bytes]:
-    """Decompressed content of `path` in chunks of at most CHUNK_BYTES.
+def byte_chunks(path: Path, size: int | None = None) -> Iterator[bytes]:
+    """Decompressed content of `path` in chunks of at most `size` (default CHUNK_BYTES) bytes.
 
     Handles multi-member gzip; a truncated or corrupt gzip raises BadInputError.
     """
+    size = size or CHUNK_BYTES
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -200,20 +209,15 @@ def _byte_chunks(path: Path) -> Iterator[bytes]:
         magic = fh.read(2)
         fh.seek(0)
         if magic != b"\x1f\x8b":
-            while True:
-                block = fh.read(CHUNK_BYTES)
-                if not block:
-                    return
+            while block := fh.read(size):
                 yield block
-        d = zlib.decompressobj(31)
-        while True:
-            data = fh.read(_READ_BYTES)
-            if not data:
-                break
+            return
+        d = _zlib.decompressobj(31)
+        while data := fh.read(_READ_BYTES):
             while data:
                 try:
-                    out = d.decompress(data, CHUNK_BYTES)
-                except zlib.error as exc:
+                    out = d.decompress(data, size)
+                except _zlib.error as exc:
                     raise BadInputError(path, f"corrupt gzip data ({exc})") from None
                 if out:
                     yield out
@@ -225,7 +229,7 @@ def _byte_chunks(path: Path) -> Iterator[bytes]:
                         continue
                     if rest[:2] != b"\x1f\x8b":
                         raise BadInputError(path, "trailing garbage after the gzip data")
-                    d = zlib.decompressobj(31)   # next gzip member
+                    d = _zlib.decompressobj(31)   # next gzip member
                     data = rest
         if not d.eof:
             raise BadInputError(path, "truncated gzip (the compressed stream ends early)")
@@ -370,7 +374,7 @@ class _Collector:
     @staticmethod
     def _decode_name(raw: bytes) -> str:
         try:
-            s = _STR.decode(raw) if _STR is not None else orjson.loads(raw)
+            s = _STR.decode(raw)
             if not isinstance(s, str):
                 raise ValueError("not a string")
         except _FAST_ERRORS + (ValueError,):
@@ -558,12 +562,18 @@ class _Collector:
             else:
                 keep(kind, raw, e.pid, e.tid, ts, dur, a.correlation, a.bytes, a.stream, a.device)
 
-    def dicts(self, events: list[Any], tolerant: bool = True) -> None:
-        """The same as `typed`, for events as plain JSON values (any shape, any types): from the
-        tolerant parser, or from orjson where msgspec is not installed (`tolerant=False`)."""
+    def fast(self, batch: Any) -> None:
+        """A batch (`[` events `]`) through the typed decoder; raises _FAST_ERRORS when it refuses."""
+        self.typed(_BATCH.decode(batch))
+
+    def loose(self, events: list[Any], raw: bytes) -> None:
+        self.dicts(events)
+
+    def dicts(self, events: list[Any]) -> None:
+        """The same as `typed`, for events as plain JSON values (any shape, any types) from the
+        tolerant parser."""
         self.d.n_events += len(events)
-        if tolerant:
-            self.d.n_tolerant += len(events)
+        self.d.n_tolerant += len(events)
         for e in events:
             if not isinstance(e, dict):
                 self.d.n_skipped += 1
@@ -632,13 +642,18 @@ def _last_boundary(buf: bytes, lo: int) -> int:
 
 
 class _StreamParser:
-    """Feeds decompressed chunks through header -> events -> tail states."""
+    """Feeds decompressed chunks through header -> events -> tail states.
 
-    def __init__(self, path: Path, data: TraceData, sink: "Callable[[list[Any]], None] | None" = None) -> None:
+    Each batch of whole events goes to `consumer.fast` (the `[` + events + `]` bytes, decoded in
+    place); where that decoder refuses, the tolerant parser decodes the same bytes and
+    `consumer.loose` gets the plain values."""
+
+    def __init__(self, path: Path, consumer: Any, require_events: bool = True) -> None:
         self.path = path
-        self.data = data
-        self.col = _Collector(data)
-        self.sink = sink             # whole events (plain JSON values) go here instead of the collector
+        self.consumer = consumer
+        self.require_events = require_events
+        self.head: dict[str, Any] = {}   # top-level keys before traceEvents
+        self.tail: dict[str, Any] = {}   # and after it (kineto's baseTimeNanoseconds, traceName)
         self.state = "start"
         self.fmt = "object"          # object: {"traceEvents": [...]}; array: [...]
         self.buf = bytearray()
@@ -671,6 +686,7 @@ class _StreamParser:
                                 else "not JSON")
         if self.state == "header":
             self._no_trace_events()
+            return
         if self.state == "events":
             raise BadInputError(self.path, "truncated: the traceEvents array is not closed")
         self._tail()
@@ -713,7 +729,7 @@ class _StreamParser:
                 head = None
             if isinstance(head, dict):
                 head.pop("traceEvents", None)
-                self.data.metadata.update(head)
+                self.head.update(head)
                 self.state, self.pos = "events", m.end()
                 return
             self.search = m.end()   # "traceEvents" inside a string or a nested object: keep looking
@@ -748,23 +764,25 @@ class _StreamParser:
         array's own '[') becomes '[' and the byte after its last '}' becomes ']' for the call."""
         buf = self.buf
         if i == 0 or cut >= len(buf):
-            batch = b"[" + bytes(buf[i:cut]) + b"]"
-            return self._decode_batch(batch, cut)
-        before, after = buf[i - 1], buf[cut]
-        buf[i - 1], buf[cut] = 0x5B, 0x5D
-        try:
-            with memoryview(buf) as mv, mv[i - 1:cut + 1] as view:
-                return self._decode_batch(view, cut)
-        finally:
-            buf[i - 1], buf[cut] = before, after
+            ok = self._decode(b"[" + bytes(buf[i:cut]) + b"]")
+        else:
+            before, after = buf[i - 1], buf[cut]
+            buf[i - 1], buf[cut] = 0x5B, 0x5D
+            try:
+                with memoryview(buf) as mv, mv[i - 1:cut + 1] as view:
+                    ok = self._decode(view)
+            finally:
+                buf[i - 1], buf[cut] = before, after
+        if ok:
+            self.pos = cut
+        return ok
 
-    def _decode_batch(self, batch: Any, cut: int) -> bool:
+    def _decode(self, batch: Any) -> bool:
+        """`[` events `]` to the consumer: fast, else tolerant; False when it is not JSON."""
         try:
-            if self.sink is not None:
-                events = orjson.loads(batch)
-            else:
-                events = _BATCH.decode(batch) if _BATCH is not None else orjson.loads(batch)
-        except _FAST_ERRORS + (orjson.JSONDecodeError,) as exc:
+            self.consumer.fast(batch)
+            return True
+        except _FAST_ERRORS as exc:
             try:
                 loose = _tolerant_loads(bytes(batch))
             except (ValueError, RecursionError):
@@ -772,22 +790,8 @@ class _StreamParser:
             if not isinstance(loose, list):
                 return False
             self._note(exc)
-            if self.sink is not None:
-                self.data.n_tolerant += len(loose)
-                self.sink(loose)
-            else:
-                self.col.dicts(loose)
-        else:
-            if self.sink is not None:
-                self.data.n_events += len(events)
-                self.sink(events)
-            elif _BATCH is not None:
-                self.col.typed(events)
-            else:
-                self.col.dicts(events, tolerant=False)
-            del events   # release Raw views into the buffer before it is touched again
-        self.pos = cut
-        return True
+            self.consumer.loose(loose, bytes(batch[1:-1]))
+            return True
 
     def _exact(self, final: bool) -> None:
         """Split buf[pos:] into array elements with the exact tokenizer; decode each alone.
@@ -809,9 +813,10 @@ class _StreamParser:
                 if c == 0x7D or c == 0x5D:   # '}' ']'
                     depth -= 1
             elif c == 0x2C or c == 0x5D:   # ',' or ']' at array level: an element ends
-                text = buf[start:m.start()]
-                if text.strip(_WS):
-                    self._one(text, self.offset + start)
+                text = bytes(buf[start:m.start()]).strip(_WS)
+                if text:
+                    if not self._decode(b"[" + text + b"]"):
+                        raise BadInputError(self.path, f"invalid JSON in traceEvents near byte {self.offset + start}")
                 elif c == 0x2C:
                     raise BadInputError(self.path, f"malformed JSON (empty array element) near byte {self.offset + start}")
                 start = m.end()
@@ -823,33 +828,6 @@ class _StreamParser:
         if final:
             raise BadInputError(self.path, "truncated: the traceEvents array is not closed")
         self.pos = start
-
-    def _one(self, text: bytes, at: int) -> None:
-        """Decode one array element (typed, else tolerant); invalid JSON is a BadInputError."""
-        try:
-            if self.sink is not None:
-                ev = orjson.loads(text)
-            else:
-                ev = _ONE.decode(text) if _ONE is not None else orjson.loads(text)
-        except _FAST_ERRORS + (orjson.JSONDecodeError,) as exc:
-            try:
-                loose = _tolerant_loads(text)
-            except (ValueError, RecursionError) as exc2:
-                raise BadInputError(self.path, f"invalid JSON in traceEvents near byte {at}: {exc2}") from None
-            self._note(exc)
-            if self.sink is not None:
-                self.data.n_tolerant += 1
-                self.sink([loose])
-            else:
-                self.col.dicts([loose])
-        else:
-            if self.sink is not None:
-                self.data.n_events += 1
-                self.sink([ev])
-            elif _ONE is not None:
-                self.col.typed([ev])
-            else:
-                self.col.dicts([ev], tolerant=False)
 
     def _note(self, exc: Exception) -> None:
         if len(self.reasons) < 3:
@@ -872,10 +850,11 @@ class _StreamParser:
         if isinstance(tail, dict):
             tail.pop("_", None)
             tail.pop("traceEvents", None)
-            self.data.metadata.update(tail)
+            self.tail.update(tail)
 
     def _no_trace_events(self) -> None:
-        """The document ended without a streamable traceEvents array: say exactly what it is."""
+        """The document ended without a streamable traceEvents array: an error that says exactly
+        what it is, or (require_events=False) its members in `head`."""
         if len(self.buf) > WHOLE_DECODE_LIMIT:
             raise BadInputError(self.path, "JSON without a traceEvents array (not a chrome trace)")
         try:
@@ -884,6 +863,9 @@ class _StreamParser:
             raise BadInputError(self.path, f"not valid JSON ({exc})") from None
         except RecursionError:
             raise BadInputError(self.path, "not valid JSON (nested too deeply)") from None
+        if isinstance(doc, dict) and not self.require_events:
+            self.head.update(doc)
+            return
         if isinstance(doc, dict) and "traceEvents" in doc:
             raise BadInputError(self.path, f"traceEvents is a {type(doc['traceEvents']).__name__}, not a list")
         raise BadInputError(self.path, "JSON without traceEvents (not a chrome trace)")
@@ -925,24 +907,73 @@ def _checked_path(path: str | Path) -> Path:
     return p
 
 
-def stream_chrome_trace(path: str | Path, header: dict[str, Any] | None = None) -> Iterator[list[Any]]:
-    """Every event of a chrome trace, whole (plain JSON values), in batches, streaming.
+@dataclass
+class Batch:
+    """Whole events of a trace, as written: `raw` is their text (`e1,e2,...`, no brackets), valid
+    JSON once bracketed. `events` holds them decoded when the stream was asked to parse, or when
+    the fast decoders refused them and the tolerant parser read them (`tolerant`)."""
 
-    The same reader as `read_chrome_trace` (same chunking, same fallbacks, same errors), for the
-    callers that rewrite events (window cuts, scrub). Top-level keys land in `header` as they are
-    read: those before `traceEvents` by the first batch, those after it (kineto's
-    `baseTimeNanoseconds`, `traceName`) once the generator is exhausted."""
-    p = _checked_path(path)
-    data = TraceData(path=p)
-    data.metadata = header if header is not None else {}
-    pending: list[list[Any]] = []
-    parser = _StreamParser(p, data, pending.append)
-    for chunk in _prefetched(_byte_chunks(p)):
-        parser.feed(chunk)
-        yield from pending
-        pending.clear()
-    parser.finish()
-    yield from pending
+    raw: bytes
+    count: int
+    events: list[Any] | None = None
+    tolerant: bool = False
+
+
+class _Batches:
+    """The stream's consumer: validates (msgspec, building nothing) or decodes (orjson) a batch."""
+
+    def __init__(self, parse: bool) -> None:
+        self.parse = parse
+        self.out: list[Batch] = []
+
+    def fast(self, batch: Any) -> None:
+        if self.parse:
+            events = orjson.loads(batch)
+            self.out.append(Batch(bytes(batch[1:-1]), len(events), events))
+        else:
+            n = len(_RAWS.decode(batch))
+            self.out.append(Batch(bytes(batch[1:-1]), n))
+
+    def loose(self, events: list[Any], raw: bytes) -> None:
+        self.out.append(Batch(raw, len(events), events, tolerant=True))
+
+
+class ChromeTraceStream:
+    """The one pass over a chrome trace that window cuts, scrub and check read through.
+
+    Iterating yields `Batch`es of whole events, in file order, from the same parser as
+    `read_chrome_trace` (same chunking, fallbacks and errors). Top-level keys land in `head`
+    (those before `traceEvents`, complete once the first batch is out; dict values whole) and
+    `tail` (those after it, kineto's `baseTimeNanoseconds` among them, complete at the end).
+    `require_events=False` reads any JSON object (a manifest): without a traceEvents array its
+    members all land in `head` and no batch comes."""
+
+    def __init__(self, path: str | Path, parse: bool = False, require_events: bool = True,
+                 chunk_bytes: int | None = None) -> None:
+        self.path = _checked_path(path)
+        self._out = _Batches(parse)
+        self._parser = _StreamParser(self.path, self._out, require_events)
+        self.chunk_bytes = chunk_bytes or STREAM_CHUNK_BYTES
+        self.head, self.tail = self._parser.head, self._parser.tail
+
+    @property
+    def is_array(self) -> bool:
+        """The document is a bare array of events (the other chrome-trace form)."""
+        return self._parser.fmt == "array"
+
+    @property
+    def header(self) -> dict[str, Any]:
+        return {**self.head, **self.tail}
+
+    def __iter__(self) -> Iterator[Batch]:
+        out = self._out.out
+        for chunk in _prefetched(byte_chunks(self.path, self.chunk_bytes)):
+            self._parser.feed(chunk)
+            yield from out
+            out.clear()
+        self._parser.finish()
+        yield from out
+        out.clear()
 
 
 def read_chrome_trace(path: str | Path) -> TraceData:
@@ -952,10 +983,12 @@ def read_chrome_trace(path: str | Path) -> TraceData:
     """
     p = _checked_path(path)
     data = TraceData(path=p)
-    parser = _StreamParser(p, data)
-    for chunk in _prefetched(_byte_chunks(p)):
+    col = _Collector(data)
+    parser = _StreamParser(p, col)
+    for chunk in _prefetched(byte_chunks(p)):
         parser.feed(chunk)
     parser.finish()
+    data.metadata = {**parser.head, **parser.tail}
     if data.n_tolerant:
         data.parser = "tolerant" if data.n_tolerant == data.n_events else "mixed"
         why = "; ".join(parser.reasons)
@@ -964,8 +997,8 @@ def read_chrome_trace(path: str | Path) -> TraceData:
                              f"UTF-8 or unexpected types): {why}")
     if data.n_skipped:
         data.warnings.append(f"{p.name}: {data.n_skipped} events without a usable timestamp were skipped")
-    if parser.col._big_ids:
-        data.warnings.append(f"{p.name}: {len(parser.col._big_ids)} ids (correlation, stream, device, bytes) "
+    if col._big_ids:
+        data.warnings.append(f"{p.name}: {len(col._big_ids)} ids (correlation, stream, device, bytes) "
                              "beyond 64 bits were read exactly and mapped to local ids")
     _time_base(data)
     return data

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import pickle
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,44 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     if not isinstance(obj, dict) or "segments" not in obj:
         raise BadInputError(p, "pickle is not a torch memory snapshot (no 'segments' key)")
     return obj
+
+
+@dataclass
+class Annotation:
+    """One `external_annotations` START/END pair (a record_function range), absolute ns."""
+
+    name: str
+    device: int
+    start: int
+    end: int
+    parent: int = -1
+    depth: int = 0
+
+
+def snapshot_annotations(snap: dict[str, Any]) -> list[Annotation]:
+    """START/END pairs of a snapshot's external_annotations, nested per device (parent, depth),
+    sorted by (device, start, -end)."""
+    open_: dict[tuple[int, str], list[int]] = {}
+    out: list[Annotation] = []
+    events = [a for a in snap.get("external_annotations") or [] if isinstance(a, dict)]
+    events.sort(key=lambda a: a.get("time_us") if isinstance(a.get("time_us"), (int, float)) else 0)
+    for a in events:
+        name, stage, t = a.get("name"), a.get("stage"), a.get("time_us")
+        if not isinstance(name, str) or not isinstance(t, (int, float)):
+            continue
+        dev = a.get("device", 0) if isinstance(a.get("device"), int) else 0
+        if stage == "START":
+            out.append(Annotation(name, dev, int(t * 1000), -1))
+            open_.setdefault((dev, name), []).append(len(out) - 1)
+        elif stage == "END" and open_.get((dev, name)):
+            out[open_[(dev, name)].pop()].end = int(t * 1000)
+    out = [a for a in out if a.end >= a.start]
+    out.sort(key=lambda a: (a.device, a.start, -a.end))
+    stack: list[int] = []
+    for i, a in enumerate(out):
+        while stack and (out[stack[-1]].device != a.device or out[stack[-1]].end <= a.start):
+            stack.pop()
+        if stack:
+            a.parent, a.depth = stack[-1], out[stack[-1]].depth + 1
+        stack.append(i)
+    return out

@@ -13,14 +13,11 @@ ever written into an input.
 """
 from __future__ import annotations
 
-import os
+import re
 import sqlite3
-import threading
 import warnings
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from itertools import islice
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -38,16 +35,30 @@ NVTX = "NVTX_EVENTS"
 MEMORY = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 SESSION_START = "TARGET_INFO_SESSION_START_TIME"
 
-# NVTX_EVENTS.eventType values (stable across nsys 2020-2025).
-NVTX_PUSHPOP = 59
-NVTX_STARTEND = 60
-NVTXT_PUSHPOP = 70
-NVTXT_STARTEND = 71
-NVTX_DOMAIN_CREATE = 75
-RANGE_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+# globalTid / globalPid are serialised GlobalIds (stable since nsys 2020): the pid sits in bits
+# 24..47, the tid in bits 0..23 (`globalPid` has tid 0), so `gid // PID_DIV` keys a process.
+TID_MASK = 0xFFFFFF
+PID_SHIFT = 24
+PID_DIV = 1 << PID_SHIFT
 
-TID_MASK = 0xFFFFFF          # globalTid bits 0-23: thread id
-PID_SHIFT = 24               # globalTid/globalPid bits 24-47: process id (48-63: VM id)
+# NVTX event types by name (ENUM_NSYS_EVENT_TYPE); the fallback ids are those of nsys 2020-2025.
+_NVTX_IDS = {
+    "NvtxMark": 34, "NvtxtMark": 65, "NvtxPushPopRange": 59, "NvtxStartEndRange": 60,
+    "NvtxtPushPopRange": 70, "NvtxtStartEndRange": 71, "NvtxCategory": 33, "NvtxtCategory": 64,
+    "NvtxThread": 39, "NvtxDomainCreate": 75, "NvtxDomainDestroy": 76, "NvtxNameCudaDevice": 97,
+    "NvtxNameCudaContext": 98, "NvtxNameCudaStream": 99, "NvtxtMetaThread": 72,
+    "NvtxtMetaProcess": 73, "NvtxtMetaFileDisplay": 74,
+}
+_NVTX_RANGES = ("NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "NvtxtStartEndRange")
+_NVTX_MARKS = ("NvtxMark", "NvtxtMark")
+NVTX_PUSHPOP = _NVTX_IDS["NvtxPushPopRange"]
+
+# Columns that hold StringIds(id) in exports whose CREATE statements lack the `-- REFERENCES` notes.
+_STRING_REF_NAMES = frozenset({
+    "nameId", "textId", "demangledName", "shortName", "mangledName", "contentId", "filenameId",
+    "jsonTextId", "symbol", "module",
+})
+_REF_RE = re.compile(r"^\s*\"?(\w+)\"?\s+[^\n]*?--[^\n]*REFERENCES\s+StringIds\s*\(", re.M)
 
 # cudaMemcpyKind ids when the export has no ENUM_CUDA_MEMCPY_OPER table (CUPTI's values).
 _DEFAULT_COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d", 10: "d2d", 13: "d2d", 11: "h2d", 12: "d2h"}
@@ -55,10 +66,6 @@ _COPY_KIND_BY_ENUM = {"HTOD": "h2d", "DTOH": "d2h", "DTOD": "d2d", "PTOP": "d2d"
                       "UVM_HTOD": "h2d", "UVM_DTOH": "d2h", "UVM_DTOD": "d2d"}
 
 CHUNK_ROWS = 1 << 18
-# Threads fetching rowid windows ahead (SQLite scans without the GIL). Off by default: on the
-# shared 2-core machine it was measured slower (10.1-11.2 s vs 12.8-14.0 s at 1 GB) because the
-# pipeline already runs one export per core; VERLPROF_SQLITE_THREADS=2 turns it on.
-FETCH_WORKERS = max(1, int(os.environ.get("VERLPROF_SQLITE_THREADS", "1") or 1))
 
 
 def pid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
@@ -69,6 +76,76 @@ def pid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
 def tid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
     """The OS thread id inside a globalTid."""
     return gtid & TID_MASK
+
+
+def qi(name: str) -> str:
+    """Quote an SQL identifier (table and column names come from the file, never trusted)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def in_list(ids: Sequence[int]) -> str:
+    """`(1,2,3)` for an SQL IN clause of integer ids (never empty)."""
+    return "(" + ",".join(str(int(i)) for i in ids) + ")" if ids else "(NULL)"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """One table of an export: its name, CREATE statement, columns and StringIds columns."""
+
+    name: str
+    sql: str
+    columns: tuple[str, ...]
+    string_refs: tuple[str, ...]
+
+    def has(self, *cols: str) -> bool:
+        return all(c in self.columns for c in cols)
+
+
+def probe_tables(con: sqlite3.Connection, schema: str = "main") -> dict[str, TableInfo]:
+    """Every table of the database `schema` with its columns (in order) and string columns: the
+    one schema probe of nsys exports (2022-2026 differ: probe, never assume)."""
+    out: dict[str, TableInfo] = {}
+    rows = con.execute(
+        f"SELECT name, sql FROM {qi(schema)}.sqlite_master WHERE type = 'table' "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
+    for name, sql in rows:
+        cols = tuple(r[1] for r in con.execute(f"PRAGMA {qi(schema)}.table_info({qi(name)})"))
+        refs = set() if name == "StringIds" else (
+            {m.group(1) for m in _REF_RE.finditer(sql or "")} | (_STRING_REF_NAMES & set(cols)))
+        out[name] = TableInfo(name, sql or "", cols, tuple(c for c in cols if c in refs))
+    return out
+
+
+@dataclass(frozen=True)
+class NvtxTypes:
+    """NVTX event type ids of this export: ranges, marks, domain creation, and definitions
+    (domains, categories, thread/device names: rows that name others, whatever their time)."""
+
+    ranges: tuple[int, ...]
+    marks: tuple[int, ...]
+    domain_create: tuple[int, ...]
+    definitions: tuple[int, ...]
+
+
+def nvtx_types(con: sqlite3.Connection, tables: dict[str, TableInfo], schema: str = "main") -> NvtxTypes:
+    """The ids from ENUM_NSYS_EVENT_TYPE where the export has it, else nsys 2020-2025's."""
+    ids = dict(_NVTX_IDS)
+    info = tables.get("ENUM_NSYS_EVENT_TYPE")
+    if info and info.has("id", "name"):
+        got = {str(n): int(i) for i, n in con.execute(
+            f"SELECT id, name FROM {qi(schema)}.ENUM_NSYS_EVENT_TYPE WHERE name IN {_names_sql(_NVTX_IDS)}")}
+        if got:
+            ids = got
+
+    def of(names: Sequence[str]) -> tuple[int, ...]:
+        return tuple(sorted(ids[n] for n in names if n in ids))
+
+    rest = [n for n in _NVTX_IDS if n not in _NVTX_RANGES + _NVTX_MARKS]
+    return NvtxTypes(of(_NVTX_RANGES), of(_NVTX_MARKS), of(("NvtxDomainCreate",)), of(rest))
+
+
+def _names_sql(names: Sequence[str]) -> str:
+    return "(" + ",".join(f"'{n}'" for n in names) + ")"
 
 
 @dataclass
@@ -103,32 +180,51 @@ class NvtxRanges:
         return f"{d}:{self.text[i]}" if d else self.text[i]
 
     def style(self, i: int) -> str:
-        return "PushPop" if int(self.event_type[i]) in (NVTX_PUSHPOP, NVTXT_PUSHPOP) else "StartEnd"
+        return "PushPop" if int(self.event_type[i]) in (NVTX_PUSHPOP, _NVTX_IDS["NvtxtPushPopRange"]) else "StartEnd"
 
 
 @dataclass
 class NsysExport:
-    """An open, read-only nsys SQLite export whose tables and columns have been probed."""
+    """An open, read-only nsys SQLite export whose tables and columns have been probed (once).
+
+    One object serves every reader of one pass over the export (identity, steps, summary, window
+    cut): the file is opened and probed once, not once per reader."""
 
     path: Path
     con: sqlite3.Connection
-    tables: frozenset[str]
+    tables: dict[str, TableInfo]
     nsys_version: str | None = None
     schema_version: str | None = None
-    _columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _nvtx: NvtxTypes | None = None
 
     # -- opening and probing -----------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path) -> "NsysExport":
-        """Validate and open `path` read-only; BadInputError (one line, names the file) if it is not an export."""
+    def open(cls, path: str | Path, need_events: bool = True) -> "NsysExport":
+        """Validate and open `path` read-only; BadInputError (one line, names the file) if it is not
+        an export, or, with `need_events`, if it holds neither NVTX nor CUDA tables."""
         p = Path(path)
         con, info = open_export(p)
-        exp = cls(p, con, frozenset(info.tables), info.nsys_version, info.schema_version)
-        if NVTX not in exp.tables and KERNEL not in exp.tables and RUNTIME not in exp.tables:
+        try:
+            exp = cls(p, con, probe_tables(con), info.nsys_version, info.schema_version)
+        except sqlite3.DatabaseError as exc:
+            con.close()
+            raise BadInputError(p, f"corrupt export, its schema is unreadable ({exc})") from None
+        if need_events and not ({NVTX, KERNEL, RUNTIME} & set(exp.tables)):
             con.close()
             raise BadInputError(p, "an nsys export without NVTX_EVENTS or CUDA tables: nothing to summarize")
         return exp
+
+    @classmethod
+    @contextmanager
+    def use(cls, export: "str | Path | NsysExport", need_events: bool = True) -> Iterator["NsysExport"]:
+        """The export already open in this pass (left open), or `export` opened for this use alone:
+        every reader takes either, so a pass opens and probes each export once."""
+        if isinstance(export, NsysExport):
+            yield export
+            return
+        with cls.open(export, need_events) as db:
+            yield db
 
     def close(self) -> None:
         self.con.close()
@@ -141,16 +237,21 @@ class NsysExport:
 
     def has(self, table: str, *columns: str) -> bool:
         """True when `table` exists and has every column in `columns`."""
-        if table not in self.tables:
-            return False
-        cols = self.columns(table)
-        return all(c in cols for c in columns)
+        t = self.tables.get(table)
+        return t is not None and t.has(*columns)
 
     def columns(self, table: str) -> tuple[str, ...]:
-        if table not in self._columns:
-            rows = self.query(f'PRAGMA table_info("{table}")')
-            self._columns[table] = tuple(r[1] for r in rows)
-        return self._columns[table]
+        t = self.tables.get(table)
+        return t.columns if t is not None else ()
+
+    @property
+    def nvtx_types(self) -> NvtxTypes:
+        if self._nvtx is None:
+            try:
+                self._nvtx = nvtx_types(self.con, self.tables)
+            except sqlite3.DatabaseError as exc:
+                raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
+        return self._nvtx
 
     def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         """Run one read-only query; a corrupt file becomes a one-line BadInputError."""
@@ -165,11 +266,14 @@ class NsysExport:
 
     # -- small tables ------------------------------------------------------------------------
 
-    def session_start_ns(self) -> int | None:
-        """UTC ns since the epoch of the session's time 0 (each capture-range file has its own)."""
-        if not self.has(SESSION_START, "utcEpochNs"):
-            return None
-        v = self.scalar(f"SELECT utcEpochNs FROM {SESSION_START} LIMIT 1")
+    def session_start_ns(self, required: bool = False) -> int | None:
+        """UTC ns since the epoch of the session's time 0 (each capture-range file has its own).
+        `required`: BadInputError without it (a window cannot be placed on the shared clock)."""
+        v = self.scalar(f"SELECT utcEpochNs FROM {SESSION_START} WHERE utcEpochNs IS NOT NULL LIMIT 1"
+                        ) if self.has(SESSION_START, "utcEpochNs") else None
+        if v is None and required:
+            raise BadInputError(self.path, "no TARGET_INFO_SESSION_START_TIME.utcEpochNs: cannot place "
+                                           "the export on the UTC clock")
         return int(v) if v is not None else None
 
     def strings(self, ids: "Sequence[int] | np.ndarray") -> dict[int, str]:
@@ -182,12 +286,6 @@ class NsysExport:
             for i, v in self.query(f"SELECT id, value FROM StringIds WHERE id IN ({marks})", part):
                 out[int(i)] = "" if v is None else str(v)
         return out
-
-    def process_names(self) -> dict[int, str]:
-        """OS pid -> process name (PROCESSES), for display only."""
-        if not self.has("PROCESSES", "pid", "name"):
-            return {}
-        return {int(p): str(n) for p, n in self.query("SELECT pid, name FROM PROCESSES") if p is not None}
 
     def copy_kind_names(self) -> dict[int, str]:
         """copyKind id -> h2d | d2h | d2d (others: `other`), from ENUM_CUDA_MEMCPY_OPER when present."""
@@ -211,69 +309,64 @@ class NsysExport:
     # -- NVTX ----------------------------------------------------------------------------------
 
     def nvtx_ranges(self) -> NvtxRanges:
-        """Every NVTX range with its text resolved (`text` column or StringIds via `textId`)."""
+        """Every NVTX range with its text resolved (`text` column or StringIds via `textId`).
+
+        Numbers are read as columns (`iter_columns`) and names once per distinct textId: a range
+        costs no Python call (issue 25: 10^6 ranges)."""
         empty = NvtxRanges(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(0, bool),
                            np.zeros(0, np.int64), [], [])
         if not self.has(NVTX, "start", "eventType"):
             return empty
         cols = self.columns(NVTX)
         end = "end" if "end" in cols else "NULL"
-        gtid = "globalTid" if "globalTid" in cols else "0"
-        end_gtid = "endGlobalTid" if "endGlobalTid" in cols else "NULL"
+        gtid = "ifnull(globalTid, 0)" if "globalTid" in cols else "0"
+        domain = "ifnull(domainId, 0)" if "domainId" in cols else "0"
+        maxts = int(self.scalar(f"SELECT max(max(ifnull(start, 0)), max(ifnull({end}, 0))) FROM {NVTX}") or 0)
+        where = f"eventType IN {in_list(self.nvtx_types.ranges)} AND start IS NOT NULL"
+        exprs = ["rowid", "start", f"ifnull({end}, {maxts})", "eventType", gtid,
+                 "endGlobalTid" if "endGlobalTid" in cols else "NULL",
+                 "textId" if "textId" in cols else "NULL", domain]
+        parts = list(self.iter_columns(NVTX, exprs, where))
+        if not parts:
+            return empty
+        rid, start, endv, et, g, eg, tid_, dom = (np.concatenate(c) for c in zip(*parts))
+        order = np.lexsort((rid, -endv, start, g))
+        rid, start, endv, et, g, eg, tid_, dom = (a[order] for a in (rid, start, endv, et, g, eg, tid_, dom))
+        uniq, inv = np.unique(tid_, return_inverse=True)
+        sids = self.strings(uniq[uniq >= 0].tolist())
+        texts = np.array([sids.get(int(i), "") for i in uniq.tolist()] or [""], dtype=object)[inv]
+        if "text" in cols:   # unregistered strings: the text itself, in its own column
+            own = dict(self.query(f"SELECT rowid, text FROM {NVTX} WHERE text IS NOT NULL AND {where}"))
+            if own:
+                pos = np.searchsorted(np.sort(rid), list(own))
+                by_rid = np.argsort(rid)[pos]
+                texts[by_rid] = [str(v) for v in own.values()]
+        names = self._domain_names(gtid, domain, cols)
+        keys = list(zip(dom.tolist(), (g >> PID_SHIFT).tolist())) if names else []
+        doms = [names.get(k) for k in keys] if names else [None] * start.size
+        return NvtxRanges(start, endv, g, et, (eg == -1) | (eg == g), rid, texts.tolist(), doms)
+
+    def _domain_names(self, gtid: str, domain: str, cols: tuple[str, ...]) -> dict[tuple[int, int], str]:
+        """(domainId, process key) -> domain name, from the NvtxDomainCreate rows."""
         text = "text" if "text" in cols else "NULL"
         text_id = "textId" if "textId" in cols else "NULL"
-        domain = "domainId" if "domainId" in cols else "0"
-        types = ",".join(str(t) for t in RANGE_EVENT_TYPES)
-        rows = self.query(
-            f"SELECT rowid, start, {end}, eventType, {gtid}, {end_gtid}, {text}, {text_id}, {domain} "
-            f"FROM {NVTX} WHERE eventType IN ({types}) AND start IS NOT NULL")
-        if not rows:
-            return empty
-        maxts = self.scalar(f"SELECT max(max(ifnull(start, 0)), max(ifnull({end}, 0))) FROM {NVTX}") or 0
-        domains: dict[tuple[int, int], str] = {}
-        for dom, g, t, tid_ in self.query(
-                f"SELECT {domain}, {gtid}, {text}, {text_id} FROM {NVTX} WHERE eventType = {NVTX_DOMAIN_CREATE}"):
-            name = t if t is not None else None
-            if name is None and tid_ is not None:
-                name = self.strings([int(tid_)]).get(int(tid_))
-            if dom is not None and name:
-                domains[(int(dom), int(g or 0) >> PID_SHIFT)] = str(name)
-        sids = self.strings([r[7] for r in rows if r[6] is None and r[7] is not None])
-        n = len(rows)
-        start = np.empty(n, np.int64)
-        endv = np.empty(n, np.int64)
-        g_arr = np.empty(n, np.int64)
-        et = np.empty(n, np.int64)
-        same = np.empty(n, bool)
-        rid = np.empty(n, np.int64)
-        texts: list[str] = []
-        doms: list[str | None] = []
-        for i, (rowid, s, e, typ, g, eg, t, tid_, dom) in enumerate(rows):
-            rid[i] = rowid
-            start[i] = int(s)
-            endv[i] = int(e) if e is not None else int(maxts)
-            g = int(g or 0)
-            g_arr[i] = g
-            et[i] = int(typ)
-            same[i] = eg is None or int(eg) == g
-            texts.append(str(t) if t is not None else sids.get(int(tid_), "") if tid_ is not None else "")
-            doms.append(domains.get((int(dom), g >> PID_SHIFT)) if dom else None)
-        order = np.lexsort((rid, -endv, start, g_arr))
-        return NvtxRanges(start[order], endv[order], g_arr[order], et[order], same[order], rid[order],
-                          [texts[i] for i in order], [doms[i] for i in order])
+        out: dict[tuple[int, int], str] = {}
+        for dom, g, t, tid_ in self.query(f"SELECT {domain}, {gtid}, {text}, {text_id} FROM {NVTX} "
+                                          f"WHERE eventType IN {in_list(self.nvtx_types.domain_create)}"):
+            name = t if t is not None else self.strings([int(tid_)]).get(int(tid_)) if tid_ is not None else None
+            if dom and name:
+                out[(int(dom), int(g) >> PID_SHIFT)] = str(name)
+        return out
 
     # -- streaming big tables --------------------------------------------------------------------
 
     def iter_columns(self, table: str, exprs: Sequence[str], where: str = "", params: Sequence[object] = (),
-                     chunk_rows: int = CHUNK_ROWS, workers: int | None = None) -> Iterator[list[np.ndarray]]:
+                     chunk_rows: int = CHUNK_ROWS) -> Iterator[list[np.ndarray]]:
         """Yield int64 arrays, one per SQL expression, for successive rowid windows of `table`.
 
         NULLs become -1 (wrap an expression in `ifnull` to choose otherwise). Each window is
         aggregated by SQLite into one string per column and parsed by numpy; a window holding
         values numpy cannot parse as integers (REAL, text) is fetched row by row instead.
-        With `workers` > 1 (default `FETCH_WORKERS`, i.e. 1), windows are fetched ahead by threads with
-        their own read-only connections (SQLite releases the GIL while it scans) and yielded in
-        order; at most workers + 1 windows are in flight, so memory stays bounded.
         Prefer raw columns to arithmetic on them: SQLite reads a corrupt text value as 0 inside
         `end - start`, while numpy's parser refuses it (and the slow path reports it).
         """
@@ -287,65 +380,23 @@ class NsysExport:
         agg = ", ".join(f"group_concat(ifnull({e}, -1))" for e in exprs)
         sql = f'SELECT count(*), {agg} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
         plain = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
-        starts = range(int(lo), int(hi) + 1, chunk_rows)
-        n_workers = FETCH_WORKERS if workers is None else workers
-
-        def fetch(con: sqlite3.Connection, a: int) -> list[np.ndarray] | None:
+        for a in range(int(lo), int(hi) + 1, chunk_rows):
             args = (a, a + chunk_rows, *params)
             try:
-                row = con.execute(sql, args).fetchone()
+                row = self.con.execute(sql, args).fetchone()
             except sqlite3.DatabaseError as exc:
                 raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
             n = int(row[0])
             if n == 0:
-                return None
+                continue
             try:
-                return [_parse_ints(v, n) for v in row[1:]]
+                yield [_parse_ints(v, n) for v in row[1:]]
             except ValueError:
-                return self._slow_chunk(con, table, plain, args, len(exprs))
+                yield self._slow_chunk(table, plain, args, len(exprs))
 
-        if n_workers <= 1 or len(starts) < 3:
-            for a in starts:
-                got = fetch(self.con, a)
-                if got is not None:
-                    yield got
-            return
-        yield from self._fetch_ahead(fetch, starts, n_workers)
-
-    def _fetch_ahead(self, fetch, starts: range, n_workers: int) -> Iterator[list[np.ndarray]]:
-        """Run `fetch(con, start)` on worker threads (one connection each), yield results in order."""
-        local = threading.local()
-        cons: list[sqlite3.Connection] = []
-        lock = threading.Lock()
-
-        def job(a: int) -> list[np.ndarray] | None:
-            con = getattr(local, "con", None)
-            if con is None:
-                con = local.con = _connect_shared(self.path)
-                with lock:
-                    cons.append(con)
-            return fetch(con, a)
-
-        pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="verlprof-sqlite")
+    def _slow_chunk(self, table: str, sql: str, args: Sequence[object], ncols: int) -> list[np.ndarray]:
         try:
-            it = iter(starts)
-            pending: deque = deque(pool.submit(job, a) for a in islice(it, n_workers + 1))
-            while pending:
-                got = pending.popleft().result()
-                nxt = next(it, None)
-                if nxt is not None:
-                    pending.append(pool.submit(job, nxt))
-                if got is not None:
-                    yield got
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            for con in cons:
-                con.close()
-
-    def _slow_chunk(self, con: sqlite3.Connection, table: str, sql: str, args: Sequence[object],
-                    ncols: int) -> list[np.ndarray]:
-        try:
-            rows = con.execute(sql, tuple(args)).fetchall()
+            rows = self.con.execute(sql, tuple(args)).fetchall()
         except sqlite3.DatabaseError as exc:
             raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
         try:
@@ -354,14 +405,6 @@ class NsysExport:
             raise BadInputError(self.path, f"table {table} holds non-numeric values where numbers belong") from None
         arr = arr.reshape(len(rows), ncols)
         return [arr[:, j].astype(np.int64) for j in range(ncols)]
-
-
-def _connect_shared(path: Path) -> sqlite3.Connection:
-    """A read-only, immutable connection a worker thread opens and the caller's thread closes."""
-    from urllib.parse import quote
-
-    uri = f"file:{quote(str(Path(path).absolute()), safe='/')}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
 
 def _parse_ints(s: str | None, n: int) -> np.ndarray:

@@ -15,43 +15,57 @@ from .nsys_sqlite import NvtxRanges
 
 @dataclass
 class ThreadIndex:
-    """Elementary segments of one thread's ranges: boundaries and covering ranges, innermost first."""
+    """One thread's ranges (those NVIDIA's projection uses), in start order, with the maxima of their
+    ends over aligned blocks of 1, 2, 4 ... ranges: "the last range that starts by t and ends at u
+    or later" is then a descent over at most 2 log2(n) blocks, for many moments at once.
 
-    bounds: np.ndarray          # sorted unique range starts and ends
-    cov: np.ndarray             # [n_bounds, max_depth] range indices covering bounds[i], -1 padded
+    Why not the list of ranges covering each moment: a step range covers every moment of the step,
+    so such lists hold n x depth entries (10^7 at 10^6 ranges, issue 25); this holds 2n."""
 
+    idx: np.ndarray             # global range indices, ascending (= start order on the thread)
+    start: np.ndarray           # their starts
+    levels: list[np.ndarray]    # levels[k][b]: max end of ranges b*2^k .. (b+1)*2^k - 1 (whole blocks)
+    bounds: np.ndarray          # (first start, last end) of the thread's ranges
 
-def _sorted_unique(a: np.ndarray) -> np.ndarray:
-    """`np.unique(a)` of a 1-D array by sort and compare. Why not np.unique: numpy 2.4's hash-based
-    unique took 6.9 s for 1.44M distinct int64 (the bounds of 720k ranges) where this takes 0.09 s
-    (issue 25)."""
-    if a.size == 0:
-        return a.copy()
-    a = np.sort(a)
-    keep = np.empty(a.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a[keep]
+    @classmethod
+    def build(cls, idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> "ThreadIndex":
+        e = end[idx]
+        levels = [e]
+        while levels[-1].size > 1:
+            prev = levels[-1][: levels[-1].size // 2 * 2]
+            levels.append(np.maximum(prev[0::2], prev[1::2]))
+        return cls(idx, start[idx], levels, np.array([start[idx].min(), e.max()], np.int64))
 
+    def last_covering(self, before: np.ndarray, at_least: np.ndarray) -> np.ndarray:
+        """Per query q, the largest position j < before[q] whose range ends at or after
+        at_least[q] (-1 if none): walk down from `before` over whole aligned blocks whose max end is
+        too early (Fenwick order), then halve the block that holds one down to the position."""
+        pos = before.astype(np.int64)
+        lev = np.full(pos.size, -1, np.int64)          # level of the found block; -1: none (yet)
+        look = np.flatnonzero(pos > 0)
+        while look.size:
+            p = pos[look]
+            k = np.log2(p & -p).astype(np.int64)        # the aligned block ending at p: 2^k ranges
+            hit = self._max(k, (p >> k) - 1) >= at_least[look]
+            lev[look[hit]] = k[hit]
+            miss = look[~hit]
+            pos[miss] -= np.left_shift(1, k[~hit])
+            look = miss[pos[miss] > 0]
+        down = np.flatnonzero(lev > 0)
+        while down.size:
+            lev[down] -= 1
+            k, p = lev[down], pos[down]
+            low = self._max(k, (p >> k) - 1) < at_least[down]   # none in the right half: go left
+            pos[down[low]] -= np.left_shift(1, k[low])
+            down = down[lev[down] > 0]
+        return np.where(lev >= 0, pos - 1, -1)
 
-def _thread_index(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> ThreadIndex:
-    """Build the covering lists of one thread's ranges `idx` (global indices, sorted ascending)."""
-    s, e = start[idx], end[idx]
-    bounds = _sorted_unique(np.concatenate([s, e]))
-    lo = np.searchsorted(bounds, s, side="left")          # first boundary >= start (== start)
-    hi = np.searchsorted(bounds, e, side="right")         # one past the last boundary <= end
-    counts = hi - lo
-    total = int(counts.sum())
-    seg = np.repeat(lo, counts) + (np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts))
-    rng = np.repeat(idx, counts)
-    order = np.lexsort((-rng, seg))                        # per segment: larger index = inner first
-    seg, rng = seg[order], rng[order]
-    first = np.searchsorted(seg, np.arange(bounds.size), side="left")
-    pos = np.arange(total) - first[seg]
-    depth = int(pos.max()) + 1 if total else 1
-    cov = np.full((bounds.size, depth), -1, dtype=np.int64)
-    cov[seg, pos] = rng
-    return ThreadIndex(bounds, cov)
+    def _max(self, k: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = np.empty(k.size, np.int64)
+        for level in np.unique(k).tolist():
+            m = k == level
+            out[m] = self.levels[level][b[m]]
+        return out
 
 
 @dataclass
@@ -72,7 +86,7 @@ class RangeIndex:
         eligible = np.flatnonzero(ranges.same_thread)
         gt = ranges.gtid[eligible]
         for g in np.unique(gt):
-            threads[int(g)] = _thread_index(eligible[gt == g], ranges.start, ranges.end)
+            threads[int(g)] = ThreadIndex.build(eligible[gt == g], ranges.start, ranges.end)
         ri = cls(ranges, threads, np.full(n, -1, np.int64), np.zeros(n, np.int64))
         ri._nest()
         return ri
@@ -80,16 +94,9 @@ class RangeIndex:
     def _nest(self) -> None:
         """parent = tightest enclosing range on the same thread (it sorts before its children)."""
         r = self.ranges
-        for g, ti in self.threads.items():
-            idx = np.flatnonzero((r.gtid == g) & r.same_thread)
-            seg = np.searchsorted(ti.bounds, r.start[idx], side="right") - 1
-            found = np.full(idx.size, -1, np.int64)
-            for k in range(ti.cov.shape[1]):
-                c = ti.cov[seg, k]
-                ok = (found < 0) & (c >= 0) & (c < idx)
-                ok &= r.end[np.maximum(c, 0)] >= r.end[idx]
-                found[ok] = c[ok]
-            self.parent[idx] = found
+        for ti in self.threads.values():   # the tightest enclosing range comes last among those before
+            found = ti.last_covering(np.arange(ti.idx.size), r.end[ti.idx])
+            self.parent[ti.idx] = np.where(found >= 0, ti.idx[np.maximum(found, 0)], -1)
         cur = self.parent.copy()
         while True:  # depth = number of ancestors, counted level by level (vectorised)
             up = cur >= 0
@@ -102,27 +109,10 @@ class RangeIndex:
     def innermost(self, gtid: int, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Innermost range of thread `gtid` containing each [s, e] (-1 when none)."""
         ti = self.threads.get(int(gtid))
-        out = np.full(s.size, -1, np.int64)
         if ti is None or s.size == 0:
-            return out
-        seg = np.searchsorted(ti.bounds, s, side="right") - 1
-        live = np.flatnonzero(seg >= 0)
-        if live.size == 0:
-            return out
-        seg_l = seg[live]
-        e_l = np.maximum(e[live], s[live])
-        res = np.full(live.size, -1, np.int64)
-        end = self.ranges.end
-        for k in range(ti.cov.shape[1]):
-            c = ti.cov[seg_l, k]
-            todo = res < 0
-            if not todo.any():
-                break
-            ok = todo & (c >= 0)
-            ok[ok] = end[c[ok]] >= e_l[ok]
-            res[ok] = c[ok]
-        out[live] = res
-        return out
+            return np.full(s.size, -1, np.int64)
+        found = ti.last_covering(np.searchsorted(ti.start, s, side="right"), np.maximum(e, s))
+        return np.where(found >= 0, ti.idx[np.maximum(found, 0)], -1)
 
     def rollup_sum(self, values: np.ndarray) -> np.ndarray:
         """Add every range's value into all its enclosing ranges (inclusive totals)."""

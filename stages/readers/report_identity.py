@@ -35,13 +35,12 @@ scanned (one `LIMIT 1` row to find the pid when none is given). Read-only (`mode
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
-from ..core.errors import BadInputError
-from .sqlite_export import open_export
+from .nsys_sqlite import PID_SHIFT, TID_MASK, NsysExport, in_list
+from .sqlite_export import text_of as _text
 
 #: Ray actor class -> verl role. Classes of verl 0.9 (`verl/workers`, `verl/trainer`,
 #: `verl/experimental`, rollout servers) and older fsdp/megatron workers. A class mapped to None is
@@ -79,8 +78,6 @@ WORKER_RANGE_ROLES: dict[str, str] = {
 CONTROLLER_RANGE = "step"
 
 NVTX_SCAN_ROWS = 250_000          # how deep NVTX_EVENTS is read for stage names (rows)
-_RANGE_TYPES = "59,60,70,71"      # NVTX push/pop and start/end ranges (see nsys_sqlite.py)
-_PID_SHIFT, _TID_MASK = 24, 0xFFFFFF
 _COMM_LEN = 15                    # Linux cuts process/thread names (comm) to 15 characters
 _MIN_PREFIX = 4                   # a cut class name must keep this much to be matched
 _ENV_KEYS = ("RANK", "WORLD_SIZE", "WG_PREFIX", "LOCAL_RANK")
@@ -118,18 +115,15 @@ class ReportIdentity:
         return self.role is not None or self.rank is not None or self.world_size is not None
 
 
-def identify_report(sqlite_path: str | Path, pid: int | None = None) -> ReportIdentity:
-    """Who recorded `sqlite_path` (a raw nsys export); `pid` is the profiled process if known.
+def identify_report(export: str | Path | NsysExport, pid: int | None = None) -> ReportIdentity:
+    """Who recorded `export` (a raw nsys export, or the pass's already open one); `pid` is the
+    profiled process if known.
 
     Never raises for a valid export that lacks the tables it looks at (the answer is then
     unknown); raises BadInputError (one line, names the file) for a corrupt or non-nsys file.
     """
-    path = Path(sqlite_path)
-    con, info = open_export(path)
-    try:
-        return _Reader(path, con, frozenset(info.tables)).identify(pid)
-    finally:
-        con.close()
+    with NsysExport.use(export, need_events=False) as db:
+        return _Reader(db).identify(pid)
 
 
 # Where a per-process rank came from (fixed labels, never a value read from the export).
@@ -138,8 +132,7 @@ LOCAL_RANK_ENV = "LOCAL_RANK env"
 RANK_DEVICE = "CUDA device"
 
 
-def process_ranks(con: sqlite3.Connection, tables: Iterable[str], pids: Iterable[int],
-                  path: str | Path = "") -> dict[int, tuple[int | None, str]]:
+def process_ranks(db: NsysExport, pids: Iterable[int]) -> dict[int, tuple[int | None, str]]:
     """Rank of every process of one report, and the source that gave it.
 
     Why: one report may hold several processes (torchrun under one `nsys profile`, a Ray node's
@@ -150,7 +143,7 @@ def process_ranks(con: sqlite3.Connection, tables: Iterable[str], pids: Iterable
     bytes, so it cannot be read here. When several processes share one device, the device says
     nothing about rank: rank stays unknown and the source says why.
     """
-    reader = _Reader(Path(path), con, frozenset(tables))
+    reader = _Reader(db)
     pids = sorted({int(p) for p in pids})
     envs = reader.process_envs()
     single_env = reader._device_env() if len(pids) == 1 and not envs else {}
@@ -174,26 +167,11 @@ def process_ranks(con: sqlite3.Connection, tables: Iterable[str], pids: Iterable
 
 
 class _Reader:
-    """The probing and the reads of one export (one connection, columns probed once)."""
+    """The reads of one export, through the pass's one probed `NsysExport`."""
 
-    def __init__(self, path: Path, con: sqlite3.Connection, tables: frozenset[str]) -> None:
-        self.path, self.con, self.tables = path, con, tables
-        self._cols: dict[str, tuple[str, ...]] = {}
-
-    # -- plumbing ------------------------------------------------------------------------------
-
-    def query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
-        try:
-            return self.con.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
-
-    def has(self, table: str, *columns: str) -> bool:
-        if table not in self.tables:
-            return False
-        if table not in self._cols:
-            self._cols[table] = tuple(r[1] for r in self.query(f'PRAGMA table_info("{table}")'))
-        return all(c in self._cols[table] for c in columns)
+    def __init__(self, db: NsysExport) -> None:
+        self.db, self.path, self.query, self.has = db, db.path, db.query, db.has
+        self.ranges = in_list(db.nvtx_types.ranges)
 
     # -- the answer ----------------------------------------------------------------------------
 
@@ -229,23 +207,19 @@ class _Reader:
         made the first CUDA call (the profiled one: nsys records other processes only by name)."""
         if pid is not None and pid > 0 and self._knows_pid(pid):
             return int(pid)
-        if self.has("NVTX_EVENTS", "eventType", "globalTid"):
-            rows = self.query(f"SELECT globalTid FROM NVTX_EVENTS WHERE eventType IN ({_RANGE_TYPES}) "
-                              "AND globalTid IS NOT NULL LIMIT 1")
-            if rows:
-                return (int(rows[0][0]) >> _PID_SHIFT) & _TID_MASK
-        if self.has("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"):
-            rows = self.query("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1")
-            if rows and rows[0][0] is not None:
-                return (int(rows[0][0]) >> _PID_SHIFT) & _TID_MASK
+        for table, where in (("NVTX_EVENTS", f"eventType IN {self.ranges} AND "), ("CUPTI_ACTIVITY_KIND_RUNTIME", "")):
+            if self.has(table, "eventType" if where else "globalTid", "globalTid"):
+                rows = self.query(f"SELECT globalTid FROM {table} WHERE {where}globalTid IS NOT NULL LIMIT 1")
+                if rows:
+                    return (int(rows[0][0]) >> PID_SHIFT) & TID_MASK
         return None
 
     def _knows_pid(self, pid: int) -> bool:
         if self.has("PROCESSES", "pid") and self.query("SELECT 1 FROM PROCESSES WHERE pid = ? LIMIT 1", [pid]):
             return True
         if self.has("ThreadNames", "globalTid"):
-            return bool(self.query(f"SELECT 1 FROM ThreadNames WHERE ((globalTid >> {_PID_SHIFT}) & "
-                                   f"{_TID_MASK}) = ? LIMIT 1", [pid]))
+            return bool(self.query(f"SELECT 1 FROM ThreadNames WHERE ((globalTid >> {PID_SHIFT}) & "
+                                   f"{TID_MASK}) = ? LIMIT 1", [pid]))
         return False
 
     # -- per process ---------------------------------------------------------------------------
@@ -283,8 +257,8 @@ class _Reader:
         """CUDA device of the first kernel (else memcpy) the process ran; None without GPU work."""
         for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"):
             if self.has(table, "globalPid", "deviceId"):
-                rows = self.query(f"SELECT deviceId FROM {table} WHERE ((globalPid >> {_PID_SHIFT}) & "
-                                  f"{_TID_MASK}) = ? LIMIT 1", [pid])
+                rows = self.query(f"SELECT deviceId FROM {table} WHERE ((globalPid >> {PID_SHIFT}) & "
+                                  f"{TID_MASK}) = ? LIMIT 1", [pid])
                 if rows and rows[0][0] is not None:
                     return int(rows[0][0])
         return None
@@ -329,8 +303,8 @@ class _Reader:
         names: list[str] = []
         if self.has("ThreadNames", "nameId", "globalTid") and self.has("StringIds", "id", "value"):
             rows = self.query(
-                f"SELECT s.value, t.globalTid & {_TID_MASK} FROM ThreadNames t JOIN StringIds s "
-                f"ON s.id = t.nameId WHERE ((t.globalTid >> {_PID_SHIFT}) & {_TID_MASK}) = ?", [pid])
+                f"SELECT s.value, t.globalTid & {TID_MASK} FROM ThreadNames t JOIN StringIds s "
+                f"ON s.id = t.nameId WHERE ((t.globalTid >> {PID_SHIFT}) & {TID_MASK}) = ?", [pid])
             rows.sort(key=lambda r: (r[1] != pid, r[1] or 0))
             names += [str(v) for v, _ in rows if v]
         if self.has("PROCESSES", "pid", "name"):
@@ -373,9 +347,9 @@ class _Reader:
         if has_text:
             conds.append(f"text IN ({','.join('?' * len(wanted))})")
             params += wanted
-        where = f"eventType IN ({_RANGE_TYPES}) AND ({' OR '.join(conds)})"
+        where = f"eventType IN {self.ranges} AND ({' OR '.join(conds)})"
         if use_pid:
-            where += f" AND ((globalTid >> {_PID_SHIFT}) & {_TID_MASK}) = ?"
+            where += f" AND ((globalTid >> {PID_SHIFT}) & {TID_MASK}) = ?"
             params.append(pid)
         found: set[str] = set()
         for row in self.query(f"SELECT DISTINCT {', '.join(sel)} FROM ({inner}) WHERE {where}",
@@ -441,12 +415,6 @@ def _role_of_ranges(names: Iterable[str]) -> str | None:
         if r in roles:
             return r
     return None
-
-
-def _text(value: object) -> str:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "replace")
-    return "" if value is None else str(value)
 
 
 def _pick_env(value: object) -> dict[str, str]:

@@ -88,13 +88,19 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 
 def open_export(path: str | Path) -> tuple[sqlite3.Connection, "ExportInfo"]:
-    """Validate an export and open it read-only: the one way readers open an nsys SQLite."""
+    """Validate an export and open it read-only: the one way readers open an nsys SQLite (one
+    connection serves the check and the caller)."""
     p = Path(path)
-    info = validate_export(p)
+    size = check_header(p)
     try:
-        return connect_readonly(p), info
+        con = connect_readonly(p)
     except sqlite3.Error as exc:
         raise BadInputError(p, f"cannot open it as SQLite ({exc})") from None
+    try:
+        return con, _check(con, p, size)
+    except BaseException:
+        con.close()
+        raise
 
 
 def _quote_uri_path(path: Path) -> str:
@@ -105,35 +111,25 @@ def _quote_uri_path(path: Path) -> str:
 
 def validate_export(path: str | Path) -> ExportInfo:
     """Return facts about a valid nsys SQLite export, or raise BadInputError saying what is wrong."""
-    p = Path(path)
-    size = check_header(p)
+    con, info = open_export(path)
+    con.close()
+    return info
+
+
+def _check(con: sqlite3.Connection, p: Path, size: int) -> ExportInfo:
     try:
-        con = connect_readonly(p)
-    except sqlite3.Error as exc:
-        raise BadInputError(p, f"cannot open it as SQLite ({exc})") from None
+        tables = tuple(sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")))
+    except sqlite3.DatabaseError as exc:
+        raise BadInputError(p, f"corrupt SQLite database ({exc})") from None
+    if "StringIds" not in tables:
+        raise BadInputError(p, "an SQLite database, but not an Nsight Systems export (no StringIds table)")
     try:
-        try:
-            tables = tuple(sorted(r[0] for r in con.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")))
-        except sqlite3.DatabaseError as exc:
-            raise BadInputError(p, f"corrupt SQLite database ({exc})") from None
-        if "StringIds" not in tables:
-            raise BadInputError(p, "an SQLite database, but not an Nsight Systems export (no StringIds table)")
-        try:
-            con.execute("SELECT * FROM StringIds LIMIT 1").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise BadInputError(p, f"corrupt export, StringIds is unreadable ({exc})") from None
-        meta = _read_meta(con, tables)
-    finally:
-        con.close()
-    return ExportInfo(
-        path=p,
-        size=size,
-        tables=tables,
-        schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
-        nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
-        meta=meta,
-    )
+        con.execute("SELECT * FROM StringIds LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise BadInputError(p, f"corrupt export, StringIds is unreadable ({exc})") from None
+    meta = _read_meta(con, tables)
+    return ExportInfo(path=p, size=size, tables=tables, schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+                      nsys_version=meta.get("EXPORT_PRODUCT_VERSION"), meta=meta)
 
 
 def _read_meta(con: sqlite3.Connection, tables: tuple[str, ...]) -> dict[str, str]:
@@ -151,11 +147,11 @@ def _read_meta(con: sqlite3.Connection, tables: tuple[str, ...]) -> dict[str, st
             rows = con.execute(f'SELECT CAST("{key_col}" AS BLOB), CAST("{val_col}" AS BLOB) FROM "{name}"').fetchall()
         except sqlite3.DatabaseError:
             continue  # metadata is a nicety; a damaged meta table must not hide a usable export
-        return {_text(k): _text(v) for k, v in rows if k is not None}
+        return {text_of(k): text_of(v) for k, v in rows if k is not None}
     return {}
 
 
-def _text(value: object) -> str:
+def text_of(value: object) -> str:
     """A metadata value as text (bytes decoded as UTF-8, undecodable bytes replaced)."""
     if value is None:
         return ""

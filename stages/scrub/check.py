@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from ..core.errors import BadInputError
+from ..readers.chrome_trace import ChromeTraceStream
 from ..readers.memory_snapshot import loads_restricted
 from .secrets import (
     _PATTERN_HINTS,
@@ -52,7 +53,7 @@ from .secrets import (
 from .sqlite import SPLIT_LOCATION, SQLITE_MAGIC, iter_adjacent_nvtx, iter_distinct_cells
 from .sqlite import _uri as sqlite_uri
 from .sqlite_pages import unallocated_regions
-from .trace import JsonEventStream, RawEventFilter
+from .trace import LiteralFilter, loads_event
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC = b"PAR1"
@@ -304,56 +305,47 @@ class Checker:
                 if tv is str or tv is dict or tv is list:
                     self._json_value(display, v, key, sub, where, depth + 1)
 
-    def _json_events(self, display: str, pend: list[tuple[int, str, Any]], key: str, fast: RawEventFilter) -> None:
-        """Events of one read batch: skipped at once when no literal in them has a finding, else
-        each one not cleared by the per-event filter is walked."""
-        if not pend or fast.clean_batch("".join(r for _n, r, _v in pend)):
-            return
-        for n, raw, val in pend:
-            if not fast.clean(raw):
-                self._json_value(display, val, None, f"$.{key}[]" if key else "$[]", f"#{n}")
-
-    def _no_findings(self, text: str) -> bool:
-        return not self.sc.findings(text)
-
     def _child(self, parent: str, key: str) -> str:
         return self._names.child(parent, key)
 
-    def _json(self, path: Path, display: str, raw: IO[bytes] | None = None) -> None:
-        fh = raw if raw is not None else open(path, "rb")
+    def _clean_literal(self, text: str) -> bool:
+        return not self.sc.findings(text) and self.sc._key_class(text) == 0
+
+    def _json_members(self, display: str, members: dict[str, Any]) -> None:
+        for key, val in members.items():
+            kinds = self.sc.findings(key)
+            self._hit(display, "$.<key>", "", kinds)
+            shown = self.sc.scrub(key, "-") if kinds else key
+            self._json_value(display, val, key, f"$.{shown}", "")
+
+    def _json(self, path: Path, display: str, text_fallback: bool = True) -> None:
+        """Any JSON document, streamed by the one chrome-trace reader: top-level members walked,
+        events skipped unless they hold a literal with a finding (`LiteralFilter`), which are
+        decoded and walked (all of a batch the fast decoders refused)."""
+        lits = LiteralFilter(self._clean_literal)
+        loc = ""
+        n = 0
         try:
-            key = ""
-            n = 0
-            stream = JsonEventStream(fh, path)
-            pend: list[tuple[int, str, Any]] = []
-            size = 0
-            fast = RawEventFilter(self.sc, self._no_findings, self._no_findings)
-            for tag, val in stream:
-                if tag == "key":
-                    kinds = self.sc.findings(val)
-                    self._hit(display, "$.<key>", "", kinds)
-                    key = self.sc.scrub(val, "-") if kinds else val
-                elif tag == "value":
-                    self._json_value(display, val, key, f"$.{key}", "")
-                elif tag == "event":
-                    raw = stream.last_raw()
-                    pend.append((n, raw, val))
-                    size += len(raw)
-                    n += 1
-                    if size >= _CHUNK:
-                        self._json_events(display, pend, key, fast)
-                        pend.clear()
-                        size = 0
-                elif tag == "end_events":
-                    self._json_events(display, pend, key, fast)
-                    pend.clear()
-                    size = 0
+            stream = ChromeTraceStream(path, require_events=False)
+            for batch in stream:
+                if not loc:
+                    self._json_members(display, stream.head)
+                    loc = "$[]" if stream.is_array else "$.traceEvents[]"
+                if batch.tolerant:
+                    todo = list(enumerate(batch.events or ()))
+                else:
+                    raw = batch.raw
+                    todo = [(k, loads_event(raw[s:e], path)) for k, s, e in lits.events_to_walk(raw)]
+                for k, ev in todo:
+                    self._json_value(display, ev, None, loc, f"#{n + k}")
+                n += batch.count
+            if not loc:
+                self._json_members(display, stream.head)
+            self._json_members(display, stream.tail)
         except (BadInputError, RecursionError):
             self.sink.add(display, "not valid JSON: scanned as text", KIND_UNREADABLE)
-            if raw is None:
+            if text_fallback:
                 self._text(path, display)
-        finally:
-            fh.close()
 
     def _pickle(self, path: Path, display: str, data: bytes | None = None) -> None:
         try:
@@ -499,10 +491,10 @@ class Checker:
         try:
             with gzip.open(path, "rb") as g:
                 head = g.read(512)
+            if head.lstrip()[:1] in (b"{", b"["):
+                self._json(path, display + "!" + inner, text_fallback=False)
+                return
             with gzip.open(path, "rb") as g:
-                if head.lstrip()[:1] in (b"{", b"["):
-                    self._json(path, display + "!" + inner, raw=g)  # type: ignore[arg-type]
-                    return
                 self._spool_and_check(g, display + "!" + inner, inner, depth)  # type: ignore[arg-type]
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             self.sink.add(display, f"gzip unreadable ({type(exc).__name__})", KIND_UNREADABLE)

@@ -1,36 +1,40 @@
-"""Scrub a torch.profiler chrome trace (`.json` / `.json.gz`) as a stream.
+"""Scrub a torch.profiler chrome trace (`.json` / `.json.gz`) as a stream, at the speed of reading.
 
-Why streaming: traces of real verl steps are hundreds of MB of JSON; decoding one whole would take
-gigabytes of Python objects. `JsonEventStream` reads the top-level object incrementally, hands out
-the elements of `traceEvents` one at a time (decoded by the C scanner of the standard library), and
-the writer re-encodes each scrubbed event with orjson straight into a gzip stream. Peak memory is
-one read buffer plus the scrubber's string cache, whatever the trace size.
+Why this shape: traces of real verl steps are hundreds of MB of JSON, nearly all of it the same few
+thousand strings (kernel and op names, keys) between new numbers. The trace is read by the one
+chrome-trace reader (`readers/chrome_trace.ChromeTraceStream`: batches of whole events, validated
+in C, never decoded) and each batch goes through `LiteralFilter`, which finds every JSON string
+literal of the batch with numpy and looks each one up, in numpy, in a table of the literals
+already judged clean. A batch whose every literal (key or value, at any depth) is clean is written
+as it was read; otherwise only the events holding a literal the rules may change are decoded,
+walked by `TraceScrubber` and re-encoded, and the rest of the batch is copied around them. Each
+distinct literal is judged once per file. Output goes through ISA-L's gzip (level from the policy)
+on a thread of its own, so reading, filtering and compressing overlap on two cores.
 
 Key-aware rules on top of the string rules: `host_name` becomes a host pseudonym, `traceName`
 keeps only its file name, secret-named argument keys lose their values, unknown top-level metadata
 keys (`PT_PROFILER_JOB_*` ...) keep only numbers, and absolute paths in `python_function` names
-lose their home/user parts (and their virtual-env prefix).
+lose their home/user parts (and their virtual-env prefix). A literal is clean only when the rules
+leave it alone both as a value and as a plain key, so the key-aware rules never apply to an event
+that is passed through.
 """
 from __future__ import annotations
 
 import codecs
-import gzip
 import json
-import re
-import zlib
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import IO, Any, Callable, Iterator
 
+import numpy as np
 import orjson
 
 from ..core.errors import BadInputError
+from ..core.gzip_pipe import GzipPipe
+from ..readers.chrome_trace import Batch, ChromeTraceStream, byte_chunks
 from .secrets import KIND_UNKNOWN, REDACTED, Identities, IdentityCollector, LocationNames, Policy, Scrubber
 
 GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK = 1 << 20
-_MAX_VALUE = 256 << 20   # one JSON value (event or metadata) larger than this is refused
-_WS = " \t\r\n"
 
 # Event keys whose values are structural (numbers or fixed vocab); strings under them are still
 # scrubbed, but the key itself needs no scrubbing.
@@ -38,230 +42,197 @@ _EVENT_KEYS = frozenset({"ph", "cat", "name", "pid", "tid", "ts", "dur", "args",
                          "id2", "tts", "tdur", "cname", "sf", "stack", "scope"})
 
 
-def open_text(path: Path) -> IO[bytes]:
-    """Binary stream of the (possibly gzipped) file."""
+# --------------------------------------------------------------------------------------------
+# Which literals of a batch the rules may change: numpy over the raw bytes
+# --------------------------------------------------------------------------------------------
+
+_MASK = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_K1I, _K2I, _K3I, _M64 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, (1 << 64) - 1
+_K1, _K2, _K3 = np.uint64(_K1I), np.uint64(_K2I), np.uint64(_K3I)
+
+
+def _words(buf: bytes) -> np.ndarray:
+    """w[i] = the little-endian 8-byte word at buf[i:i+8] (zero-padded), for every offset i."""
+    return np.ndarray((len(buf) + 1,), dtype="<u8", buffer=buf + bytes(8), strides=(1,))
+
+
+def _quotes(raw: bytes) -> np.ndarray:
+    """Offsets of the quotes that open or close a string in JSON text `raw` (escaped ones left
+    out: a quote after an odd run of backslashes)."""
+    a = np.frombuffer(raw, np.uint8)
+    q = np.flatnonzero(a == 0x22)
+    if not q.size or b"\\" not in raw:
+        return q
+    b = np.flatnonzero(a == 0x5C)
+    j = np.searchsorted(b, q) - 1                      # the last backslash before each quote
+    jj = np.maximum(j, 0)
+    touching = (j >= 0) & (b[jj] == q - 1)
+    first = np.ones(b.size, bool)
+    first[1:] = np.diff(b) != 1
+    run_start = np.maximum.accumulate(np.where(first, np.arange(b.size), 0))
+    return q[~(touching & ((jj - run_start[jj]) % 2 == 0))]
+
+
+def _event_commas(a: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Offsets of the commas between the top-level values (events) of a batch's text."""
+    pos = np.flatnonzero((a == 0x2C) | (a == 0x7B) | (a == 0x7D) | (a == 0x5B) | (a == 0x5D))
+    pos = pos[np.searchsorted(q, pos) % 2 == 0]        # outside strings
+    c = a[pos]
+    depth = np.cumsum(np.where((c == 0x7B) | (c == 0x5B), 1, np.where((c == 0x7D) | (c == 0x5D), -1, 0)))
+    return pos[(c == 0x2C) & (depth == 0)]
+
+
+def _literal_text(lit: bytes) -> str | None:
+    """The string a literal's raw bytes (between its quotes) stand for; None if not UTF-8 JSON."""
     try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise BadInputError(path, f"cannot read: {exc.strerror or exc}") from None
-    head = f.read(2)
-    f.seek(0)
-    if head == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
-    return f
+        return lit.decode("utf-8") if b"\\" not in lit else orjson.loads(b'"' + lit + b'"')
+    except (UnicodeDecodeError, orjson.JSONDecodeError):
+        try:   # lone surrogates (`\ud800`): the standard library reads them
+            return json.loads('"' + lit.decode("utf-8") + '"')
+        except (UnicodeDecodeError, ValueError):
+            return None
 
 
-class JsonEventStream:
-    """Incremental reader of one JSON document shaped like a chrome trace.
+def _middles(length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For literals longer than 16 bytes: the words covering bytes 8 .. len-8 (first and last 8 are
+    in the key), as (owner literal, offset in it, word number k >= 1), owner-major."""
+    nm = (length - 9) // 8
+    owner = np.repeat(np.arange(length.size), nm)
+    k = np.arange(owner.size) - np.repeat(np.cumsum(nm) - nm, nm) + 1
+    return owner, np.minimum(8 * k, np.repeat(length - 16, nm)), k
 
-    Yields ("key", name) / ("value", obj) for top-level members, ("events", None) when the
-    `traceEvents` array starts, ("event", obj) for each of its elements and ("end_events", None).
-    A top-level array (the other chrome trace form) yields its elements as events.
+
+def _mid_hash(w: np.ndarray, s: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """A hash of each long literal's middle words (0 for literals of 16 bytes or less), so that
+    literals alike at both ends (`[768, 364032, 64, 2304, 1]`) fall on different slots."""
+    mid = np.zeros(s.size, np.uint64)
+    long_ = np.flatnonzero(length > 16)
+    if long_.size:
+        owner, off, k = _middles(length[long_])
+        words = w[s[long_][owner] + off] * (k.astype(np.uint64) * _K1 | np.uint64(1))
+        mid[long_] = np.add.reduceat(words, np.flatnonzero(np.diff(owner, prepend=-1)))
+    return mid
+
+
+class LiteralFilter:
+    """Finds the string literals of a batch of raw JSON that a rule may change, at numpy speed.
+
+    Every literal (keys and values alike) of the batch is located from the quote positions and
+    looked up in a hash table of the literals judged clean, keyed by length, first and last 8
+    bytes and a hash of the rest; a hit on a literal longer than 16 bytes is confirmed word by
+    word against the stored copy, so the lookup is exact. Each distinct literal missing from the
+    table is judged once (`judge(text)` -> clean?) and added; what the table cannot hold (two
+    literals on one slot) stays in Python sets. `bad` is called with a literal that is not UTF-8
+    JSON (it is dirty).
     """
 
-    def __init__(self, raw: IO[bytes], path: Path, chunk: int = _CHUNK, max_value: int = _MAX_VALUE) -> None:
-        self.raw = raw
-        self.path = path
-        self.chunk = chunk
-        self.max_value = max_value
-        self.dec = codecs.getincrementaldecoder("utf-8")("strict")
-        self.buf = ""
-        self.pos = 0
-        self.eof = False
-        self.consumed = 0   # characters dropped from the front of buf (for error offsets)
-        self._decoder = json.JSONDecoder()
-        self.is_array = False   # the document is a bare array of events
-        self.last_start = 0
+    BITS = 17
+    MAX_PY = 200_000
 
-    # -- buffer -------------------------------------------------------------------------------
-    def _fill(self, need: int = 1) -> bool:
-        """Read more input; return False at end of input."""
-        if self.eof:
+    def __init__(self, judge: Callable[[str], bool], bad: Callable[[bytes], None] | None = None) -> None:
+        self.judge = judge
+        self.bad = bad
+        n = 1 << self.BITS
+        self.t_len = np.full(n, -1, np.int64)
+        self.t_first = np.zeros(n, np.uint64)
+        self.t_last = np.zeros(n, np.uint64)
+        self.t_mid = np.zeros(n, np.uint64)
+        self.t_at = np.zeros(n, np.int64)              # where a long literal's bytes lie in _reps
+        self._reps = bytearray()
+        self._rep_words = _words(b"")
+        self.clean_py: set[bytes] = set()
+        self.dirty_py: set[bytes] = set()
+
+    def _slot(self, first: np.ndarray, last: np.ndarray, length: np.ndarray, mid: np.ndarray) -> np.ndarray:
+        h = first * _K1 ^ last * _K2 ^ length.view(np.uint64) * _K3 ^ mid
+        return ((h ^ (h >> np.uint64(31))) * _K1 >> np.uint64(64 - self.BITS)).astype(np.int64)
+
+    def dirty(self, raw: bytes) -> np.ndarray:
+        """Start offsets (sorted) in `raw` of the literals a rule may change; empty when none."""
+        q = _quotes(raw)
+        s, e = q[0::2] + 1, q[1::2]
+        if not s.size:
+            return s
+        w = _words(raw)
+        length = e - s
+        m = _MASK[np.minimum(length, 8)]
+        first, last, mid = w[s] & m, w[np.maximum(e - 8, s)] & m, _mid_hash(w, s, length)
+        slot = self._slot(first, last, length, mid)
+
+        def misses(ix: np.ndarray, probe: int) -> np.ndarray:   # the slot, then its neighbour
+            return ix[~self._hit(w, s[ix], length[ix], first[ix], last[ix], mid[ix], slot[ix] ^ probe)]
+
+        miss = misses(np.flatnonzero(~self._hit(w, s, length, first, last, mid, slot)), 1)
+        if miss.size > 256:   # new literals: learn one of each key, then look again
+            _, one = np.unique(slot[miss], return_index=True)
+            for i in miss[one].tolist():
+                self._learn(raw[s[i]:e[i]])
+            miss = misses(misses(miss, 0), 1)
+        out = [i for i in miss.tolist() if not self._clean(raw[s[i]:e[i]])]
+        return s[out]
+
+    def _hit(self, w: np.ndarray, s: np.ndarray, length: np.ndarray, first: np.ndarray,
+             last: np.ndarray, mid: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        hit = (self.t_len[slot] == length) & (self.t_first[slot] == first) & (self.t_last[slot] == last) \
+            & (self.t_mid[slot] == mid)
+        long_ = np.flatnonzero(hit & (length > 16))
+        if long_.size:   # confirm the middle words against the stored copy
+            if self._rep_words.size <= len(self._reps):
+                self._rep_words = _words(bytes(self._reps))
+            owner, off, _k = _middles(length[long_])
+            bad = w[s[long_][owner] + off] != self._rep_words[self.t_at[slot[long_]][owner] + off]
+            hit[long_] = np.bincount(owner[bad], minlength=long_.size) == 0
+        return hit
+
+    def _clean(self, lit: bytes) -> bool:
+        if lit in self.clean_py:
+            return True
+        if lit in self.dirty_py:
             return False
-        try:
-            data = self.raw.read(max(self.chunk, need))
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise BadInputError(self.path, f"truncated or corrupt gzip stream ({type(exc).__name__}: {exc})") from None
-        try:
-            text = self.dec.decode(data, final=not data)
-        except UnicodeDecodeError:
-            raise BadInputError(self.path, f"not UTF-8 JSON (bad byte near offset {self.consumed + len(self.buf)})") from None
-        if self.pos > 0:
-            self.consumed += self.pos
-            self.buf = self.buf[self.pos:]
-            self.pos = 0
-        self.buf += text
-        if not data:
-            self.eof = True
-        return bool(data) or bool(text)
+        return self._learn(lit)
 
-    def _peek(self) -> str | None:
-        """Next non-whitespace character (not consumed), None at the end of input."""
-        while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in _WS:
-                self.pos += 1
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
-            if not self._fill():
-                return None
-
-    def _expect(self, chars: str) -> str:
-        c = self._peek()
-        if c is None or c not in chars:
-            self._bad(f"expected one of {chars!r}, found {c!r}")
-        self.pos += 1
-        return c  # type: ignore[return-value]
-
-    def _bad(self, what: str) -> None:
-        raise BadInputError(self.path, f"invalid JSON at offset {self.consumed + self.pos}: {what}")
-
-    def _value(self) -> Any:
-        """Decode one JSON value at the cursor, reading more input until it is complete."""
-        if self._peek() is None:
-            self._bad("unexpected end of input")
-        while True:
-            try:
-                obj, end = self._decoder.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError as exc:
-                if self.eof:
-                    self._bad(exc.msg if "Expecting" in exc.msg or "Unterminated" in exc.msg else str(exc.msg))
-                if len(self.buf) - self.pos > self.max_value:
-                    self._bad(f"a value larger than {self.max_value >> 20} MiB")
-                self._fill(len(self.buf))
-                continue
-            except RecursionError:
-                self._bad("nested too deeply")
-            # A number (or literal) touching the end of the buffer may continue in the next chunk.
-            if end >= len(self.buf) and not self.eof:
-                self._fill()
-                continue
-            self.last_start = self.pos
-            self.pos = end
-            return obj
-
-    def last_raw(self) -> str:
-        """The raw JSON text of the value just returned (valid until the stream reads on)."""
-        return self.buf[self.last_start:self.pos]
-
-    # -- document -----------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[tuple[str, Any]]:
-        first = self._peek()
-        if first is None:
-            raise BadInputError(self.path, "empty file, not a chrome trace")
-        if first == "[":
-            self.is_array = True
-            self.pos += 1
-            yield ("events", None)
-            yield from self._array()
-            yield ("end_events", None)
-            self._end()
-            return
-        if first != "{":
-            self._bad("a chrome trace is a JSON object or array")
-        self.pos += 1
-        if self._peek() == "}":
-            self.pos += 1
-            self._end()
-            return
-        while True:
-            key = self._value()
-            if not isinstance(key, str):
-                self._bad("object key is not a string")
-            self._expect(":")
-            yield ("key", key)
-            if key == "traceEvents" and self._peek() == "[":
-                self.pos += 1
-                yield ("events", None)
-                yield from self._array()
-                yield ("end_events", None)
-            else:
-                yield ("value", self._value())
-            if self._expect(",}") == "}":
-                break
-        self._end()
-
-    def _array(self) -> Iterator[tuple[str, Any]]:
-        if self._peek() == "]":
-            self.pos += 1
-            return
-        while True:
-            yield ("event", self._value())
-            if self._expect(",]") == "]":
-                return
-
-    def _end(self) -> None:
-        if self._peek() is not None:
-            self._bad("trailing data after the JSON document")
-
-
-# --------------------------------------------------------------------------------------------
-# Events the rules leave alone: judged from their raw text, token by token
-# --------------------------------------------------------------------------------------------
-
-# A JSON string literal, and whether it is an object key (a literal followed by `:` is always one).
-_STR_TOKEN = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"(\s*:)?', re.S)
-# Events holding NaN/Infinity (the standard decoder accepts them, orjson writes null) take the walk.
-
-
-class RawEventFilter:
-    """Says whether an event, from its raw JSON text, holds nothing any rule would touch.
-
-    Why: most events of a trace are the same few dozen kernel/op names and keys with new numbers;
-    walking each decoded event in Python cost most of a scrub. Every string literal of the raw
-    text (keys and values, at any depth) is judged once per distinct literal: an event is clean
-    when every key is a plain key (not secret-named, host, UUID or hash-allowlisted: those have
-    key-specific rules) that `key_ok` accepts and every value passes `value_ok`. A clean event is
-    passed through (scrub) or skipped (check); any other event takes the full decoded walk.
-    """
-
-    MAX = 200_000
-
-    def __init__(self, sc: Scrubber, key_ok: Callable[[str], bool], value_ok: Callable[[str], bool]) -> None:
-        self.sc = sc
-        self.key_ok = key_ok
-        self.value_ok = value_ok
-        self._ok: set[tuple[str, str]] = set()   # (literal, "" or the `:` after a key) judged clean
-        self._both: set[str] = set()             # literals clean as values and as plain keys
-
-    def clean(self, raw: str) -> bool:
-        if "NaN" in raw or "Infinity" in raw:
+    def _learn(self, lit: bytes) -> bool:
+        text = _literal_text(lit)
+        if text is None and self.bad is not None:
+            self.bad(lit)
+        if text is None or not self.judge(text):
+            if len(self.dirty_py) >= self.MAX_PY:
+                self.dirty_py.clear()
+            self.dirty_py.add(lit)
             return False
-        pending = set(_STR_TOKEN.findall(raw))
-        pending -= self._ok
-        for tok, colon in pending:
-            if not self._judge(tok, bool(colon)):
-                return False
-            if len(self._ok) >= self.MAX:
-                self._ok.clear()
-            self._ok.add((tok, colon))
+        n = len(lit)
+        first = int.from_bytes(lit[:8], "little")
+        last = int.from_bytes(lit[-8:], "little") if n >= 8 else first
+        mid = 0
+        for k in range(1, (n - 9) // 8 + 1):                        # `_mid_hash`, on one literal
+            off = min(8 * k, n - 16)
+            mid += int.from_bytes(lit[off:off + 8], "little") * ((k * _K1I & _M64) | 1)
+        h = ((first * _K1I) & _M64) ^ ((last * _K2I) & _M64) ^ ((n * _K3I) & _M64) ^ (mid & _M64)
+        slot = ((h ^ (h >> 31)) * _K1I & _M64) >> (64 - self.BITS)   # `_slot`, on one literal
+        if self.t_len[slot] >= 0:
+            slot ^= 1
+        if self.t_len[slot] < 0:
+            self.t_len[slot], self.t_first[slot], self.t_last[slot] = n, first, last
+            self.t_mid[slot] = mid & _M64
+            self.t_at[slot] = len(self._reps)
+            if n > 16:
+                self._reps += lit
+        else:
+            if len(self.clean_py) >= self.MAX_PY:
+                self.clean_py.clear()
+            self.clean_py.add(lit)
         return True
 
-    def clean_batch(self, text: str) -> bool:
-        """`clean` for many whole events at once, without telling keys from values: every
-        literal must pass both as a value and as a plain key. Texts holding a backslash (escapes
-        would break the split on quotes) or NaN/Infinity answer False: judge those per event."""
-        if "\\" in text or "NaN" in text or "Infinity" in text:
-            return False
-        pending = set(text.split('"')[1::2])
-        pending -= self._both
-        for tok in pending:
-            if not (self.value_ok(tok) and self.sc._key_class(tok) == 0 and self.key_ok(tok)):
-                return False
-            if len(self._both) >= self.MAX:
-                self._both.clear()
-            self._both.add(tok)
-        return True
-
-    def _judge(self, tok: str, is_key: bool) -> bool:
-        try:
-            text = json.loads('"' + tok + '"') if "\\" in tok else tok
-        except ValueError:
-            return False
-        if not isinstance(text, str):
-            return False
-        if is_key:
-            return self.sc._key_class(text) == 0 and self.key_ok(text)
-        return self.value_ok(text)
+    def events_to_walk(self, raw: bytes) -> list[tuple[int, int, int]]:
+        """(index in the batch, start, end) of each event of `raw` holding a dirty literal."""
+        dirty = self.dirty(raw)
+        if not dirty.size:
+            return []
+        a = np.frombuffer(raw, np.uint8)
+        commas = _event_commas(a, _quotes(raw))
+        starts = np.concatenate(([0], commas + 1))
+        ends = np.concatenate((commas, [len(raw)]))
+        return [(k, int(starts[k]), int(ends[k])) for k in np.unique(np.searchsorted(commas, dirty)).tolist()]
 
 
 def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
@@ -277,6 +248,18 @@ def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
             added, sc.counts = sc.counts, saved
         return out == text and not added
     return ok
+
+
+def loads_event(text: bytes, path: Path) -> Any:
+    """One event's raw text decoded: orjson, else the standard library (NaN, integers beyond 64
+    bits, lone surrogates); BadInputError when it is neither."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadInputError(path, f"invalid JSON in traceEvents ({' '.join(str(exc).split())[:80]})") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -380,117 +363,102 @@ def scrub_trace(src: Path, dst_tmp: Path, scrubber: Scrubber, policy: Policy) ->
     """Stream `src` into `dst_tmp` (gzip when its name ends in .gz); return simple counts."""
     ts = TraceScrubber(scrubber, policy)
     gz = dst_tmp.name.endswith(".gz") or ".gz." in dst_tmp.name
-    raw = open_text(src)
+    out: Any = GzipPipe(dst_tmp, policy.gzip_level) if gz else open(dst_tmp, "wb")
     try:
-        with open(dst_tmp, "wb") as fout:
-            if gz:
-                with gzip.GzipFile(filename="", mode="wb", fileobj=fout, compresslevel=policy.gzip_level, mtime=0) as gzout:
-                    n_events = write_scrubbed(JsonEventStream(raw, src), ts, gzout)
-            else:
-                n_events = write_scrubbed(JsonEventStream(raw, src), ts, fout)
+        n_events = write_scrubbed(ChromeTraceStream(src), ts, out)
     except RecursionError:
+        out.close()
         raise BadInputError(src, "JSON nested too deeply") from None
-    finally:
-        raw.close()
+    except BaseException:
+        out.close()
+        raise
+    (out.finish if gz else out.close)()
     return {"events": n_events}
 
 
-def _scrub_batch(batch: list[tuple[str, Any]], ts: TraceScrubber, fast: RawEventFilter, first: bool) -> bytes:
-    """The output bytes of a run of events: written as read when no rule changes any of them,
-    else event by event (raw when clean, re-encoded after the walk otherwise)."""
-    if fast.clean_batch("".join(r for r, _v in batch)):
-        body = ",\n".join(r for r, _v in batch).encode("utf-8")
-    else:
-        body = b",\n".join(r.encode("utf-8") if fast.clean(r) else _dumps(ts.event(v)) for r, v in batch)
-    return body if first else b",\n" + body
+def _members(ts: TraceScrubber, members: dict[str, Any]) -> list[bytes]:
+    out = []
+    for key, value in members.items():
+        k2, v2 = ts.meta(key, value)
+        out.append(_dumps(k2) + b": " + _dumps(v2))
+    return out
 
 
-def write_scrubbed(stream: JsonEventStream, ts: TraceScrubber, out: IO[bytes]) -> int:
-    """Re-emit the document of `stream` with every member and event scrubbed; return #events."""
+def _scrub_batch(batch: Batch, ts: TraceScrubber, lits: LiteralFilter, path: Path) -> bytes:
+    """The output bytes of a batch: as read, but for the events holding a literal some rule may
+    change, which are decoded, walked and re-encoded in place."""
+    if batch.tolerant:   # the fast decoders refused these (NaN, Infinity, >64-bit ints): walk all
+        return b",\n".join(_dumps(ts.event(ev)) for ev in batch.events or ())
+    raw = batch.raw
+    pieces, at = [], 0
+    for _k, s, e in lits.events_to_walk(raw):
+        pieces += [raw[at:s], _dumps(ts.event(loads_event(raw[s:e], path)))]
+        at = e
+    if not pieces:
+        return raw
+    pieces.append(raw[at:])
+    return b"".join(pieces)
+
+
+def write_scrubbed(stream: ChromeTraceStream, ts: TraceScrubber, out: IO[bytes] | Any) -> int:
+    """Re-emit the document of `stream` with every member and event scrubbed, members in their
+    order (those after the events stay after them); return the number of events."""
     ok = unchanged_by(ts.sc)
-    fast = RawEventFilter(ts.sc, ok, ok)
-    batch: list[tuple[str, Any]] = []   # (raw text, decoded event)
-    size = 0
-    first_member = True
-    first_event = True
+
+    def bad(_lit: bytes) -> None:
+        raise BadInputError(stream.path, "not UTF-8 JSON (a string in traceEvents)")
+
+    lits = LiteralFilter(lambda t: ok(t) and ts.sc._key_class(t) == 0, bad)
     n = 0
-    key = ""
-    for tag, val in stream:
-        if tag == "key":
-            key = val
-        elif tag == "value":
-            k2, v2 = ts.meta(key, val)
-            out.write((b"{" if first_member else b",\n") + _dumps(k2) + b": " + _dumps(v2))
-            first_member = False
-        elif tag == "events":
-            if stream.is_array:
-                out.write(b"[\n")
-            else:
-                out.write((b"{" if first_member else b",\n") + _dumps(ts.sc.scrub(key, "$.<key>")) + b": [\n")
-                first_member = False
-            first_event = True
-        elif tag == "event":
-            raw = stream.last_raw()
-            batch.append((raw, val))
-            n += 1
-            size += len(raw)
-            if size >= _CHUNK:
-                out.write(_scrub_batch(batch, ts, fast, first_event))
-                first_event = False
-                batch.clear()
-                size = 0
-        elif tag == "end_events":
-            if batch:
-                out.write(_scrub_batch(batch, ts, fast, first_event))
-                batch.clear()
-                size = 0
-            out.write(b"\n]")
+    for batch in stream:
+        if n == 0:
+            out.write(_opening(stream, ts))
+        else:
+            out.write(b",\n")
+        out.write(_scrub_batch(batch, ts, lits, stream.path))
+        n += batch.count
+    if n == 0:
+        out.write(_opening(stream, ts))
     if stream.is_array:
-        out.write(b"\n")
-    elif first_member:
-        out.write(b"{}\n")
+        out.write(b"\n]\n")
     else:
-        out.write(b"}\n")
+        tail = _members(ts, stream.tail)
+        out.write(b"\n]" + b"".join(b",\n" + m for m in tail) + b"}\n")
     return n
+
+
+def _opening(stream: ChromeTraceStream, ts: TraceScrubber) -> bytes:
+    if stream.is_array:
+        return b"[\n"
+    return b"{" + b"".join(m + b",\n" for m in _members(ts, stream.head)) + b'"traceEvents": [\n'
 
 
 # --------------------------------------------------------------------------------------------
 # Identities: a regex pass over the raw text (no JSON decoding)
 # --------------------------------------------------------------------------------------------
 
-def find_trace_identities(path: Path, policy: Policy, chunk: int = 4 << 20) -> Identities:
+def find_trace_identities(path: Path, policy: Policy) -> Identities:
     col = IdentityCollector(policy)
-    raw = open_text(path)
     dec = codecs.getincrementaldecoder("utf-8")("replace")
     tail = ""
-    try:
-        while True:
-            try:
-                data = raw.read(chunk)
-            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
-                raise BadInputError(path, f"truncated or corrupt gzip stream ({type(exc).__name__})") from None
-            text = tail + dec.decode(data, final=not data)
-            if text:
-                col.feed_bulk(text)
-            if not data:
-                break
-            tail = text[-8192:]
-    finally:
-        raw.close()
+    for data in byte_chunks(path, 4 << 20):
+        text = tail + dec.decode(data)
+        if text:
+            col.feed_bulk(text)
+        tail = text[-8192:]
+    if rest := dec.decode(b"", final=True):
+        col.feed_bulk(tail + rest)
     return col.ids
 
 
 def sniff_json(path: Path) -> bool:
     """True when the (possibly gzipped) file starts like JSON."""
     try:
-        raw = open_text(path)
-        try:
-            head = raw.read(64)
-        finally:
-            raw.close()
-    except (BadInputError, EOFError, OSError, zlib.error):
+        head = next(byte_chunks(path, 64), b"")
+    except (BadInputError, OSError):
         return False
     return head.lstrip()[:1] in (b"{", b"[")
 
 
-__all__ = ["JsonEventStream", "RawEventFilter", "TraceScrubber", "unchanged_by", "scrub_trace", "write_scrubbed", "find_trace_identities", "open_text", "sniff_json"]
+__all__ = ["LiteralFilter", "TraceScrubber", "unchanged_by", "loads_event", "scrub_trace", "write_scrubbed",
+           "find_trace_identities", "sniff_json"]

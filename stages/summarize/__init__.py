@@ -4,7 +4,6 @@ from .kernel_category import CATEGORIES, categorize
 from .nsys import (
     SummarizeResult,
     render_phase_table,
-    source_steps_item,
     steps_rows,
     summarize_any_item,
     summarize_job,
@@ -15,7 +14,7 @@ from .torch_profile import summarize_memory_snapshot
 from .types import SummarizeOptions, SummaryRows, merge_rows
 
 __all__ = [
-    "SummarizeResult", "render_phase_table", "source_steps_item", "steps_rows", "summarize_any_item",
+    "SummarizeResult", "render_phase_table", "steps_rows", "summarize_any_item",
     "summarize_job", "summary_metadata", "write_summaries", "summarize_memory_snapshot",
     "SummarizeOptions", "SummaryRows", "merge_rows", "CATEGORIES", "categorize",
 ]

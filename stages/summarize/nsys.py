@@ -19,23 +19,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..core.atomic import atomic_path
 from ..readers.nsys_sqlite import KERNEL, MEMORY, NsysExport, NvtxRanges, pid_of_gtid, tid_of_gtid
 from ..readers.nvtx_tree import RangeIndex
-from ..schema import SCHEMAS, arrow_schema
 from ..window import (
     SourceIdentity,
     SourceSteps,
     StepSpan,
     WindowChoice,
     gpu_only_spans,
-    nsys_source_steps,
     run_window,
     source_steps_from_ranges,
     window_spans,
@@ -44,6 +40,9 @@ from .kernel_category import categorize
 from .phases import OTHER_KERNELS, PATH_SEP, UNATTRIBUTED, phase_rows  # noqa: F401 - re-exported
 from .projection import KIND_KERNEL, ProjectionResult, project
 from .types import DEFAULT_TOP_PHASES, SummarizeOptions, SummaryRows
+
+if TYPE_CHECKING:   # pyarrow (and the schema built on it) only where Parquet is written: a summary needs neither
+    import pyarrow as pa
 
 _HOST_MEM_KINDS = (0, 1)  # pageable, pinned: not device memory
 
@@ -84,11 +83,13 @@ class NsysScan:
     db_facts: dict[str, Any] = field(default_factory=dict)
 
 
-def scan_nsys(path: str | Path, ident: SourceIdentity, options: SummarizeOptions,
+def scan_nsys(path: "str | Path | NsysExport", ident: SourceIdentity, options: SummarizeOptions,
               spans: Sequence[StepSpan] | None = None, kernel_totals: bool = False) -> NsysScan:
-    """Summarize one export. `spans`: the chosen step's spans in it (absolute ns); when None the
-    step is chosen from this export alone (`options.step`) and its steps rows are included."""
-    with NsysExport.open(path) as db:
+    """Summarize one export (a path, or the export open in this pass). `spans`: the chosen step's
+    spans in it (absolute ns); when None the step is chosen from this export alone (`options.step`)
+    and its steps rows are included."""
+    with NsysExport.use(path) as db:
+        path = db.path
         offset = db.session_start_ns() or 0
         r = db.nvtx_ranges()
         own_steps_rows: list[dict[str, Any]] = []
@@ -204,7 +205,7 @@ def _process_ranks(db: NsysExport, ident: SourceIdentity, pids: set[int]) -> dic
 
     if not pids:
         return {}
-    return process_ranks(db.con, db.tables, pids, db.path)
+    return process_ranks(db, pids)
 
 
 def kernel_summary(path: str | Path, by: str = "demangled") -> list[dict[str, Any]]:
@@ -311,15 +312,6 @@ class SummarizeResult:
     errors: list[tuple[str, str]] = field(default_factory=list)   # (source, one-line error)
 
 
-def source_steps_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
-    """Window discovery of one source of any kind (nsys export or torch trace)."""
-    if item[1].source_kind == "torch":
-        from .torch_profile import torch_steps_item
-
-        return torch_steps_item(item, options)
-    return nsys_source_steps(*item, step_range=getattr(options, "step_range", None))
-
-
 def summarize_any_item(item: Any, options: SummarizeOptions) -> SummaryRows:
     """Summarize one source of any kind (NsysItem or the torch half's TorchItem)."""
     if isinstance(item, NsysItem):
@@ -345,6 +337,10 @@ def summarize_job(path: str, ident: SourceIdentity, src: SourceSteps, step: int 
 
 def to_table(name: str, rows: "list[dict[str, Any]] | pa.Table", metadata: dict[str, str] | None = None) -> pa.Table:
     """Rows of one schema as an Arrow table with exactly the declared columns and types."""
+    import pyarrow as pa
+
+    from ..schema import SCHEMAS, arrow_schema
+
     schema = arrow_schema(name, metadata)
     if isinstance(rows, pa.Table):
         cols = {f.name: (rows.column(f.name).cast(f.type) if f.name in rows.column_names
@@ -377,6 +373,10 @@ def summary_metadata(inputs: Iterable[tuple[str, str]] = (), tools: dict[str, It
 def write_summaries(rows_by_schema: SummaryRows, out_dir: str | Path, metadata: dict[str, str] | None = None
                     ) -> dict[str, Path]:
     """Write `<out_dir>/<schema>.parquet` for every schema (atomically); returns name -> path."""
+    import pyarrow.parquet as pq
+
+    from ..schema import SCHEMAS
+
     out = Path(out_dir)
     written: dict[str, Path] = {}
     for name in SCHEMAS:
@@ -443,7 +443,7 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
     from rich.console import Console
     from rich.table import Table
 
-    rows = phases_rows.to_pylist() if isinstance(phases_rows, pa.Table) else list(phases_rows)
+    rows = phases_rows.to_pylist() if hasattr(phases_rows, "to_pylist") else list(phases_rows)
     if console is None:
         console = Console()
     narrow = (console.width or 80) < 110          # an 80-column terminal: the figures that matter most

@@ -13,20 +13,21 @@ adapters that only translate their format into it:
   `fwdbwd` link);
 - `api_ns` per innermost range; device memory levels per process (`mem`).
 
-Rules (all formats): NVIDIA's same-thread projection for the plain figures (`nsys stats -r
-nvtxgpuproj`); phases group by the path of normalised names (`core/phases.normalize_range_name`),
-counting `instances`; library-domain ranges (NCCL, cuBLAS) take no place in a path. Inherited
-figures (`*_inherited`): each GPU operation gets one home range: NVIDIA's, except that (a) an
-operation launched from a thread with no open range goes to the innermost range open on its
-process's main thread at launch time (autograd's backward thread -> `## backward ##` /
-`update_actor`), and (b) an operation launched inside an emit_nvtx backward range (`MmBackward0, seq
-= N` on autograd's thread) goes to the forward op of the same `seq` on the main thread, and (c) an
-operation (a) places whose backward op is linked to a forward op (`fwd_t`) goes to the main-thread
-range open at that forward op where that range is the more specific one (`_forward_refined`: DDP's
-`## backward ##` keeps its work; with only `update_actor` open at launch, the forward's `micro_batch`
-range gets it). What no rule
-places stays in the `(unattributed)` row's inherited figures. GPU work no range launched counts in
-the step its launch (else its start) falls into.
+Rules (all formats): NVIDIA's same-thread projection gives each GPU operation its plain home
+(`nsys stats -r nvtxgpuproj`). Nesting (`_nesting`): a range's parent is the tightest enclosing
+range on its thread; a range with none on a thread other than its process's main thread nests in
+the innermost range open on the main thread at its start. Phases group by the path of normalised
+names along that nesting (`core/phases.normalize_range_name`), counting `instances`, and a phase's
+figures hold the work of every range nested in it; library-domain ranges (NCCL, cuBLAS) take no
+place in a path. Inherited figures (`*_inherited`): each GPU operation gets one home range:
+NVIDIA's, except that (a) an operation launched from a thread with no open range goes to the
+innermost range open on its process's main thread at launch time (autograd's backward thread ->
+`## backward ##` / `update_actor`), the rule the nesting follows too, and (b) backward work goes to
+its forward op's range on the main thread (emit_nvtx: the op of the same `seq`; Kineto: the
+`fwd_t` of `Sequence number` / `fwdbwd`) where that is the more specific home (`_more_specific`:
+no main-thread range was open then, or the forward op lies inside it). What no rule places stays in
+the `(unattributed)` row's inherited figures. GPU work no range launched counts in the step its
+launch (else its start) falls into.
 """
 from __future__ import annotations
 
@@ -64,15 +65,49 @@ def _mem_peak(levels: tuple[np.ndarray, np.ndarray, int] | None, lo: int, hi: in
     return max(0, level_peak(*levels, lo, hi))
 
 
-def _owner(r: NvtxRanges, index: RangeIndex) -> np.ndarray:
+def _nesting(r: NvtxRanges, index: RangeIndex, main: dict[int, int]) -> np.ndarray:
+    """Each range's parent in the model: the tightest enclosing range on its own thread; a range
+    with none on a thread other than its process's main thread nests in the innermost range open
+    on the main thread at its start (DDP's `nccl:all_reduce` on autograd's thread under `##
+    backward ##`), the rule launches from such threads follow for their GPU work."""
+    parent = index.parent.copy()
+    roots = np.flatnonzero(parent < 0)
+    roots = roots[~np.isin(r.gtid[roots], np.fromiter(main.values(), np.int64, len(main)))]
+    pids = r.pid[roots]
+    for pid, g in main.items():
+        h = roots[pids == pid]
+        if h.size:
+            parent[h] = index.innermost(g, r.start[h], r.start[h])
+    return parent
+
+
+def _parents_first(r: NvtxRanges, main: dict[int, int]) -> np.ndarray:
+    """An order of the ranges in which every parent of the model's nesting comes before its
+    children: main-thread ranges, then the others (each thread's own order puts parents first)."""
+    on_main = np.isin(r.gtid, np.fromiter(main.values(), np.int64, len(main)))
+    return np.concatenate([np.flatnonzero(on_main), np.flatnonzero(~on_main)])
+
+
+def _owner(r: NvtxRanges, parent: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Each range's phase: itself, or its nearest ancestor outside library NVTX domains."""
     own = np.arange(len(r))
     is_phase = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
-    for i in range(len(r)):
-        if not is_phase[i]:
-            p = index.parent[i]
-            own[i] = own[p] if p >= 0 else -1
+    for i in order[~is_phase[order]].tolist():
+        p = parent[i]
+        own[i] = own[p] if p >= 0 else -1
     return own
+
+
+def _adopted(index: RangeIndex, parent: np.ndarray) -> dict[int, list[int]]:
+    """Range -> the other threads' ranges the model nests anywhere below it (`_nesting`), so a
+    phase's figures hold their work too."""
+    out: dict[int, list[int]] = {}
+    for h in np.flatnonzero((index.parent < 0) & (parent >= 0)).tolist():
+        p = int(parent[h])
+        while p >= 0:
+            out.setdefault(p, []).append(h)
+            p = int(parent[p])
+    return out
 
 
 def _when(ops: dict[str, np.ndarray], ids: np.ndarray) -> np.ndarray:
@@ -106,9 +141,11 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
     cat = cat_of[inv.reshape(-1)] if uniq.size else np.zeros(0, dtype=object)
     cat[ops["kind"] == KIND_MEMCPY] = "memcpy"
     cat[ops["kind"] == KIND_MEMSET] = "memset"
-    api_incl = index.rollup_sum(api_ns)
     is_phase = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
-    owner = _owner(r, index)
+    main = _main_threads(r, index)
+    parent = _nesting(r, index, main)
+    owner = _owner(r, parent, _parents_first(r, main))
+    adopted = _adopted(index, parent)
     pids = r.pid
     step_of_pid = {pid: step for _, _, pid, step in spans}
     default_step = spans[0][3] if spans else None
@@ -117,20 +154,20 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
         return _runs_of(rng, ids)
 
     # Group selected phase ranges by (pid, path of normalised names): repeated instances add up.
-    irng = _inherited_ranges(r, index, ops, selected, is_phase)
+    irng = _inherited_ranges(r, index, parent, main, ops, selected)
     iorder = np.argsort(irng, kind="stable")
     irng_sorted = irng[iorder]
 
     def inherited_slice(ids: Iterable[int]) -> np.ndarray:
         return iorder[_runs_of(irng_sorted, ids)]
 
-    paths = _phase_paths(r, index, owner, np.flatnonzero(selected & is_phase))
+    paths = _phase_paths(r, parent, owner, np.flatnonzero(selected & is_phase))
     groups: dict[tuple, list[int]] = {}
     for i in np.flatnonzero(selected & is_phase).tolist():
         groups.setdefault((int(pids[i]), paths[i]), []).append(i)
     phases: list[dict[str, Any]] = []
     for (pid, path), members in groups.items():
-        tree = np.concatenate([index.subtree(i) for i in members])
+        tree = np.concatenate([index.subtree(j) for i in members for j in (i, *adopted.get(i, ()))])
         sel_ops = op_slice(tree)
         starts = [int(r.start[i]) for i in members]
         ends = [int(r.end[i]) for i in members]
@@ -148,7 +185,7 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
             "start_ns": offset + min(starts), "wall_ns": wall, **row,
             **_inherited_numbers(ops, inherited_slice(tree)),
             "idle_ns": max(0, wall - row["gpu_busy_ns"]),
-            "api_ns": int(sum(api_incl[i] for i in members)), "mem_peak_bytes": peak,
+            "api_ns": int(api_ns[tree].sum()), "mem_peak_bytes": peak,
         })
     # GPU work in the step that no range launched (other threads, no NVTX): one row per process.
     un = np.flatnonzero(rng < 0)
@@ -184,10 +221,9 @@ def _runs_of(sorted_keys: np.ndarray, ids: Iterable[int]) -> np.ndarray:
 
 
 PATH_SEP = " > "
-_AUTOGRAD_ROOT = "autograd::engine::evaluate_function"
 
 
-def _phase_paths(r: NvtxRanges, index: RangeIndex, owner: np.ndarray, ids: np.ndarray) -> dict[int, tuple[str, ...]]:
+def _phase_paths(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.ndarray) -> dict[int, tuple[str, ...]]:
     """Range index -> names of its phase ancestors and itself, normalised (`step > gen > aten::mm`).
 
     Library-domain ranges (NCCL, cuBLAS) take no place in a path; their work belongs to the phase
@@ -206,7 +242,7 @@ def _phase_paths(r: NvtxRanges, index: RangeIndex, owner: np.ndarray, ids: np.nd
         j = i
         while j >= 0 and j not in memo:
             chain.append(j)
-            p = index.parent[j]
+            p = parent[j]
             j = int(owner[p]) if p >= 0 else -1
         base = memo[j] if j >= 0 else ()
         for k in reversed(chain):
@@ -233,11 +269,10 @@ def _main_threads(r: NvtxRanges, index: RangeIndex) -> dict[int, int]:
     return out
 
 
-def _seq_homes(r: NvtxRanges, index: RangeIndex, main: dict[int, int]) -> np.ndarray:
+def _seq_homes(r: NvtxRanges, index: RangeIndex, parent: np.ndarray, main: dict[int, int]) -> np.ndarray:
     """Range index -> the forward op range (main thread) whose autograd `seq` it shares, for ranges
-    on other threads (emit_nvtx backward ops and everything nested in them); autograd's
-    `evaluate_function` wrappers without one go to the main thread's range open when they start;
-    -1 elsewhere."""
+    on other threads (emit_nvtx backward ops and everything nested in them), where `_more_specific`
+    lets it win over the main-thread range the backward range nests in; -1 elsewhere."""
     n = len(r)
     home = np.full(n, -1, np.int64)
     seq = {i: autograd_seq(t) for i, t in enumerate(r.text) if "seq" in t}
@@ -250,74 +285,66 @@ def _seq_homes(r: NvtxRanges, index: RangeIndex, main: dict[int, int]) -> np.nda
             forward.setdefault((int(pid_of_gtid(int(r.gtid[i]))), q), []).append(i)
     if not forward:
         return home
-    for i in range(n):  # parents sort before children
+    anchor = np.full(n, -1, np.int64)    # the main-thread range a backward range nests in
+    for i in range(n):  # parents sort before children on their own thread
         if int(r.gtid[i]) in mains:
             continue
+        up = int(index.parent[i])
+        anchor[i] = parent[i] if up < 0 else anchor[up]
         q = seq.get(i)
         f = -1
         if q is not None:
             cands = [c for c in forward.get((int(pid_of_gtid(int(r.gtid[i]))), q), ()) if r.start[c] <= r.start[i]]
             if cands:  # the outermost op of that seq, the latest forward pass before this backward
                 f = min(cands, key=lambda c: (index.depth[c], -int(r.start[c])))
-        if f < 0 and index.parent[i] >= 0:
-            f = int(home[index.parent[i]])
-        elif f < 0 and r.text[i].startswith(_AUTOGRAD_ROOT) and pid_of_gtid(int(r.gtid[i])) in main:
-            # autograd's own wrapper around a backward op: the range open on the main thread then
-            g = main[int(pid_of_gtid(int(r.gtid[i])))]
-            f = int(index.innermost(g, r.start[i:i + 1], r.start[i:i + 1])[0])
-        home[i] = f
-    return home
+        home[i] = f if f >= 0 or up < 0 else home[up]
+    return np.where(_more_specific(index.parent, anchor, home), home, -1)
 
 
-def _inherited_ranges(r: NvtxRanges, index: RangeIndex, ops: dict[str, np.ndarray], selected: np.ndarray,
-                      is_phase: np.ndarray) -> np.ndarray:
+def _more_specific(parent: np.ndarray, at: np.ndarray, fwd: np.ndarray) -> np.ndarray:
+    """The one forward-op rule, for emit_nvtx `seq` and Kineto `Sequence number` alike: backward
+    work goes to its forward op's range `fwd` instead of the main-thread range `at` open at backward
+    time only where that is the more specific home: no range was open (`at` < 0), or `fwd` lies
+    inside `at` (`update_actor > micro_batch3 > ... aten::mm` rather than `update_actor`). A range
+    open at backward time that does not hold the forward op (the user's own `## backward ##` beside
+    `## forward ##`) keeps the work: it is what the user named that time."""
+    take = (fwd >= 0) & ((at < 0) | (at == fwd))
+    cur = np.where(take | (fwd < 0) | (at < 0), -1, fwd)
+    while (cur >= 0).any():   # walk up from the forward range: is `at` an ancestor?
+        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
+        hit = (cur >= 0) & (cur == at)
+        take |= hit
+        cur[hit] = -1
+    return take
+
+
+def _inherited_ranges(r: NvtxRanges, index: RangeIndex, parent: np.ndarray, main: dict[int, int],
+                      ops: dict[str, np.ndarray], selected: np.ndarray) -> np.ndarray:
     """Each kept GPU operation's home range for the inherited figures (module docstring), -1 when none."""
     rng = ops["rng"]
     irng = rng.copy()
     if len(r) == 0 or rng.size == 0:
         return np.full(rng.size, -1, np.int64)
-    main = _main_threads(r, index)
-    home = _seq_homes(r, index, main)
+    home = _seq_homes(r, index, parent, main)
     on = rng >= 0
     h = np.where(on, home[np.maximum(rng, 0)], -1)
     irng = np.where(h >= 0, h, irng)
     orphan = (rng < 0) & (ops["launch"] >= 0)
+    ft = ops.get("fwd_t")
     for pid in np.unique(ops["pid"][orphan]).tolist():
         g = main.get(int(pid))
         if g is None:
             continue
         m = np.flatnonzero(orphan & (ops["pid"] == pid))
         irng[m] = index.innermost(g, ops["launch"][m], ops["launch"][m])
-        irng[m] = _forward_refined(index, ops, m, g, irng[m])
+        if ft is not None:   # Kineto: the forward op of the backward op running at launch (`fwd_t`)
+            j = m[(ft[m] >= 0) & (ops["fwd_tid"][m] == g)]
+            fwd = index.innermost(g, ft[j], ft[j])
+            take = _more_specific(index.parent, irng[j], fwd)
+            irng[j[take]] = fwd[take]
     ok = irng >= 0
     ok[ok] = selected[irng[ok]]
     return np.where(ok, irng, -1)
-
-
-def _forward_refined(index: RangeIndex, ops: dict[str, np.ndarray], m: np.ndarray, main: int,
-                     at_launch: np.ndarray) -> np.ndarray:
-    """Backward work's home: the main-thread range open when its forward op ran (`fwd_t`, set by
-    the Kineto adapter from `Sequence number` / `fwdbwd`), where that range is the more specific
-    one: no range was open on the main thread at launch, or the forward op's range lies inside the
-    one that was (`update_actor > micro_batch3` rather than `update_actor`). A range open at launch
-    that is not an ancestor (DDP's `## backward ##` vs `## forward ##`) keeps the work."""
-    ft = ops.get("fwd_t")
-    if ft is None:
-        return at_launch
-    linked = (ft[m] >= 0) & (ops["fwd_tid"][m] == main)
-    if not linked.any():
-        return at_launch
-    out = at_launch.copy()
-    j = np.flatnonzero(linked)
-    fwd = index.innermost(main, ft[m][j], ft[m][j])
-    launch = at_launch[j]
-    take = (launch < 0) & (fwd >= 0)
-    cur = np.where(launch >= 0, fwd, -1)
-    while (cur >= 0).any():   # walk up from the forward range: is the launch range an ancestor?
-        cur = np.where(cur >= 0, index.parent[np.maximum(cur, 0)], -1)
-        take |= (cur >= 0) & (cur == launch)
-    out[j[take]] = fwd[take]
-    return out
 
 
 def _inherited_numbers(ops: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, int]:
@@ -357,48 +384,55 @@ def _numbers(ops: dict[str, np.ndarray], cat: np.ndarray, ids: np.ndarray) -> di
 def _kernel_rows(ident: SourceIdentity, r: NvtxRanges, ops: dict[str, np.ndarray], cat: np.ndarray,
                  names: dict[int, tuple[str, str]], owner: np.ndarray, pids: np.ndarray,
                  step_of_pid: dict, default_step: int | None, spans: list, top: int) -> list[dict[str, Any]]:
-    """Top kernels per (process, phase) by total time, plus one `other` row so totals add up."""
-    import pandas as pd
+    """Top kernels per (process, phase) by total time, plus one `other` row so totals add up.
 
-    k = ops["kind"] == KIND_KERNEL
-    if not k.any():
+    Grouped with numpy sorts (no pandas: its import alone is half a torch summary's memory)."""
+    k = np.flatnonzero(ops["kind"] == KIND_KERNEL)
+    if k.size == 0:
         return []
     rng = ops["rng"][k]
-    own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1) if owner.size else np.full(rng.size, -1, np.int64)
-    norm: dict[int, str] = {}
-    phase = [(norm.get(o) or norm.setdefault(o, normalize_range_name(r.text[o]))) if o >= 0 else UNATTRIBUTED
-             for o in own.tolist()]
-    df = pd.DataFrame({
-        "pid": ops["pid"][k], "phase": phase, "name": ops["name"][k],
-        "dur": ops["end"][k] - ops["start"][k], "cat": cat[k],
-    })
     if (rng < 0).any():  # unattributed kernels count only inside their process's span
-        kid = np.flatnonzero(k)
         inside = rng >= 0
         for lo, hi, pid, _ in spans:
-            un = kid[~inside]
-            ok = np.isin(kid, _in_span(ops, un, lo, hi, pid))
-            inside |= ok
-        df = df[inside]
-    g = df.groupby(["pid", "phase", "name"], sort=False)["dur"].agg(
-        ["count", "sum", "min", "max", "median"]).reset_index()
-    cats = df.groupby("name", sort=False)["cat"].first()
+            inside |= np.isin(k, _in_span(ops, k[~inside], lo, hi, pid))
+        k, rng = k[inside], rng[inside]
+    own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1) if owner.size else np.full(rng.size, -1, np.int64)
+    u_own, inv = np.unique(own, return_inverse=True)
+    labels = [normalize_range_name(r.text[o]) if o >= 0 else UNATTRIBUTED for o in u_own.tolist()]
+    u_lab, lab_of = np.unique(np.array(labels, dtype=object), return_inverse=True)
+    ph = lab_of.reshape(-1)[inv.reshape(-1)]
+    pid, name, dur = ops["pid"][k], ops["name"][k], ops["end"][k] - ops["start"][k]
+    o = np.lexsort((dur, name, ph, pid))             # groups (pid, phase, kernel), durations ascending
+    pid, ph, name, dur, kc = pid[o], ph[o], name[o], dur[o], cat[k][o]
+    cut = np.flatnonzero((np.diff(pid) != 0) | (np.diff(ph) != 0) | (np.diff(name) != 0)) + 1
+    a = np.concatenate(([0], cut))
+    b = np.concatenate((cut, [pid.size]))
+    cnt, tot = b - a, np.add.reduceat(dur, a)
+    mid = a + (cnt - 1) // 2
+    med = (dur[mid] + dur[a + cnt // 2]) / 2
+    first = np.minimum.reduceat(o, a)               # (pid, phase) groups in the order ops first show them
+    gkey = [(int(p), int(q)) for p, q in zip(pid[a].tolist(), ph[a].tolist())]
+    order: dict[tuple[int, int], list[int]] = {}
+    for g in sorted(range(a.size), key=lambda g: first[g]):
+        order.setdefault(gkey[g], []).append(g)
     rows: list[dict[str, Any]] = []
-    for (pid, ph), part in g.groupby(["pid", "phase"], sort=False):
-        part = part.sort_values(["sum", "name"], ascending=[False, True])
-        head, rest = part.iloc[:top], part.iloc[top:]
-        keys = ident.keys(step_of_pid.get(int(pid), default_step))
-        keys["pid"] = int(pid)
-        stage = "other" if ph == UNATTRIBUTED else canonical_stage(ph, ident.role)
-        for rec in head.itertuples(index=False):
-            dem, short = names.get(int(rec.name), (f"<kernel {rec.name}>",) * 2)
-            rows.append({**keys, "phase": ph, "stage": stage, "kernel": dem, "kernel_short": short,
-                         "category": cats[rec.name], "count": int(rec.count), "total_ns": int(rec.sum),
-                         "avg_ns": float(rec.sum) / rec.count, "min_ns": int(rec.min), "max_ns": int(rec.max),
-                         "median_ns": float(rec.median)})
-        if len(rest):
-            cnt, tot = int(rest["count"].sum()), int(rest["sum"].sum())
-            rows.append({**keys, "phase": ph, "stage": stage, "kernel": OTHER_KERNELS, "kernel_short": OTHER_KERNELS,
-                         "category": "other", "count": cnt, "total_ns": tot, "avg_ns": tot / cnt,
-                         "min_ns": int(rest["min"].min()), "max_ns": int(rest["max"].max()), "median_ns": None})
+    for (p, q), members in order.items():
+        members.sort(key=lambda g: (-int(tot[g]), int(name[a[g]])))
+        head, rest = members[:top], members[top:]
+        keys = ident.keys(step_of_pid.get(p, default_step))
+        keys["pid"] = p
+        phase = str(u_lab[q])
+        stage = "other" if phase == UNATTRIBUTED else canonical_stage(phase, ident.role)
+        for g in head:
+            n = int(name[a[g]])
+            dem, short = names.get(n, (f"<kernel {n}>",) * 2)
+            rows.append({**keys, "phase": phase, "stage": stage, "kernel": dem, "kernel_short": short,
+                         "category": kc[a[g]], "count": int(cnt[g]), "total_ns": int(tot[g]),
+                         "avg_ns": float(tot[g]) / int(cnt[g]), "min_ns": int(dur[a[g]]), "max_ns": int(dur[b[g] - 1]),
+                         "median_ns": float(med[g])})
+        if rest:
+            c, t = int(cnt[rest].sum()), int(tot[rest].sum())
+            rows.append({**keys, "phase": phase, "stage": stage, "kernel": OTHER_KERNELS, "kernel_short": OTHER_KERNELS,
+                         "category": "other", "count": c, "total_ns": t, "avg_ns": t / c,
+                         "min_ns": int(dur[a[rest]].min()), "max_ns": int(dur[b[rest] - 1].max()), "median_ns": None})
     return rows

@@ -21,11 +21,9 @@ exports go through too (same-thread projection, inherited figures, name paths, i
   `mem_peak_bytes` reads, as nsys's CUDA memory events do.
 - Identity: `distributedInfo.rank` / `world_size` inside the trace give the rank and world size
   where the file name gave none (`rank_source` says which; collect writes both to the manifest).
-- Steps: `--step-range REGEX` ranges when given; the `step<N>` of the file name (verl's torch traces
-  hold one step each); else `ProfilerStep#N` ranges (N counts `profiler.step()` calls from 0, so
-  step N+1, and steps.parquet's `label` keeps `ProfilerStep#N`); else the whole file. A step's span
-  is the extent of its top-level ranges (else the profiler's own span); a file that is one step owns
-  all of its GPU work, also what ran after the last range ended.
+- Steps: found by the window stage (`window/torch_steps.py`, the rules of every format); the ranges
+  and thread ids come from the same `window.trace_ranges` / `thread_gtids`. A file that is one step
+  (`file_name`, `whole_file`) owns all of its GPU work, also what ran after the last range ended.
 - Time: event `ts` are microseconds after the trace's `baseTimeNanoseconds` (kineto, torch >= 2.1);
   rows hold absolute UTC ns. See `readers/chrome_trace.py` for traces without that field.
 - Memory snapshots: the allocator's event timeline (`device_traces`: alloc / free_requested /
@@ -40,28 +38,28 @@ options)`: plain, module-level and picklable.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from ..core.phases import UNSTEADY_STAGES, canonical_stage
+from ..core.phases import canonical_stage
 from ..readers.chrome_trace import KERNEL, MEMCPY, TraceData, read_chrome_trace
-from ..readers.memory_snapshot import load_snapshot
-from ..readers.nsys_sqlite import NVTX_PUSHPOP, PID_SHIFT, NvtxRanges, pid_of_gtid
+from ..readers.memory_snapshot import Annotation, load_snapshot, snapshot_annotations
+from ..readers.nsys_sqlite import NvtxRanges, pid_of_gtid
 from ..readers.nvtx_tree import RangeIndex
 from ..window import (
-    DEFAULT_STEP,
     SourceIdentity,
     SourceSteps,
-    StepArg,
     StepSpan,
-    TopRange,
-    compile_step_range,
     run_window,
+    snapshot_spans,
+    thread_gtids,
+    trace_ident,
+    trace_ranges,
+    trace_source_steps,
     window_spans,
 )
 from .phases import UNATTRIBUTED, level_peak, phase_rows
@@ -69,13 +67,11 @@ from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 from .types import SummarizeOptions, SummaryRows
 
 _FAR = 1 << 62                     # a span that holds every time on a trace's clock
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _WHOLE_FILE = ("file_name", "whole_file")   # step boundaries that make the whole trace one step
 
 __all__ = [
-    "TorchItem", "MemoryItem", "summarize_torch_trace", "summarize_torch_item", "torch_source_steps",
-    "torch_step_spans", "torch_steps", "summarize_memory_snapshot", "summarize_memory_item",
-    "memory_source_steps", "short_kernel_name", "UNATTRIBUTED",
+    "TorchItem", "MemoryItem", "summarize_torch_trace", "summarize_torch_item", "summarize_memory_snapshot",
+    "summarize_memory_item", "short_kernel_name", "UNATTRIBUTED",
 ]
 
 
@@ -124,7 +120,6 @@ def _memcpy_direction(name: str) -> str:
 # One trace as the event model: ranges (NvtxRanges), GPU operations (ops), API time per range
 # ------------------------------------------------------------------------------------------------
 
-_ID_BITS = (1 << PID_SHIFT) - 1     # what a pid or tid may hold inside a globalTid
 _COPY_KIND = {"h2d": 1, "d2h": 2, "d2d": 3}
 
 
@@ -132,55 +127,17 @@ _COPY_KIND = {"h2d": 1, "d2h": 2, "d2d": 3}
 class _Prepared:
     """One trace in the summarizer's model (times on the trace's clock; `base` reaches UTC)."""
 
-    data: TraceData
     base: int
     ranges: NvtxRanges           # sorted by (thread, start, -end): parents first
     index: RangeIndex
     ops: dict[str, np.ndarray]   # summarize/phases.py's GPU-operation columns
     api_ns: np.ndarray           # CUDA API time per innermost same-thread range
     names: dict[int, tuple[str, str]]
-    main_pid: int | None
-    identity: dict[str, Any]     # distributedInfo.rank / world_size when the trace says
-
-    # the window's view, in the model's range order, absolute ns
-    r_name: list[str]
-    r_start: np.ndarray
-    r_end: np.ndarray
-    r_pid: list[int]
-    parent: np.ndarray
-    g_start: np.ndarray
-    g_end: np.ndarray
     mem: dict[int, Any] = field(default_factory=dict)   # pid -> memory levels (`[memory]` instants)
 
 
 def _arr(a: Any, dtype: Any = np.int64) -> np.ndarray:
     return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
-
-
-def _int_pid(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _thread_gtids(threads: list[tuple[Any, Any]], fallback_pid: int) -> np.ndarray:
-    """(pid, tid) of every trace thread -> a globalTid (`pid << 24 | tid`, as nsys packs them).
-
-    Kineto writes OS ids, which fit; string or oversized ids (other writers) get ids of their own
-    from the top of the range, so a thread stays one thread and `tid == pid` still marks main."""
-    out = np.zeros(len(threads), np.int64)
-    spare = _ID_BITS
-    pids: dict[Any, int] = {}
-    for k, (pid, tid) in enumerate(threads):
-        p = pid if _int_pid(pid) is not None and 0 <= pid <= _ID_BITS else None
-        if p is None:
-            p = pids.get(pid)
-            if p is None:
-                p = pids[pid] = fallback_pid if not pids and fallback_pid <= _ID_BITS else spare
-                spare -= 1
-        t = tid if _int_pid(tid) is not None and 0 <= tid <= _ID_BITS else spare
-        if t == spare:
-            spare -= 1
-        out[k] = (p << PID_SHIFT) | t
-    return out
 
 
 def _forward_links(data: TraceData, gtid_of: np.ndarray, launch_tid: np.ndarray, launch: np.ndarray
@@ -272,30 +229,11 @@ def _memory_levels(data: TraceData, gtid_of: np.ndarray) -> dict[int, tuple[np.n
     return out
 
 
-def _identity(meta: dict[str, Any]) -> dict[str, Any]:
-    """rank and world size written inside the trace (`distributedInfo`, kineto with torch.distributed)."""
-    info = meta.get("distributedInfo")
-    out: dict[str, Any] = {}
-    if isinstance(info, dict):
-        for key in ("rank", "world_size"):
-            v = info.get(key)
-            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-                out[key] = v
-    return out
-
-
 def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
     """Fill the event model from one trace: every loop here is over threads or arrays, not events."""
-    pid_hint = ident.pid if ident is not None and ident.pid is not None else 0
-    gtid_of = _thread_gtids(data.threads, pid_hint)
-    nr = len(data.ranges)
-    r_start = np.fromiter((r[1] for r in data.ranges), np.int64, nr)
-    r_end = r_start + np.fromiter((r[2] for r in data.ranges), np.int64, nr)
-    r_gtid = gtid_of[np.fromiter((r[3] for r in data.ranges), np.int64, nr)] if nr else np.zeros(0, np.int64)
-    order = np.lexsort((np.arange(nr), -r_end, r_start, r_gtid))
-    text = [data.ranges[i][0] for i in order.tolist()]
-    ranges = NvtxRanges(r_start[order], r_end[order], r_gtid[order], np.full(nr, NVTX_PUSHPOP, np.int64),
-                        np.ones(nr, bool), order.astype(np.int64), text, [None] * nr)
+    gtid_of = thread_gtids(data.threads, ident.pid if ident is not None and ident.pid is not None else 0)
+    ranges = trace_ranges(data, gtid_of)
+    nr = len(ranges)
     index = RangeIndex.build(ranges)
 
     # API calls -> innermost range on the same thread (NVIDIA's rule), thread by thread.
@@ -348,122 +286,7 @@ def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
     ops["fwd_tid"], ops["fwd_t"] = _forward_links(data, gtid_of, ops["launch_tid"], ops["launch"])
     kernel_names = np.unique(ops["name"][ops["name"] >= 0])
     names = {int(n): (names_[n], short_kernel_name(names_[n])) for n in kernel_names.tolist()}
-    base = data.base_ns
-    return _Prepared(data, base, ranges, index, ops, api_ns, names, main_pid, _identity(data.metadata), text,
-                     ranges.start + base, ranges.end + base, pids.tolist(), index.parent, g_ts + base,
-                     ops["end"] + base, _memory_levels(data, gtid_of))
-
-
-# ------------------------------------------------------------------------------------------------
-# Steps
-# ------------------------------------------------------------------------------------------------
-
-def _step_hint(ident: SourceIdentity, path: Path) -> int | None:
-    if ident.step_hint is not None:
-        return ident.step_hint
-    from ..readers.naming import classify_name
-
-    info = classify_name(ident.source or path.name) or classify_name(path.name)
-    return info.step if info is not None else None
-
-
-def _spans(p: _Prepared, ident: SourceIdentity, path: Path, step_range: str | None = None
-           ) -> tuple[list[StepSpan], list[str]]:
-    """The steps this trace holds (absolute ns) and notes about how they were found."""
-    notes: list[str] = []
-    hint = _step_hint(ident, path)
-    pid = p.main_pid
-    top = np.flatnonzero(p.parent < 0)
-    user_re = compile_step_range(step_range)
-    if user_re is not None:
-        mine = sorted((i for i, nm in enumerate(p.r_name) if user_re.search(nm)), key=lambda i: p.r_start[i])
-        if mine:
-            notes.append(f"steps from the ranges --step-range {step_range!r} matches, numbered in order")
-            return [StepSpan(k + 1, int(p.r_start[i]), int(p.r_end[i]), "step_range", ident.source, (),
-                             p.r_pid[i], p.r_name[i]) for k, i in enumerate(mine)], notes
-        notes.append(f"--step-range {step_range!r} matches no range of the trace")
-    if hint is None:
-        prof = [(int(m.group(1)), i) for i, nm in enumerate(p.r_name) if (m := _PROFILER_STEP.match(nm))]
-        if prof:
-            notes.append("steps from ProfilerStep#N ranges (they count profiler.step() calls from 0, so "
-                         "ProfilerStep#N is step N+1; verl calls it per mini-batch, not per RL step)")
-            return [StepSpan(n + 1, int(p.r_start[i]), int(p.r_end[i]), "profiler_step", ident.source, (),
-                             p.r_pid[i], p.r_name[i]) for n, i in sorted(prof, key=lambda x: p.r_start[x[1]])], notes
-    if top.size:
-        lo, hi = int(p.r_start[top].min()), int(p.r_end[top].max())
-    elif p.data.profiler_span is not None:
-        lo, hi = (x + p.data.base_ns for x in p.data.profiler_span)
-    elif p.g_start.size:
-        lo, hi = int(p.g_start.min()), int(p.g_end.max())
-    else:
-        notes.append("no ranges and no GPU activity: no step span")
-        return [], notes
-    if hint is None:
-        notes.append("no step<N> in the file name and no ProfilerStep ranges: the whole file is one step")
-        return [StepSpan(1, lo, hi, "whole_file", ident.source, (), pid)], notes
-    return [StepSpan(hint, lo, hi, "file_name", ident.source, (), pid)], notes
-
-
-def _flags(p: _Prepared, ident: SourceIdentity, span: StepSpan) -> tuple[str, ...]:
-    names = {p.r_name[i] for i in range(len(p.r_name))
-             if span.start_ns <= p.r_start[i] <= span.end_ns
-             and canonical_stage(p.r_name[i], ident.role) in UNSTEADY_STAGES}
-    return tuple(sorted(names))
-
-
-def _source_steps(p: _Prepared, ident: SourceIdentity, path: Path, step_range: str | None = None
-                  ) -> tuple[SourceSteps, list[str]]:
-    spans, notes = _spans(p, ident, path, step_range)
-    spans = [replace(s, flags=_flags(p, ident, s)) for s in spans]
-    unsteady = [TopRange(p.r_name[i], canonical_stage(p.r_name[i], ident.role), int(p.r_start[i]),
-                         int(p.r_end[i]), _int_pid(p.r_pid[i]))
-                for i in range(len(p.r_name)) if canonical_stage(p.r_name[i], ident.role) in UNSTEADY_STAGES]
-    return SourceSteps.from_spans(_torch_ident(ident, p), spans, str(path), unsteady), notes
-
-
-def _torch_ident(ident: SourceIdentity, p: _Prepared) -> SourceIdentity:
-    """The identity with what the trace itself says: kind torch, rank and world size from
-    `distributedInfo` where the file name gave none."""
-    got: dict[str, Any] = {"source_kind": "torch"}
-    for key in ("rank", "world_size"):
-        if getattr(ident, key) is None and key in p.identity:
-            got[key] = p.identity[key]
-    return replace(ident, **got)
-
-
-def torch_source_steps(path: str | Path, ident: SourceIdentity, step_range: str | None = None) -> SourceSteps:
-    """The window stage's view of one torch trace: its step spans (absolute ns) and unsteady ranges."""
-    p = Path(path)
-    src, _ = _source_steps(_prepare(read_chrome_trace(p), ident), ident, p, step_range)
-    return src
-
-
-def torch_step_spans(path: str | Path, ident: SourceIdentity) -> list[StepSpan]:
-    """The steps one torch trace holds (see the module docstring for how they are found)."""
-    return list(torch_source_steps(path, ident).steps)
-
-
-def torch_steps_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
-    """Picklable per-artifact function for executors: (path, identity) -> SourceSteps."""
-    return torch_source_steps(*item, step_range=getattr(options, "step_range", None))
-
-
-def _as_item(x: Any) -> tuple[Path, SourceIdentity]:
-    if isinstance(x, (tuple, list)) and len(x) == 2:
-        return Path(x[0]), x[1]
-    p = Path(x)
-    return p, SourceIdentity(source=p.name, source_kind="torch")
-
-
-def torch_steps(items: Iterable[Any], step: StepArg = DEFAULT_STEP) -> list[dict[str, Any]]:
-    """steps.parquet rows of several torch traces (paths, or (path, SourceIdentity) pairs).
-
-    Every step found is a row; `chosen`/`reason` come from the window's rule over all of them."""
-    from .nsys import steps_rows
-
-    srcs = [torch_source_steps(p, ident) for p, ident in map(_as_item, items)]
-    resolved, choice = run_window(srcs, step)
-    return steps_rows(resolved, choice)
+    return _Prepared(data.base_ns, ranges, index, ops, api_ns, names, _memory_levels(data, gtid_of))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -495,29 +318,23 @@ def summarize_torch_trace(path: str | Path, ident: SourceIdentity, options: Summ
     p = Path(path)
     data = read_chrome_trace(p)
     prep = _prepare(data, ident)
-    ident = _torch_ident(ident, prep)
     steps_rows_: list[dict[str, Any]] = []
     notes: list[str] = []
     if spans is None:
         from .nsys import steps_rows
 
-        src, notes = _source_steps(prep, ident, p, options.step_range)
+        src, notes = trace_source_steps(data, ident, p, options.step_range)
         resolved, choice = run_window([src], options.step)
         spans = window_spans(resolved[0], choice.step)
         steps_rows_ = steps_rows(resolved, choice)
+    stated = trace_ident(replace(ident, rank=None), data.metadata).rank
+    ident = trace_ident(ident, data.metadata)
     phases, kernels = _rows(prep, ident, list(spans), options.top)
     for row in phases:
-        row["rank_source"] = _rank_source(ident, prep)
+        row["rank_source"] = ("unknown: no rank in the file name or the trace's distributedInfo" if ident.rank is None
+                              else "distributedInfo" if stated == ident.rank else "artifact")
     warnings = [{"source": ident.source, "message": w} for w in data.warnings + notes]
     return {"phases": phases, "kernels": kernels, "steps": steps_rows_, "warnings": warnings}
-
-
-def _rank_source(ident: SourceIdentity, p: _Prepared) -> str:
-    if ident.rank is None:
-        return "unknown: no rank in the file name or the trace's distributedInfo"
-    if p.identity.get("rank") == ident.rank:
-        return "distributedInfo"
-    return "artifact"
 
 
 def _rows(p: _Prepared, ident: SourceIdentity, spans: list[StepSpan], top: int
@@ -547,31 +364,14 @@ def _rows(p: _Prepared, ident: SourceIdentity, spans: list[StepSpan], top: int
 # Memory snapshots
 # ------------------------------------------------------------------------------------------------
 
-@dataclass
-class _Timeline:
-    """Allocated bytes of one device over time: level[i] holds from times[i] until times[i+1]."""
-
-    times: np.ndarray     # absolute ns
-    levels: np.ndarray    # bytes after each event
-    baseline: int         # bytes before the first event
-
-    def peak(self, lo: int, hi: int) -> int | None:
-        if self.times.size == 0:
-            return self.baseline
-        return level_peak(self.times, self.levels, self.baseline, lo, hi)
+_Levels = tuple  # (times, allocated bytes after each, bytes before the first): phases.py's `mem`
 
 
-@dataclass
-class _Annot:
-    name: str
-    device: int
-    start: int
-    end: int
-    parent: int = -1
-    depth: int = 0
+def _peak(t: _Levels, lo: int, hi: int) -> int:
+    return level_peak(*t, lo, hi) if t[0].size else t[2]
 
 
-def _timelines(snap: dict[str, Any]) -> dict[int, _Timeline]:
+def _timelines(snap: dict[str, Any]) -> dict[int, _Levels]:
     """Per device: allocated bytes (alloc adds, free_requested subtracts, as torch counts
     `memory_allocated`), anchored on the blocks the snapshot still holds at its end."""
     final: dict[int, int] = {}
@@ -582,7 +382,7 @@ def _timelines(snap: dict[str, Any]) -> dict[int, _Timeline]:
         for b in seg.get("blocks") or []:
             if isinstance(b, dict) and b.get("state") == "active_allocated":
                 final[dev] = final.get(dev, 0) + int(b.get("size") or 0)
-    out: dict[int, _Timeline] = {}
+    out: dict[int, _Levels] = {}
     for dev, trace in enumerate(snap.get("device_traces") or []):
         times: list[int] = []
         deltas: list[int] = []
@@ -607,74 +407,8 @@ def _timelines(snap: dict[str, Any]) -> dict[int, _Timeline]:
         order = np.argsort(t_arr, kind="stable")
         t_arr, d_arr = t_arr[order], d_arr[order]
         baseline = final.get(dev, 0) - int(d_arr.sum())
-        out[dev] = _Timeline(t_arr, baseline + np.cumsum(d_arr), baseline)
+        out[dev] = (t_arr, baseline + np.cumsum(d_arr), baseline)
     return out
-
-
-def _annotations(snap: dict[str, Any]) -> list[_Annot]:
-    """START/END pairs of external_annotations, nested per device (parent, depth)."""
-    open_: dict[tuple[int, str], list[int]] = {}
-    out: list[_Annot] = []
-    events = [a for a in snap.get("external_annotations") or [] if isinstance(a, dict)]
-    events.sort(key=lambda a: a.get("time_us") if isinstance(a.get("time_us"), (int, float)) else 0)
-    for a in events:
-        name, stage, t = a.get("name"), a.get("stage"), a.get("time_us")
-        if not isinstance(name, str) or not isinstance(t, (int, float)):
-            continue
-        dev = a.get("device", 0) if isinstance(a.get("device"), int) else 0
-        if stage == "START":
-            out.append(_Annot(name, dev, int(t * 1000), -1))
-            open_.setdefault((dev, name), []).append(len(out) - 1)
-        elif stage == "END" and open_.get((dev, name)):
-            out[open_[(dev, name)].pop()].end = int(t * 1000)
-    out = [a for a in out if a.end >= a.start]
-    out.sort(key=lambda a: (a.device, a.start, -a.end))
-    stack: list[int] = []
-    for i, a in enumerate(out):
-        while stack and (out[stack[-1]].device != a.device or out[stack[-1]].end <= a.start):
-            stack.pop()
-        if stack:
-            a.parent, a.depth = stack[-1], out[stack[-1]].depth + 1
-        stack.append(i)
-    return out
-
-
-def _memory_spans(annots: list[_Annot], ident: SourceIdentity, tl: dict[int, _Timeline]) -> list[StepSpan]:
-    """Steps of a snapshot: its top-level annotations cut where a name repeats; the last group is
-    the folder's step N (verl dumps at the end of step N), earlier groups N-1, N-2 ..."""
-    top = sorted((a for a in annots if a.parent < 0), key=lambda a: a.start)
-    groups: list[list[_Annot]] = []
-    seen: set[str] = set()
-    for a in top:
-        if not groups or a.name in seen:
-            groups.append([])
-            seen = set()
-        groups[-1].append(a)
-        seen.add(a.name)
-    if ident.step_range is not None:
-        first = ident.step_range[0]
-    elif ident.step_hint is not None:
-        first = ident.step_hint - len(groups) + 1
-    else:
-        first = 1
-    spans = [StepSpan(first + k, min(a.start for a in g), max(a.end for a in g), "snapshot_dir",
-                      ident.source, (), ident.pid) for k, g in enumerate(groups)]
-    if not spans and ident.step_hint is not None:
-        times = [t.times for t in tl.values() if t.times.size]
-        if times:
-            lo = min(int(t[0]) for t in times)
-            hi = max(int(t[-1]) for t in times)
-            spans = [StepSpan(ident.step_hint, lo, hi, "snapshot_dir", ident.source, (), ident.pid)]
-    return [s for s in spans if s.step >= 1] or spans[-1:]
-
-
-def memory_source_steps(path: str | Path, ident: SourceIdentity) -> SourceSteps:
-    """The window stage's view of one memory snapshot."""
-    from dataclasses import replace
-
-    snap = load_snapshot(path)
-    ident = replace(ident, source_kind="memory")
-    return SourceSteps.from_spans(ident, _memory_spans(_annotations(snap), ident, _timelines(snap)), str(path))
 
 
 @dataclass(frozen=True)
@@ -711,30 +445,30 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
     ident = replace(ident, source_kind="memory")
     snap = load_snapshot(path)
     tl = _timelines(snap)
-    annots = _annotations(snap)
+    annots = snapshot_annotations(snap)
     warnings: list[dict[str, Any]] = []
-    if not any(t.times.size for t in tl.values()):
+    if not any(t[0].size for t in tl.values()):
         warnings.append({"source": ident.source, "message": "the snapshot holds no allocation history "
                          "(was _record_memory_history on?): no per-phase peaks"})
-    if any(t.times.size and (int(t.levels.min()) < 0 or t.baseline < 0) for t in tl.values()):
+    if any(t[0].size and (int(t[1].min()) < 0 or t[2] < 0) for t in tl.values()):
         warnings.append({"source": ident.source, "message": "allocation history and final state disagree "
                          "(negative level): peaks may be off"})
     if phases_rows is not None:
         return {"phases": _attach(phases_rows, ident, tl, annots), "kernels": [], "steps": [],
                 "warnings": warnings}
-    spans = _memory_spans(annots, ident, tl)
+    spans = snapshot_spans(snap, annots, ident)
     src = SourceSteps.from_spans(ident, spans, str(path))
     resolved, choice = run_window([src], options.step)
     chosen = window_spans(resolved[0], choice.step)
     phases: list[dict[str, Any]] = []
     for s in chosen:
-        groups: dict[tuple, list[_Annot]] = {}
+        groups: dict[tuple, list[Annotation]] = {}
         for a in annots:
             if s.start_ns <= a.start <= s.end_ns:
                 parent = annots[a.parent].name if a.parent >= 0 else None
                 groups.setdefault((a.name, parent, a.depth), []).append(a)
         for (name, parent, depth), members in groups.items():
-            peaks = [tl[a.device].peak(a.start, a.end) for a in members if a.device in tl]
+            peaks = [_peak(tl[a.device], a.start, a.end) for a in members if a.device in tl]
             phases.append({
                 **ident.keys(s.step), "phase": name, "stage": canonical_stage(name, ident.role),
                 "parent": parent, "depth": depth, "start_ns": min(a.start for a in members),
@@ -744,9 +478,9 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
     return {"phases": phases, "kernels": [], "steps": steps_rows(resolved, choice), "warnings": warnings}
 
 
-def _attach(rows: Sequence[dict[str, Any]], ident: SourceIdentity, tl: dict[int, _Timeline],
-            annots: list[_Annot]) -> list[dict[str, Any]]:
-    covered = [(int(t.times[0]), int(t.times[-1])) for t in tl.values() if t.times.size]
+def _attach(rows: Sequence[dict[str, Any]], ident: SourceIdentity, tl: dict[int, _Levels],
+            annots: list[Annotation]) -> list[dict[str, Any]]:
+    covered = [(int(t[0][0]), int(t[0][-1])) for t in tl.values() if t[0].size]
     if not covered:
         return [dict(r) for r in rows]
     lo_all, hi_all = min(c[0] for c in covered), max(c[1] for c in covered)
@@ -774,9 +508,9 @@ def _attach(rows: Sequence[dict[str, Any]], ident: SourceIdentity, tl: dict[int,
         w = win.get((r.get("source"), r.get("step")), [lo, hi])
         same = [a for a in annots if a.name == r.get("phase") and w[0] <= a.start <= w[1] and a.device in tl]
         if same:
-            peaks = [tl[a.device].peak(a.start, a.end) for a in same]
+            peaks = [_peak(tl[a.device], a.start, a.end) for a in same]
         else:
-            peaks = [t.peak(lo, hi) for t in tl.values() if t.times.size]
+            peaks = [_peak(t, lo, hi) for t in tl.values() if t[0].size]
         peaks = [x for x in peaks if x is not None]
         if peaks:
             r["mem_peak_bytes"] = max(peaks)

@@ -7,15 +7,16 @@ Why a module of its own: the nsys half (`summarize/nsys.py`) and the torch half
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Union
 
 from ..window import DEFAULT_STEP, StepArg
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 # schema name ("phases" | "kernels" | "steps") -> rows matching stages/schema.py. Rows may be a list
 # of dicts (column name -> value; missing columns become null) or an already-built Arrow table.
-SummaryRows = dict[str, Union[list[dict[str, Any]], pa.Table]]
+SummaryRows = dict[str, Union[list[dict[str, Any]], "pa.Table"]]
 
 DEFAULT_TOP = 50
 
@@ -49,5 +50,5 @@ def merge_rows(parts: list[SummaryRows]) -> SummaryRows:
         for name, rows in part.items():
             bucket = out.setdefault(name, [])
             assert isinstance(bucket, list)
-            bucket.extend(rows.to_pylist() if isinstance(rows, pa.Table) else rows)
+            bucket.extend(rows.to_pylist() if hasattr(rows, "to_pylist") else rows)   # an Arrow table
     return out

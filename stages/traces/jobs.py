@@ -10,8 +10,8 @@ formats that open without the profiler that made them:
 
 The work is split by job, one module each (see docs/traces.md for the rules and clocks):
 `traces_nsys_window` (SQLite window), `traces_nsys_chrome` (SQLite -> Chrome JSON),
-`traces_torch_window` (Chrome trace window), `traces_jsonout` (deterministic gzip JSON writer),
-`traces_nsys_probe` (schema probing shared by the nsys modules). This module is the facade the
+`traces_torch_window` (Chrome trace window), `traces_jsonout` (deterministic gzip JSON writer);
+the nsys schema is probed by the one prober, readers/nsys_sqlite.py. This module is the facade the
 pipeline and the HTML report use: file names, and one picklable per-artifact function.
 """
 from __future__ import annotations

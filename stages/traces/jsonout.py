@@ -20,17 +20,14 @@ part of writing the window (issue 25).
 """
 from __future__ import annotations
 
-import gzip
 import json
-import queue
-import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any
 
-_FLUSH_BYTES = 1 << 20
-_QUEUE = 4     # batches in flight to the compressor thread (~1 MiB each)
+from ..core.gzip_pipe import GzipPipe
 
+_FLUSH_BYTES = 1 << 20  # events buffered before one write to the compressor thread
 
 class ChromeTraceWriter:
     """Write `{<header keys>, "traceEvents": [<events>]}` to a gzip file, one event at a time.
@@ -40,13 +37,7 @@ class ChromeTraceWriter:
     """
 
     def __init__(self, path: Path, header: dict[str, Any] | None = None, compresslevel: int = 9) -> None:
-        self._raw: BinaryIO = open(path, "wb")
-        self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0,
-                                 compresslevel=compresslevel)
-        self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=_QUEUE)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._deflate, name="chrome-trace-gzip", daemon=True)
-        self._thread.start()
+        self._pipe = GzipPipe(path, compresslevel)
         self._buf: list[bytes] = []
         self._pending = 0
         self._first = True
@@ -56,7 +47,7 @@ class ChromeTraceWriter:
             if key == "traceEvents":
                 continue
             head += json.dumps(key).encode() + b": " + json.dumps(value).encode() + b",\n"
-        self._put(head + b'"traceEvents": [\n')
+        self._pipe.write(head + b'"traceEvents": [\n')
 
     def write(self, event_json: bytes) -> None:
         """Append one event, given as the bytes of a JSON object."""
@@ -84,46 +75,18 @@ class ChromeTraceWriter:
 
     def _flush(self) -> None:
         if self._buf:
-            self._put(b"".join(self._buf))
+            self._pipe.write(b"".join(self._buf))
             self._buf.clear()
             self._pending = 0
-
-    def _put(self, data: bytes) -> None:
-        if self._error is not None:
-            raise self._error
-        self._q.put(data)
-
-    def _deflate(self) -> None:
-        """The compressor thread: write what arrives until None; after an error, drain and drop
-        (so the producer never blocks on a full queue), the error is raised in the producer."""
-        while (data := self._q.get()) is not None:
-            if self._error is None:
-                try:
-                    self._gz.write(data)
-                except BaseException as exc:  # noqa: BLE001 - handed to the producer thread
-                    self._error = exc
-
-    def _stop(self) -> None:
-        if self._thread.is_alive():
-            self._q.put(None)
-            self._thread.join()
 
     def finish(self) -> None:
         """Write the closing brackets and close the file."""
         self._flush()
-        self._put(b"\n]}\n")
-        self._stop()
-        if self._error is not None:
-            self.close()
-            raise self._error
-        self.close()
+        self._pipe.write(b"\n]}\n")
+        self._pipe.finish()
 
     def close(self) -> None:
-        self._stop()
-        try:
-            self._gz.close()
-        finally:
-            self._raw.close()
+        self._pipe.close()
 
     def __enter__(self) -> "ChromeTraceWriter":
         return self

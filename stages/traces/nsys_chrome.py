@@ -31,19 +31,8 @@ import orjson
 
 from ..core.atomic import atomic_path, temp_sibling
 from ..core.errors import BadInputError, VerlprofError
-from ..readers.sqlite_export import connect_readonly, validate_export
+from ..readers.nsys_sqlite import PID_DIV, PID_SHIFT, NsysExport, NvtxTypes, TableInfo, in_list, qi, tid_of_gtid
 from .jsonout import ChromeTraceWriter
-from .nsys_probe import (
-    PID_DIV,
-    PID_SHIFT,
-    TableInfo,
-    in_list,
-    nvtx_types,
-    probe_tables,
-    qi,
-    session_start_ns,
-    tid_of,
-)
 
 API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 GPU_TABLES = {
@@ -86,18 +75,11 @@ def nsys_sqlite_to_chrome(src: Path, dst_json_gz: Path, start_ns_abs: int | None
             return nsys_sqlite_to_chrome(part, dst, flows=flows)
         finally:
             part.unlink(missing_ok=True)
-    validate_export(src)
-    with atomic_path(dst) as tmp:
+    with NsysExport.open(src, need_events=False) as db, atomic_path(dst) as tmp:
         try:
-            con = connect_readonly(src)
-        except sqlite3.Error as exc:
-            raise BadInputError(src, f"cannot open it as SQLite ({exc})") from None
-        try:
-            counts = _convert(con, src, tmp, flows)
+            counts = _convert(db, tmp, flows)
         except sqlite3.DatabaseError as exc:
             raise BadInputError(src, f"corrupt export, reading its rows failed ({exc})") from None
-        finally:
-            con.close()
     return ChromeCounts(counts.events, counts.clamped, dst.stat().st_size)
 
 
@@ -191,7 +173,7 @@ class _Emitter:
     def add_threads(self, con: sqlite3.Connection, q: str) -> None:
         """Note the (process, thread) tracks of the globalTids `q` selects."""
         for (gtid,) in con.execute(q):
-            self.threads.add((gtid // PID_DIV, tid_of(gtid)))
+            self.threads.add((gtid // PID_DIV, tid_of_gtid(gtid)))
 
     def meta(self, what: str, pid: int, tid: int, args: dict[str, object]) -> None:
         self.w.write((f'{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},"ts":{us(self.epoch)},'
@@ -204,14 +186,14 @@ def gpu_pid(device: int, pid: int) -> int:
     return ((int(device) + 1) << PID_SHIFT) + int(pid)
 
 
-def _convert(con: sqlite3.Connection, src: Path, tmp: Path, flows: bool) -> ChromeCounts:
-    tables = probe_tables(con)
-    epoch = session_start_ns(con, src)
+def _convert(db: NsysExport, tmp: Path, flows: bool) -> ChromeCounts:
+    con, tables = db.con, db.tables
+    epoch = db.session_start_ns(required=True)
     header = {"displayTimeUnit": "ns",
               "otherData": {"producer": "verlprof", "clock": "UTC epoch microseconds"}}
     with ChromeTraceWriter(tmp, header, compresslevel=CHROME_GZIP_LEVEL) as writer:
         em = _Emitter(writer, epoch)
-        _nvtx(con, tables, em)
+        _nvtx(con, tables, db.nvtx_types, em)
         _api(con, tables, em)
         _gpu(con, tables, em)
         if flows:
@@ -227,11 +209,10 @@ def _string_join(t: TableInfo, col: str, alias: str) -> tuple[str, str]:
     return f"{alias}.value", f" LEFT JOIN StringIds {alias} ON {alias}.id = x.{qi(col)}"
 
 
-def _nvtx(con: sqlite3.Connection, tables: dict[str, TableInfo], em: _Emitter) -> None:
+def _nvtx(con: sqlite3.Connection, tables: dict[str, TableInfo], types: NvtxTypes, em: _Emitter) -> None:
     t = tables.get("NVTX_EVENTS")
     if t is None or not t.has("start", "globalTid"):
         return
-    types = nvtx_types(con, tables)
     text = 'x."text"' if t.has("text") else "NULL"
     name_sel, join = _string_join(t, "textId", "s")
     end = 'x."end"' if t.has("end") else "NULL"

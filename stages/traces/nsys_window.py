@@ -3,8 +3,9 @@
 Why: people share "the steady-state step", not a whole run. The window keeps every table of the
 input with its original CREATE statement (so every query written for nsys exports, verlprof's own
 and `nsys stats`, still runs on it) but only the rows that belong to the window. All copying is
-`INSERT INTO main.T SELECT * FROM src.T WHERE ...` inside SQLite, so a multi-GB export is streamed
-page by page and Python never holds its rows.
+`INSERT INTO win.T SELECT * FROM main.T WHERE ...` inside SQLite (the new file is attached to the
+export's own read-only connection, so the pass's one open export serves the cut too), so a
+multi-GB export is streamed page by page and Python never holds its rows.
 
 Which rows are kept (times are session-relative ns; the window [s, e] is given on the absolute UTC
 clock and shifted by `TARGET_INFO_SESSION_START_TIME.utcEpochNs`):
@@ -43,8 +44,7 @@ from urllib.parse import quote
 
 from ..core.atomic import atomic_path
 from ..core.errors import BadInputError, VerlprofError
-from ..readers.sqlite_export import validate_export
-from .nsys_probe import PID_DIV, TableInfo, in_list, nvtx_types, probe_tables, qi, session_start_ns
+from ..readers.nsys_sqlite import PID_DIV, NsysExport, NvtxTypes, TableInfo, in_list, qi
 
 WINDOW_TABLE = "VERLPROF_WINDOW"
 RULE = "overlap+correlation"
@@ -89,32 +89,39 @@ class WindowCounts:
         return self._n("NVTX_EVENTS")
 
 
-def window_nsys_sqlite(src: Path, dst: Path, start_ns_abs: int, end_ns_abs: int) -> WindowCounts:
+def window_nsys_sqlite(src: Path, dst: Path, start_ns_abs: int, end_ns_abs: int,
+                       db: NsysExport | None = None) -> WindowCounts:
     """Write the rows of [start_ns_abs, end_ns_abs] (UTC epoch ns) of export `src` to `dst`.
 
-    `src` is opened read-only and never changed; `dst` appears complete or not at all.
+    `src` is opened read-only and never changed; `dst` appears complete or not at all. `db`: the
+    export already open in this pass (its probe is reused and `dst` is attached to its connection).
     """
     src, dst = Path(src), Path(dst)
     if end_ns_abs < start_ns_abs:
         raise VerlprofError(src, f"window ends ({end_ns_abs}) before it starts ({start_ns_abs})")
     if dst.exists() and dst.resolve() == src.resolve():
         raise VerlprofError(dst, "the window would overwrite its own input")
-    validate_export(src)
-    with atomic_path(dst) as tmp:
-        try:
-            counts = _write_window(src, tmp, int(start_ns_abs), int(end_ns_abs))
-        except sqlite3.OperationalError as exc:
-            if "full" in str(exc):
-                raise VerlprofError(dst, f"cannot write the window ({exc})") from None
-            raise BadInputError(src, f"cannot read its rows ({exc})") from None
-        except sqlite3.DatabaseError as exc:
-            raise BadInputError(src, f"corrupt export, reading its rows failed ({exc})") from None
+    own = db is None
+    db = NsysExport.open(src, need_events=False) if db is None else db
+    try:
+        with atomic_path(dst) as tmp:
+            try:
+                counts = _write_window(db, tmp, int(start_ns_abs), int(end_ns_abs))
+            except sqlite3.OperationalError as exc:
+                if "full" in str(exc):
+                    raise VerlprofError(dst, f"cannot write the window ({exc})") from None
+                raise BadInputError(src, f"cannot read its rows ({exc})") from None
+            except sqlite3.DatabaseError as exc:
+                raise BadInputError(src, f"corrupt export, reading its rows failed ({exc})") from None
+    finally:
+        if own:
+            db.close()
     return WindowCounts(counts.start_ns_abs, counts.end_ns_abs, counts.session_start_ns,
                         counts.rows, counts.emptied, dst.stat().st_size)
 
 
-def _ro_uri(path: Path) -> str:
-    return f"file:{quote(str(path.absolute()), safe='/')}?mode=ro&immutable=1"
+def _rw_uri(path: Path) -> str:
+    return f"file:{quote(str(path.absolute()), safe='/')}"
 
 
 def _time_pred(t: TableInfo) -> str | None:
@@ -142,33 +149,47 @@ def _is_whole(name: str) -> bool:
     return name.startswith(_WHOLE_PREFIXES) or name in _WHOLE_NAMES
 
 
-def _write_window(src: Path, tmp: Path, start_abs: int, end_abs: int) -> WindowCounts:
-    con = sqlite3.connect(str(tmp), isolation_level=None, uri=True)
+def _write_window(db: NsysExport, tmp: Path, start_abs: int, end_abs: int) -> WindowCounts:
+    """Copy the window's rows from the export (`main` of `db.con`, read-only) into `win`, the
+    new file attached to the same connection: the export is not opened a second time."""
+    con = db.con
+    tables = {n: t for n, t in db.tables.items() if n != WINDOW_TABLE}
+    epoch = db.session_start_ns(required=True)
+    p = {"s": start_abs - epoch, "e": end_abs - epoch}
+    con.commit()
+    con.execute("ATTACH DATABASE ? AS win", (_rw_uri(tmp),))
     try:
-        con.execute("PRAGMA page_size = 1024")  # ~50 small tables: 1 KiB pages keep them small
-        con.execute("PRAGMA journal_mode = OFF")
-        con.execute("PRAGMA synchronous = OFF")
-        con.execute("ATTACH DATABASE ? AS src", (_ro_uri(src),))
-        tables = {n: t for n, t in probe_tables(con, "src").items() if n != WINDOW_TABLE}
-        epoch = session_start_ns(con, src, "src")
-        p = {"s": start_abs - epoch, "e": end_abs - epoch}
+        con.execute("PRAGMA win.page_size = 1024")  # ~50 small tables: 1 KiB pages keep them small
+        con.execute("PRAGMA win.journal_mode = OFF")
+        con.execute("PRAGMA win.synchronous = OFF")
         con.execute("BEGIN")
         for t in tables.values():
-            con.execute(t.sql)
-        emptied = _fill(con, tables, p)
+            con.execute(_create_in_win(t.sql))
+        emptied = _fill(con, tables, p, db.nvtx_types)
         _write_window_table(con, tables, p, start_abs, end_abs, epoch)
         con.execute("COMMIT")
-        rows = {n: con.execute(f"SELECT count(*) FROM main.{qi(n)}").fetchone()[0] for n in tables}
-        con.execute("DETACH DATABASE src")
+        rows = {n: con.execute(f"SELECT count(*) FROM win.{qi(n)}").fetchone()[0] for n in tables}
     finally:
-        con.close()
+        if con.in_transaction:
+            con.rollback()
+        for temp in ("keep_corr", "keep_pid", "keep_str"):
+            con.execute(f"DROP TABLE IF EXISTS temp.{temp}")
+        con.execute("DETACH DATABASE win")
     return WindowCounts(start_abs, end_abs, epoch, rows, tuple(sorted(emptied)))
 
 
-def _fill(con: sqlite3.Connection, tables: dict[str, TableInfo], p: dict[str, int]) -> list[str]:
+def _create_in_win(sql: str) -> str:
+    """The export's own CREATE TABLE statement, creating the table in `win` (SQLite stores it
+    normalised: `CREATE TABLE ` then the name, no schema)."""
+    head = "CREATE TABLE "
+    if not sql.upper().startswith(head):
+        raise sqlite3.DatabaseError(f"unexpected table definition {sql[:40]!r}")
+    return head + "win." + sql[len(head):]
+
+
+def _fill(con: sqlite3.Connection, tables: dict[str, TableInfo], p: dict[str, int], nvtx: NvtxTypes) -> list[str]:
     """Copy the kept rows of every table; return the tables left empty by policy."""
-    copy = 'INSERT INTO main.{t} SELECT * FROM src.{t} WHERE {w}'
-    nvtx = nvtx_types(con, tables, "src")
+    copy = 'INSERT INTO win.{t} SELECT * FROM main.{t} WHERE {w}'
     _collect_correlations(con, tables, p)
     deferred = {"StringIds", "PROCESSES", "ThreadNames"}
     emptied: list[str] = []
@@ -208,7 +229,7 @@ def _collect_correlations(con: sqlite3.Connection, tables: dict[str, TableInfo],
         key, pred = _corr_key(t), _time_pred(t)
         if key and pred:
             con.execute(f'INSERT OR IGNORE INTO temp.keep_corr SELECT {key}, "correlationId" '
-                        f'FROM src.{qi(t.name)} WHERE "correlationId" IS NOT NULL AND {pred}', p)
+                        f'FROM main.{qi(t.name)} WHERE "correlationId" IS NOT NULL AND {pred}', p)
 
 
 def _fill_processes(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> None:
@@ -220,13 +241,13 @@ def _fill_processes(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> No
         for col in ("globalPid", "globalTid"):
             if t.has(col):
                 con.execute(f"INSERT OR IGNORE INTO temp.keep_pid SELECT {qi(col)} / {PID_DIV} "
-                            f"FROM main.{qi(t.name)} WHERE {qi(col)} IS NOT NULL")
+                            f"FROM win.{qi(t.name)} WHERE {qi(col)} IS NOT NULL")
     for name, col in (("PROCESSES", "globalPid"), ("ThreadNames", "globalTid")):
         t = tables.get(name)
         if t is None:
             continue
         where = f"{qi(col)} / {PID_DIV} IN (SELECT kp FROM temp.keep_pid)" if t.has(col) else "1"
-        con.execute(f"INSERT INTO main.{qi(name)} SELECT * FROM src.{qi(name)} WHERE {where}")
+        con.execute(f"INSERT INTO win.{qi(name)} SELECT * FROM main.{qi(name)} WHERE {where}")
 
 
 def _is_callchains(t: TableInfo) -> bool:
@@ -248,8 +269,8 @@ def _fill_callchains(con: sqlite3.Connection, tables: dict[str, TableInfo], chai
     refs = refs or unnoted
     if not refs:
         return
-    ids = " UNION ".join(f"SELECT {qi(c)} FROM main.{qi(n)} WHERE {qi(c)} IS NOT NULL" for n, c in refs)
-    con.execute(f'INSERT INTO main.{qi(chains.name)} SELECT * FROM src.{qi(chains.name)} '
+    ids = " UNION ".join(f"SELECT {qi(c)} FROM win.{qi(n)} WHERE {qi(c)} IS NOT NULL" for n, c in refs)
+    con.execute(f'INSERT INTO win.{qi(chains.name)} SELECT * FROM main.{qi(chains.name)} '
                 f'WHERE "id" IN ({ids})')
 
 
@@ -258,16 +279,16 @@ def _fill_strings(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> None
     con.execute("CREATE TEMP TABLE keep_str (ks INTEGER PRIMARY KEY)")
     for t in tables.values():
         for col in t.string_refs:
-            con.execute(f"INSERT OR IGNORE INTO temp.keep_str SELECT {qi(col)} FROM main.{qi(t.name)} "
+            con.execute(f"INSERT OR IGNORE INTO temp.keep_str SELECT {qi(col)} FROM win.{qi(t.name)} "
                         f"WHERE typeof({qi(col)}) = 'integer'")
-    con.execute('INSERT INTO main."StringIds" SELECT * FROM src."StringIds" '
+    con.execute('INSERT INTO win."StringIds" SELECT * FROM main."StringIds" '
                 'WHERE "id" IN (SELECT ks FROM temp.keep_str)')
 
 
 def _write_window_table(con: sqlite3.Connection, tables: dict[str, TableInfo], p: dict[str, int],
                         start_abs: int, end_abs: int, epoch: int) -> None:
     """VERLPROF_WINDOW: what this file is a window of, by which rule, and memory baselines."""
-    con.execute(f"CREATE TABLE {WINDOW_TABLE} (name TEXT NOT NULL PRIMARY KEY, value TEXT)")
+    con.execute(f"CREATE TABLE win.{WINDOW_TABLE} (name TEXT NOT NULL PRIMARY KEY, value TEXT)")
     facts: list[tuple[str, str]] = [
         ("rule", RULE),
         ("start_ns_abs", str(start_abs)), ("end_ns_abs", str(end_abs)),
@@ -275,7 +296,7 @@ def _write_window_table(con: sqlite3.Connection, tables: dict[str, TableInfo], p
         ("session_start_utc_ns", str(epoch)),
     ]
     facts += _memory_baselines(con, tables, p)
-    con.executemany(f"INSERT INTO {WINDOW_TABLE} VALUES (?, ?)", facts)
+    con.executemany(f"INSERT INTO win.{WINDOW_TABLE} VALUES (?, ?)", facts)
 
 
 def _memory_baselines(con: sqlite3.Connection, tables: dict[str, TableInfo],
@@ -287,7 +308,7 @@ def _memory_baselines(con: sqlite3.Connection, tables: dict[str, TableInfo],
     alloc, free = 0, 1
     enum = tables.get("ENUM_CUDA_DEV_MEM_EVENT_OPER")
     if enum and enum.has("id", "name"):
-        for i, name in con.execute('SELECT id, name FROM src."ENUM_CUDA_DEV_MEM_EVENT_OPER"'):
+        for i, name in con.execute('SELECT id, name FROM main."ENUM_CUDA_DEV_MEM_EVENT_OPER"'):
             if str(name).upper().endswith("DEALLOCATION"):
                 free = int(i)
             elif str(name).upper().endswith("ALLOCATION"):
@@ -297,7 +318,7 @@ def _memory_baselines(con: sqlite3.Connection, tables: dict[str, TableInfo],
     q = (f'SELECT "globalPid", "deviceId", {signed} FROM {{db}}."CUDA_GPU_MEMORY_USAGE_EVENTS" '
          'WHERE "start" < :s GROUP BY 1, 2')
     before: dict[tuple[int, int], int] = {}
-    for db, sign in (("src", 1), ("main", -1)):
+    for db, sign in (("main", 1), ("win", -1)):
         for gpid, dev, net in con.execute(q.format(db=db), p):
             before[(gpid, dev)] = before.get((gpid, dev), 0) + sign * int(net or 0)
     return [(f"memory_baseline_bytes/{gpid}/{dev}", str(net))

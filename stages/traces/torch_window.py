@@ -2,7 +2,7 @@
 
 Why: verl's torch traces run to hundreds of MB; loading one whole (as HolisticTraceAnalysis does)
 costs GBs of RAM. Events are read in batches by the one chrome-trace reader
-(`readers/chrome_trace.stream_chrome_trace`: orjson on batches cut at event boundaries, the
+(`readers/chrome_trace.ChromeTraceStream`: orjson on batches cut at event boundaries, the
 standard library where orjson refuses) and written as they come, so memory stays flat whatever
 the trace size.
 
@@ -45,7 +45,7 @@ import orjson
 
 from ..core.atomic import atomic_path
 from ..core.errors import VerlprofError
-from ..readers.chrome_trace import TraceData, read_chrome_trace, stream_chrome_trace
+from ..readers.chrome_trace import Batch, ChromeTraceStream, TraceData, read_chrome_trace
 from .jsonout import ChromeTraceWriter
 
 UNSAFE_HEADER_KEYS = frozenset({"traceName"})
@@ -109,16 +109,16 @@ def window_chrome_trace(src: Path, dst_json_gz: Path, start_us: float, end_us: f
         raise VerlprofError(src, f"window ends ({end_us}) before it starts ({start_us})")
     if dst.exists() and dst.resolve() == src.resolve():
         raise VerlprofError(dst, "the window would overwrite its own input")
-    first: dict[str, Any] = {}
-    batches = stream_chrome_trace(src, first)
-    head = next(batches, [])            # the keys before the events are known from here on
-    header = dict(first) if header is None else header
+    stream = ChromeTraceStream(src, parse=True)
+    batches = iter(stream)
+    head = next(batches, None)          # the keys before the events are known from here on
+    header = dict(stream.head) if header is None else header
     lo, hi = float(start_us), float(end_us)
     kept_header = {k: v for k, v in header.items() if k not in UNSAFE_HEADER_KEYS}
     dropped_keys = tuple(k for k in header if k in UNSAFE_HEADER_KEYS)
     with atomic_path(dst) as tmp:
         with ChromeTraceWriter(tmp, kept_header) as writer:
-            counts = _copy_window(itertools.chain([head], batches), writer, lo, hi)
+            counts = _copy_window(itertools.chain([head] if head else [], batches), writer, lo, hi)
     return TraceWindowCounts(
         kept=counts["kept"], metadata=counts["metadata"], dropped=counts["dropped"],
         malformed=counts["malformed"], header_keys=tuple(kept_header), dropped_keys=dropped_keys,
@@ -133,11 +133,11 @@ def dumps(ev: Any) -> bytes:
         return json.dumps(ev, separators=(",", ":")).encode()
 
 
-def _copy_window(batches: Iterable[list[Any]], writer: ChromeTraceWriter, lo: float, hi: float) -> dict[str, Any]:
+def _copy_window(batches: Iterable[Batch], writer: ChromeTraceWriter, lo: float, hi: float) -> dict[str, Any]:
     kept: Counter[str] = Counter()
     metadata = dropped = malformed = 0
     for batch in batches:
-        for ev in batch:
+        for ev in batch.events or ():
             if type(ev) is not dict:
                 malformed += 1
                 continue
@@ -165,8 +165,8 @@ def _copy_window(batches: Iterable[list[Any]], writer: ChromeTraceWriter, lo: fl
 
 def trace_header(src: Path) -> dict[str, Any]:
     """The top-level keys of a trace before `traceEvents` (cheap: stops at the first events)."""
-    header: dict[str, Any] = {}
-    batches = stream_chrome_trace(Path(src), header)
+    stream = ChromeTraceStream(Path(src))
+    batches = iter(stream)
     next(batches, None)
-    batches.close()
-    return header
+    batches.close()   # type: ignore[attr-defined]
+    return stream.head

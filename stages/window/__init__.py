@@ -13,10 +13,22 @@ from .steps import (
     source_steps_from_ranges,
     window_spans,
 )
+from .torch_steps import (
+    memory_source_steps,
+    snapshot_spans,
+    source_steps_item,
+    thread_gtids,
+    torch_source_steps,
+    trace_ident,
+    trace_ranges,
+    trace_source_steps,
+)
 from .types import DEFAULT_STEP, SourceIdentity, SourceKind, StepArg, StepSpan, WindowChoice
 
 __all__ = [
     "SourceSteps", "TopRange", "compile_step_range", "gpu_only_spans", "identity_from_artifact", "identity_from_path", "is_phase_range",
     "nsys_source_steps", "run_window", "source_steps_from_ranges", "window_spans", "DEFAULT_STEP",
-    "SourceIdentity", "SourceKind", "StepArg", "StepSpan", "WindowChoice",
+    "SourceIdentity", "SourceKind", "StepArg", "StepSpan", "WindowChoice", "memory_source_steps",
+    "snapshot_spans", "source_steps_item", "thread_gtids", "torch_source_steps", "trace_ident", "trace_ranges",
+    "trace_source_steps",
 ]

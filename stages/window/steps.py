@@ -23,11 +23,11 @@ Step boundaries, by source:
   framework (torch emit_nvtx op ranges, Megatron, vLLM) has no step structure verlprof could know,
   so without markers its window is the whole capture (`whole_file`, one span per process) and the
   reason says so; steps are never invented.
-- torch traces and memory snapshots bring their own spans (`file_name`, `snapshot_dir`,
-  `profiler_step`) through `SourceSteps.from_spans`.
+- torch traces go through the same markers (`torch_steps.py`) and come numbered, as memory
+  snapshots (`snapshot_dir`) do, through `SourceSteps.from_spans`.
 
-Per-source discovery is a plain picklable function (`steps_of_item`) so the pipeline runs it
-anywhere; choosing is a cheap pure function over all sources (`choose_window`).
+Per-source discovery is a plain picklable function (`torch_steps.source_steps_item`, every format)
+so the pipeline runs it anywhere; choosing is a cheap pure function over all sources (`choose_window`).
 """
 from __future__ import annotations
 
@@ -128,9 +128,12 @@ class SourceSteps:
 # ----------------------------------------------------------------------------------------------
 
 
-def nsys_source_steps(path: str | Path, ident: SourceIdentity, step_range: str | None = None) -> SourceSteps:
-    """Step ranges, top-level stage ranges and unsteady ranges of one nsys export."""
-    with NsysExport.open(path) as db:
+def nsys_source_steps(path: "str | Path | NsysExport", ident: SourceIdentity, step_range: str | None = None
+                      ) -> SourceSteps:
+    """Step ranges, top-level stage ranges and unsteady ranges of one nsys export (a path, or the
+    export already open in this pass)."""
+    with NsysExport.use(path) as db:
+        path = path if not isinstance(path, NsysExport) else db.path
         offset = db.session_start_ns()
         ranges = db.nvtx_ranges()
         notes = () if offset is not None else ("no TARGET_INFO_SESSION_START_TIME: times are relative",)
@@ -148,37 +151,37 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
     n = len(r)
     if n == 0:
         return SourceSteps(ident, path, offset, notes=notes + ("no NVTX ranges",))
-    keep = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
     user_re = compile_step_range(step_range)
     ix = RangeIndex.build(r)
     pids = r.pid
+    # Judged once per distinct name and domain, then as columns (issue 25: 10^6 ranges, few names):
+    # a step marker; else a top range (no kept parent, or a marker for parent) and/or an unsteady one.
+    code: dict[str, int] = {}
+    codes = np.fromiter((code.setdefault(t, len(code)) for t in r.text), np.int64, n)
+    names = list(code)
+    marks = [(("step_range", None) if user_re.search(t) else None) if user_re else step_marker(t) for t in names]
+    stages = [verl_stage(t, ident.role) for t in names]
+    is_marker = np.array([m is not None for m in marks], bool)[codes]
+    dom: dict[str | None, bool] = {}
+    keep = np.fromiter((dom[d] if d in dom else dom.setdefault(d, is_phase_range(d)) for d in r.domain), bool, n)
+    parent = ix.parent
+    has_kept_parent = (parent >= 0) & keep[np.maximum(parent, 0)] & ~is_marker[np.maximum(parent, 0)]
+    plain = keep & ~is_marker
+    is_top = plain & ~has_kept_parent
+    is_unsteady = plain & np.array([st in UNSTEADY_STAGES for st in stages], bool)[codes]
     steps: list[StepSpan] = []
-    top: list[TopRange] = []
-    unsteady: list[TopRange] = []
     per_pid_k: dict[int, int] = {}
-    # Python lists, not numpy scalars, inside the per-range loop (issue 25: 10^6 ranges).
-    texts, keep_l, parent = r.text, keep.tolist(), ix.parent.tolist()
-    starts, ends, pid_l = r.start.tolist(), r.end.tolist(), pids.tolist()
-    for i in range(n):
-        if not keep_l[i]:
-            continue
-        text = texts[i]
-        stage = verl_stage(text, ident.role)
-        s_abs, e_abs = offset + starts[i], offset + ends[i]
-        pid = pid_l[i]
-        marker = (("step_range", None) if user_re.search(text) else None) if user_re else step_marker(text)
-        if marker is not None:
-            k = per_pid_k.get(pid, 0) + 1
-            per_pid_k[pid] = k
-            steps.append(StepSpan(marker[1] or k, s_abs, e_abs, marker[0], ident.source, (), pid,
-                                  text if marker[1] is not None else f"{text} #{k}"))
-            continue
-        if stage in UNSTEADY_STAGES:
-            unsteady.append(TopRange(text, stage, s_abs, e_abs, pid))
-        p = parent[i]
-        if p < 0 or not keep_l[p] or (user_re is None and step_marker(texts[p]) is not None) or (
-                user_re is not None and user_re.search(texts[p])):
-            top.append(TopRange(text, stage, s_abs, e_abs, pid))
+    for i in np.flatnonzero(keep & is_marker).tolist():
+        text, pid, mark = r.text[i], int(pids[i]), marks[codes[i]]
+        k = per_pid_k[pid] = per_pid_k.get(pid, 0) + 1
+        steps.append(StepSpan(mark[1] or k, offset + int(r.start[i]), offset + int(r.end[i]), mark[0], ident.source,
+                              (), pid, text if mark[0] != "nvtx_step" else f"{text} #{k}"))
+
+    def ranges_of(mask: np.ndarray) -> list[TopRange]:
+        return [TopRange(r.text[i], stages[codes[i]], offset + int(r.start[i]), offset + int(r.end[i]), int(pids[i]))
+                for i in np.flatnonzero(mask).tolist()]
+
+    top, unsteady = ranges_of(is_top), ranges_of(is_unsteady)
     span = (offset + int(r.start.min()), offset + int(r.end.max()))
     pid_spans = tuple((int(p), offset + int(r.start[pids == p].min()), offset + int(r.end[pids == p].max()))
                       for p in np.unique(pids[keep])) if keep.any() else ()
@@ -223,12 +226,6 @@ def _whole_capture(src: SourceSteps) -> tuple[tuple[int, int], tuple[tuple[int, 
         lo, hi = min(lo, min(a for a, _ in gpu.values())), max(hi, max(b for _, b in gpu.values()))
     pids = tuple((p, min(a, gpu.get(p, (a, b))[0]), max(b, gpu.get(p, (a, b))[1])) for p, a, b in src.pid_spans)
     return (lo, hi), pids
-
-
-def steps_of_item(item: tuple[str, SourceIdentity], options: Any = None) -> SourceSteps:
-    """Picklable per-artifact function for executors: (path, identity) -> SourceSteps."""
-    path, ident = item
-    return nsys_source_steps(path, ident, getattr(options, "step_range", None))
 
 
 def identity_from_path(path: str | Path, source_kind: str | None = None) -> SourceIdentity:
