@@ -52,6 +52,14 @@ class _File:
         if head[18] == 2 and Path(str(path) + "-wal").exists():
             raise ValueError("a write-ahead log holds newer pages")
 
+    def release(self, first: int, last: int) -> None:
+        """Drop pages `first`..`last` from this process's memory (they stay in the OS page cache):
+        the process's peak stays about one chunk of pages, whatever the size of the file."""
+        a = self.base(first) // mmap.PAGESIZE * mmap.PAGESIZE
+        b = min(self.base(last) + self.page_size, self.size)
+        if b > a and hasattr(mmap, "MADV_DONTNEED"):
+            self.mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+
     def base(self, page: int) -> int:
         return (page - 1) * self.page_size
 
@@ -111,14 +119,16 @@ def numeric_cells_are_numbers(path: Path, root: int, ncols: int, numeric: list[i
     is_numeric[[c for c in numeric if 0 <= c < ncols]] = True
     found = False
     for i in range(0, len(leaves), _CHUNK_PAGES):
-        verdict = _leaf_headers_numeric(f, np.asarray(leaves[i:i + _CHUNK_PAGES], dtype=np.int64), ncols, is_numeric)
+        chunk = np.asarray(leaves[i:i + _CHUNK_PAGES], dtype=np.int64)
+        verdict = _leaf_headers_numeric(f, chunk, ncols, is_numeric)
+        f.release(int(chunk.min()), int(chunk.max()))
         if verdict is None:
             return None
         found |= not verdict
     return not found
 
 
-_CHUNK_PAGES = 4096
+_CHUNK_PAGES = 1024       # pages read at once: bounds the temporary arrays (~20 MB) and the mapped pages
 
 
 def _leaf_headers_numeric(f: _File, pages: np.ndarray, ncols: int, is_numeric: np.ndarray) -> bool | None:
@@ -201,60 +211,63 @@ def unallocated_regions(path: Path) -> list[tuple[int, int]] | None:
     file cannot be read this way (then everything is)."""
     try:
         f = _File(path)
+        free = _freelist(f)
     except (OSError, ValueError, IndexError):
         return None
-    buf = f.buf
-    n = f.pages
-    pages = np.arange(1, n + 1, dtype=np.int64)
-    bases = (pages - 1) * f.page_size
-    hdrs = bases + np.where(pages == 1, 100, 0)
-    kind = buf[hdrs]
-    btree = np.isin(kind, (_LEAF, _INTERIOR) + _INDEX_TYPES)
-    # A free-list page can look like a b-tree page (its old content): pages on the free list are
-    # whole regions whatever they hold.
-    free = _freelist(f)
     if free is None:
         return None
-    if free:
-        btree[np.asarray(sorted(free), dtype=np.int64) - 1] = False
     regions: list[tuple[int, int]] = []
-    for p in pages[~btree]:
-        b = int(bases[p - 1])
-        regions.append((b, min(b + f.page_size, f.size)))
-    bp = pages[btree]
-    h = hdrs[btree]
-    interior = np.isin(buf[h], (_INTERIOR, 0x02))
-    hlen = np.where(interior, 12, 8)
-    ncell = (buf[h + 3].astype(np.int64) << 8) | buf[h + 4]
-    content = (buf[h + 5].astype(np.int64) << 8) | buf[h + 6]
-    content = np.where(content == 0, 65536, content)
-    gap_a = h + hlen + 2 * ncell
-    gap_b = bases[bp - 1] + content
-    for a, b in zip(gap_a.tolist(), gap_b.tolist()):
-        if b > a:
-            regions.append((a, b))
-    firstfree = (buf[h + 1].astype(np.int64) << 8) | buf[h + 2]
-    for p, fb in zip(bp[firstfree > 0].tolist(), firstfree[firstfree > 0].tolist()):
-        base = f.base(p)
-        seen = 0
-        while fb and seen < 10_000:
-            at = base + fb
-            if fb + 4 > f.usable:
-                return None
-            size = f.u16(at + 2)
-            regions.append((at, min(at + max(size, 4), base + f.page_size)))
-            fb = f.u16(at)
-            seen += 1
-    tail = n * f.page_size
+    for first in range(1, f.pages + 1, _CHUNK_PAGES):
+        last = min(first + _CHUNK_PAGES - 1, f.pages)
+        if not _page_regions(f, np.arange(first, last + 1, dtype=np.int64), free, regions):
+            return None
+        f.release(first, last)
+    tail = f.pages * f.page_size
     if tail < f.size:
         regions.append((tail, f.size))
     regions.sort()
     return regions
 
 
+def _page_regions(f: _File, pages: np.ndarray, free: set[int], regions: list[tuple[int, int]]) -> bool:
+    """Add the unallocated regions of `pages` to `regions`; False when a page cannot be read."""
+    buf = f.buf
+    bases = (pages - 1) * f.page_size
+    hdrs = bases + np.where(pages == 1, 100, 0)
+    kind = buf[hdrs]
+    ncell = (buf[hdrs + 3].astype(np.int64) << 8) | buf[hdrs + 4]
+    content = (buf[hdrs + 5].astype(np.int64) << 8) | buf[hdrs + 6]
+    content = np.where(content == 0, 65536, content)
+    interior = (kind == _INTERIOR) | (kind == 0x02)
+    gap_a = hdrs + np.where(interior, 12, 8) + 2 * ncell
+    gap_b = bases + content
+    # b-tree pages whose header makes sense; a free-list page can look like one (its old content),
+    # so pages on the free list are whole regions whatever they hold
+    btree = np.isin(kind, (_LEAF, _INTERIOR) + _INDEX_TYPES) & (gap_a <= gap_b) & (content <= f.usable)
+    if free:
+        btree &= ~np.isin(pages, np.fromiter(free, dtype=np.int64))
+    for b in bases[~btree].tolist():
+        regions.append((b, min(b + f.page_size, f.size)))
+    for a, b in zip(gap_a[btree].tolist(), gap_b[btree].tolist()):
+        if b > a:
+            regions.append((a, b))
+    firstfree = (buf[hdrs + 1].astype(np.int64) << 8) | buf[hdrs + 2]
+    chained = btree & (firstfree > 0)
+    for p, fb in zip(pages[chained].tolist(), firstfree[chained].tolist()):
+        base = f.base(p)
+        seen = 0
+        while fb and seen < 10_000:
+            if fb + 4 > f.usable:
+                return False
+            at = base + fb
+            regions.append((at, min(at + max(f.u16(at + 2), 4), base + f.page_size)))
+            fb = f.u16(at)
+            seen += 1
+    return True
+
+
 def _freelist(f: _File) -> set[int] | None:
     trunk = f.u32(32)
-    count = f.u32(36)
     out: set[int] = set()
     seen = 0
     while trunk:
@@ -272,7 +285,7 @@ def _freelist(f: _File) -> set[int] | None:
                 out.add(leaf)
         trunk = nxt
         seen += 1
-    return out if len(out) >= min(count, 1) or count == 0 else out
+    return out
 
 
 __all__ = ["numeric_cells_are_numbers", "unallocated_regions"]
