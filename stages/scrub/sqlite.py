@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 import urllib.parse
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -296,14 +296,31 @@ def _judge(scrubber: Scrubber, column: str, value: Any, location: str, n: int,
     return out
 
 
-def _text_columns(out: sqlite3.Connection, src: Path, table: str, cols: list[tuple[str, str, int, int]]) -> set[str]:
+def _text_columns(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]],
+                  probed: Future[bool | None] | None) -> set[str]:
     """Columns of src.`table` holding at least one text or blob cell: TEXT-declared ones are
-    assumed to; numeric-declared ones are probed (a hostile file can put text anywhere)."""
+    assumed to; numeric-declared ones are probed (a hostile file can put text anywhere): `probed`
+    is the page reader's answer, computed on the pool (`_page_probe`), SQL's when it has none."""
     have = {c[0] for c in cols if not _is_numeric(c[1])}
     probe = [c[0] for c in cols if _is_numeric(c[1])]
-    if probe and not numbers_only(out, "src", src, table, probe):
-        have |= set(probe)      # every probed column goes the text way (none of its values, mostly)
+    if probe:
+        verdict = probed.result() if probed is not None else None
+        if verdict is None:
+            verdict = numbers_only_sql(out, "src", table, probe)
+        if not verdict:
+            have |= set(probe)   # every probed column goes the text way (none of its values, mostly)
     return have
+
+
+def _page_probe(out: sqlite3.Connection, pool: ThreadPoolExecutor, src: Path, roots: dict[str, Any], table: str,
+                cols: list[tuple[str, str, int, int]]) -> Future[bool | None] | None:
+    """Start reading, on `pool`, whether the numeric-declared columns of `cols` hold numbers only."""
+    names = [c[0] for c in table_columns(out, table, "src")]
+    idx = [names.index(c[0]) for c in cols if _is_numeric(c[1]) and c[0] in names]
+    root = roots.get(table)
+    if not idx or not isinstance(root, int):
+        return None
+    return pool.submit(numeric_cells_are_numbers, src, root, len(names), idx)
 
 
 def numbers_only(conn: sqlite3.Connection, schema: str, path: Path, table: str, columns: list[str]) -> bool:
@@ -330,8 +347,8 @@ def numbers_only_sql(conn: sqlite3.Connection, schema: str, table: str, columns:
                                        + " OR ".join(f"{_q(c)} >= ''" for c in columns) + " LIMIT 1").fetchone() is None
 
 
-def _insert(out: sqlite3.Connection, src: Path, table: str, cols: list[tuple[str, str, int, int]], spec: KeepTable,
-            where: str, scrubber: Scrubber, xfer: bool) -> int:
+def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]], spec: KeepTable,
+            where: str, scrubber: Scrubber, xfer: bool, probed: Future[bool | None] | None = None) -> int:
     """Copy the rows of src.`table` (filtered by `where`) into main.`table`; return rows copied.
 
     Why this shape (speed, same rules): each DISTINCT text/blob value of a column is judged once
@@ -341,7 +358,7 @@ def _insert(out: sqlite3.Connection, src: Path, table: str, cols: list[tuple[str
     `INSERT INTO t SELECT * FROM src.t`, which SQLite turns into a page-level transfer.
     """
     names = [c[0] for c in cols]
-    text_cols = _text_columns(out, src, table, cols)
+    text_cols = _text_columns(out, table, cols, probed)
     exprs = []
     for i, (col, decl, _nn, _pk) in enumerate(cols):
         if col in spec.nulled or col in spec.gpu_uuids:
@@ -424,8 +441,13 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
     # tables filtered by them (ThreadNames, PROCESSES) are copied last.
     out.execute("CREATE TEMP TABLE vp_tids(id INTEGER PRIMARY KEY)")
     out.execute("CREATE TEMP TABLE vp_pids(id INTEGER PRIMARY KEY)")
-    with ThreadPoolExecutor(1) as pool:
+    roots = dict(out.execute("SELECT name, rootpage FROM src.sqlite_master WHERE type='table'").fetchall())
+    with ThreadPoolExecutor(2) as pool:
         refs = pool.submit(_referenced_ids, src, plan)
+        probes = {t: _page_probe(out, pool, src, roots, t, cols) for t, _s, cols in plan}
+        if STRING_TABLE in src_tables:
+            scols = table_columns(out, STRING_TABLE, "src")
+            probes[STRING_TABLE] = _page_probe(out, pool, src, roots, STRING_TABLE, scols)
         sids: set[int] = set()
         waiting = True
         for t, spec, cols in sorted(plan, key=lambda p: p[1].rows in ("threads", "processes")):
@@ -443,12 +465,15 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
                 where = " WHERE name IN (" + ",".join("'" + n.replace("'", "''") + "'" for n in spec.names) + ")"
             elif spec.rows != "all":
                 where = " WHERE 0"  # the filter column is missing: keep nothing rather than everything
-            kept[t] = _insert(out, src, t, cols, spec, where, scrubber, xfer=not cols_dropped.get(t))
+            kept[t] = _insert(out, t, cols, spec, where, scrubber, not cols_dropped.get(t), probes[t])
             if where:
                 total = out.execute(f"SELECT count(*) FROM src.{_q(t)}").fetchone()[0]
                 filtered[t] = (kept[t], total)
         if waiting:
             sids = _load_refs(out, refs.result())
+        strings_probe = probes.get(STRING_TABLE)
+        if strings_probe is not None:
+            strings_probe.result()      # finished inside the pool's lifetime
 
     # StringIds: only the ids the kept rows reference.
     strings_kept = strings_total = 0
@@ -468,8 +493,8 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
         out.execute(_create_sql(STRING_TABLE, scols))
         names = [c[0] for c in scols]
         if "id" in names:
-            strings_kept = _insert(out, src, STRING_TABLE, scols, spec, " WHERE id IN (SELECT id FROM temp.vp_sids)",
-                                   scrubber, xfer=False)
+            strings_kept = _insert(out, STRING_TABLE, scols, spec, " WHERE id IN (SELECT id FROM temp.vp_sids)",
+                                   scrubber, False, strings_probe)
         strings_total = out.execute(f"SELECT count(*) FROM src.{_q(STRING_TABLE)}").fetchone()[0]
         kept[STRING_TABLE] = strings_kept
     out.commit()
