@@ -13,7 +13,7 @@ What it looks at, each a condition some rule needs before it can match (see `Pre
      token prefixes, context anchors, argv tool names, `authorization`, `gpu-`, `-packages`, and
      the bundle's known secret values (plain and encoded), host and user names and GPU UUIDs;
   2. shapes no literal names, in ONE regex: a secret-named word right before `=`/`:` or inside a
-     `--flag`, e-mail `x@y`, `.tld`, dotted quads, `a::b:` addresses, cluster user roots
+     `--flag`, e-mail `x@y`, `.tld`, dotted quads, IPv6 candidates, cluster user roots
      (`/home/`, `/fsx/` ...), URL escapes `%XX`;
   3. runs of >= 16 base64/hex characters: random-looking (the entropy rule's own cached verdict) or
      decoding to text that itself needs the rules (the decoders' own forms, judged recursively).
@@ -28,6 +28,7 @@ from typing import Iterable, Sequence
 import ahocorasick
 
 from .hidden import RUN_RE, EntropyRule, decoded_forms
+from .personal import _IPV6_CAND as IPV6_CAND
 from .personal import _TLDS, USER_ROOTS
 
 # Shapes on the LOWER-CASED ASCII text, each behind the one character it cannot match without.
@@ -35,7 +36,6 @@ from .personal import _TLDS, USER_ROOTS
 _EMAIL = re.compile(r"[a-z0-9._%+\-]@[a-z0-9]")                                  # personal.EMAIL_RE
 _DOTTED = re.compile(r"[a-z0-9]\.(?:" + _TLDS + r")(?![a-z0-9\-])"             # personal.FQDN_RE's TLD
                      r"|[0-9]\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]")                   # personal.IPV4_RE
-_COLONS = re.compile(r"(?:^|[^0-9a-z:.])[0-9a-f]{0,4}:[0-9a-f]{0,4}:")            # personal._IPV6_CAND
 _USER_ROOT = re.compile(r"[/\\](?:" + "|".join(re.escape(r.lower()).replace("/", r"[/\\]") for r in USER_ROOTS)
                         + r")[/\\]")                                              # personal.USER_ROOT_RE
 _URL_ESCAPE = re.compile(r"%[0-9a-f]{2}")                                          # hidden._URL_RUN
@@ -44,6 +44,12 @@ _URL_ESCAPE = re.compile(r"%[0-9a-f]{2}")                                       
 # flag's name, then a blank, `=` or a quote (secrets._FLAG, personal._ARGV_LIST / _FLAG_QUOTED).
 _AFTER_NAME = re.compile(r"[a-z0-9_.\-]{0,81}(?:\s?=|:(?![:/])|\"[ \t]*:)")
 _AFTER_FLAG_NAME = re.compile(r"[a-z0-9_.\-]{0,81}(?:\s?=|:(?![:/])|\"[ \t]*:|[ \t'\"])")
+
+
+def _ipv6_candidate(low: str) -> bool:
+    """personal.network_spans' own IPv6 candidates, with the digit `_ipv6` requires of them (C++
+    scopes, `at::native::`, hold colons but no candidate)."""
+    return any(any(c.isdigit() for c in m.group(1)) for m in IPV6_CAND.finditer(low))
 
 
 class Prefilter:
@@ -75,7 +81,7 @@ class Prefilter:
         self._custom = tuple(custom)
         self._entropy = entropy
         self._decode = decode
-        self._decoded: dict[str, tuple[str, ...]] = {}
+        self._runs: dict[tuple[str, int], bool] = {}
 
     def needs_rules(self, text: str, depth: int = 0) -> bool:
         """True when the rules might change `text` (`depth`: decodings already applied to it)."""
@@ -89,7 +95,7 @@ class Prefilter:
                     return True
         if ("@" in low and _EMAIL.search(low) is not None) \
                 or ("." in low and _DOTTED.search(low) is not None) \
-                or (":" in low and _COLONS.search(low) is not None) \
+                or (":" in low and _ipv6_candidate(low)) \
                 or (("/" in low or "\\" in low) and _USER_ROOT.search(low) is not None) \
                 or ("%" in low and _URL_ESCAPE.search(low) is not None):
             return True
@@ -105,22 +111,26 @@ class Prefilter:
         return [self.needs_rules(t) for t in texts]
 
     def _runs_need_rules(self, text: str, depth: int) -> bool:
-        decode = self._decode
-        deeper = decode is not None and depth < decode[3] and len(text) >= 8
         for m in RUN_RE.finditer(text):
             run = m.group(0)
-            if self._entropy is not None and len(run.rstrip("=")) >= 20 and self._entropy.is_random(run):
+            hit = self._runs.get((run, depth))
+            if hit is None:         # judged once per run and depth: the same runs recur in many names
+                hit = self._run_needs_rules(run, depth)
+                if len(self._runs) >= self.CACHE_MAX:
+                    self._runs.clear()
+                self._runs[(run, depth)] = hit
+            if hit:
                 return True
-            if deeper:
-                forms = self._decoded.get(run)
-                if forms is None:
-                    forms = decoded_forms(run, decode[0], decode[1], decode[2])  # type: ignore[index]
-                    if len(self._decoded) >= self.CACHE_MAX:
-                        self._decoded.clear()
-                    self._decoded[run] = forms
-                if any(self.needs_rules(f, depth + 1) for f in forms):
-                    return True
         return False
+
+    def _run_needs_rules(self, run: str, depth: int) -> bool:
+        """The entropy rule finds `run` random, or one of its decoded forms needs the rules."""
+        if self._entropy is not None and len(run.rstrip("=")) >= 20 and self._entropy.is_random(run):
+            return True
+        decode = self._decode
+        if decode is None or depth >= decode[3]:
+            return False
+        return any(self.needs_rules(f, depth + 1) for f in decoded_forms(run, decode[0], decode[1], decode[2]))
 
 
 __all__ = ["Prefilter"]
