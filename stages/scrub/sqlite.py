@@ -326,10 +326,11 @@ def _page_probe(out: sqlite3.Connection, pool: ThreadPoolExecutor, src: Path, ro
 def numbers_only(conn: sqlite3.Connection, schema: str, path: Path, table: str, columns: list[str]) -> bool:
     """True when no cell of `columns` of `table` is text or a blob.
 
-    Read from the record headers of the table's pages when they can be (sqlite_pages.py: numpy over
-    the file: 0.55 s against SQL's 0.89 s on the 95 MB bench export, load 2); else in one SQL scan, stopping at the first text cell:
-    `x >= ''` holds exactly for TEXT and BLOB cells (SQLite orders NULL < numbers < TEXT < BLOB, and
-    numeric affinity leaves the literal '' text), and costs half of `typeof(x) IN (...)`."""
+    Read from the record headers of the table's pages when they can be (sqlite_pages.py, numpy over
+    the file: 0.55 s against SQL's 0.89 s on the 95 MB bench export, load 2); else in one SQL scan,
+    stopping at the first text cell: `x >= ''` holds exactly for TEXT and BLOB cells (SQLite orders
+    NULL < numbers < TEXT < BLOB, and numeric affinity leaves the literal '' text), and costs half
+    of `typeof(x) IN (...)`."""
     if not columns:
         return True
     row = conn.execute(f"SELECT rootpage FROM {schema}.sqlite_master WHERE type='table' AND name=?", (table,)).fetchone()
