@@ -212,7 +212,8 @@ class Checker:
                 for name, sql in conn.execute("SELECT name, coalesce(sql, '') FROM sqlite_master"):
                     self._hit(display, "sqlite_master", str(name), self.sc.findings(f"{name} {sql}"))
                 def flagged(col: str, value: Any) -> bool:
-                    return bool(self.sc.keyed_findings(col, value.decode("latin-1") if isinstance(value, bytes) else value))
+                    text = value.decode("latin-1") if isinstance(value, bytes) else value
+                    return bool(self.sc.keyed_findings(col, text))
 
                 for table, col, rid, value, n in iter_distinct_cells(conn, path=path, keep=flagged):
                     text = value.decode("latin-1") if isinstance(value, bytes) else value

@@ -51,6 +51,7 @@ class _File:
         self.size = size
         if head[18] == 2 and Path(str(path) + "-wal").exists():
             raise ValueError("a write-ahead log holds newer pages")
+        self.u16s = np.frombuffer(self.mm, dtype=">u2", count=size // 2)   # big-endian 16-bit words
 
     def release(self, first: int, last: int) -> None:
         """Drop pages `first`..`last` from this process's memory (they stay in the OS page cache):
@@ -147,7 +148,7 @@ def _leaf_headers_numeric(f: _File, pages: np.ndarray, ncols: int, is_numeric: n
     ptr_at = np.repeat(hdrs + 8, ncells) + 2 * rank
     if (ptr_at + 2 > page_end).any():
         return None
-    cell = page_base + ((buf[ptr_at].astype(np.int64) << 8) | buf[ptr_at + 1])
+    cell = page_base + f.u16s[ptr_at >> 1]          # pointers sit at even offsets: one big-endian gather
     if (cell < page_base + 8).any() or (cell >= page_end).any() or (cell + 20 > f.size).any():
         return None
     # a leaf cell: payload length varint, rowid varint, then the record: header size, serial types
@@ -168,6 +169,8 @@ def _leaf_headers_numeric(f: _File, pages: np.ndarray, ncols: int, is_numeric: n
     full = ~wide & (hsize == ncols + 1) & (rec + ncols + 1 <= f.size)
     if full.any():
         ser = sliding_window_view(buf, ncols + 1)[rec[full]][:, 1:]
+        if full.all() and int(ser.max()) < 12:
+            return True                               # every cell NULL, an integer or a float
         one_byte = (ser < 0x80).all(axis=1)
         if (ser[one_byte][:, is_numeric] >= 12).any():
             return False
