@@ -323,29 +323,12 @@ def _page_probe(out: sqlite3.Connection, pool: ThreadPoolExecutor, src: Path, ro
     return pool.submit(numeric_cells_are_numbers, src, root, len(names), idx)
 
 
-def numbers_only(conn: sqlite3.Connection, schema: str, path: Path, table: str, columns: list[str]) -> bool:
-    """True when no cell of `columns` of `table` is text or a blob.
-
-    Read from the record headers of the table's pages when they can be (sqlite_pages.py, numpy over
-    the file: 0.36-0.40 of SQL's time on the 95 MB bench export, back to back); else in one SQL scan,
-    stopping at the first text cell: `x >= ''` holds exactly for TEXT and BLOB cells (SQLite orders
-    NULL < numbers < TEXT < BLOB, and numeric affinity leaves the literal '' text), and costs half
-    of `typeof(x) IN (...)`."""
-    if not columns:
-        return True
-    row = conn.execute(f"SELECT rootpage FROM {schema}.sqlite_master WHERE type='table' AND name=?",
-                       (table,)).fetchone()
-    if row and isinstance(row[0], int):
-        names = [c[0] for c in table_columns(conn, table, schema)]
-        idx = [names.index(c) for c in columns if c in names]
-        verdict = numeric_cells_are_numbers(path, row[0], len(names), idx)
-        if verdict is not None:
-            return verdict
-    return numbers_only_sql(conn, schema, table, columns)
-
-
 def numbers_only_sql(conn: sqlite3.Connection, schema: str, table: str, columns: list[str]) -> bool:
-    """`numbers_only` in SQL: one scan, stopping at the first text or blob cell."""
+    """True when no cell of `columns` of `table` is text or a blob, in one SQL scan that stops at
+    the first one: `x >= ''` holds exactly for TEXT and BLOB cells (SQLite orders NULL < numbers <
+    TEXT < BLOB, and numeric affinity leaves the literal '' text), and costs half of
+    `typeof(x) IN (...)`. Used where the page reader (sqlite_pages.py, 0.36-0.40 of this scan's time
+    on the 95 MB bench export) declines a table."""
     return not columns or conn.execute(f"SELECT 1 FROM {schema}.{_q(table)} WHERE "
                                        + " OR ".join(f"{_q(c)} >= ''" for c in columns) + " LIMIT 1").fetchone() is None
 
@@ -656,35 +639,47 @@ def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Pa
     verdict; SQLite finds the distinct values in C (BINARY comparison is length-aware, so values
     with NUL bytes inside stay distinct, and keeps text and blob apart), and the cells and first
     row of a value are counted only for the values kept (the findings). `path` (the database file)
-    lets the numeric columns be probed from the pages (`numbers_only`). Tables without rowid are
+    lets the numeric columns be probed from the pages (sqlite_pages.py, on a thread ahead of the value scans). Tables without rowid are
     read cell by cell.
     """
-    for t in list_tables(conn, schema):
-        cols = table_columns(conn, t, schema)
-        try:
-            conn.execute(f"SELECT rowid FROM {schema}.{_q(t)} LIMIT 0")
-        except sqlite3.OperationalError:   # WITHOUT ROWID
-            for t2, c, rid, v in _cells_of(conn, t, cols, schema):
-                if keep is None or keep(c, v):
-                    yield t2, c, rid, v, 1
-            continue
-        use = [c[0] for c in cols if not _is_numeric(c[1])]
-        probe = [c[0] for c in cols if _is_numeric(c[1])]
-        if probe and not (numbers_only(conn, schema, path, t, probe) if path is not None
-                          else numbers_only_sql(conn, schema, t, probe)):
-            use += probe
-        for c in use:
-            qc = _q(c)
-            values = [v for (v,) in conn.execute(f"SELECT DISTINCT {qc} FROM {schema}.{_q(t)} WHERE {qc} >= ''")
-                      if keep is None or keep(c, v)]
-            rows = []
-            for k in range(0, len(values), 500):
-                part = values[k:k + 500]
-                rows += conn.execute(f"SELECT min(rowid), {qc}, count(*) FROM {schema}.{_q(t)} WHERE {qc} IN "
-                                     f"({', '.join('?' * len(part))}) GROUP BY {qc}", part).fetchall()
-            rows.sort(key=lambda r: r[0])
-            for rid, v, n in rows:
-                yield t, c, rid, v, n
+    tables = [(t, table_columns(conn, t, schema)) for t in list_tables(conn, schema)]
+    roots = dict(conn.execute(f"SELECT name, rootpage FROM {schema}.sqlite_master WHERE type='table'").fetchall())
+    with ThreadPoolExecutor(1) as pool:     # the page reads run ahead of the value scans
+        pages = {t: pool.submit(numeric_cells_are_numbers, path, roots[t], len(cols),
+                                [i for i, c in enumerate(cols) if _is_numeric(c[1])])
+                 for t, cols in tables if path is not None and isinstance(roots.get(t), int)}
+        for t, cols in tables:
+            yield from _distinct_cells_of(conn, schema, t, cols, pages.get(t), keep)
+
+
+def _distinct_cells_of(conn: sqlite3.Connection, schema: str, t: str, cols: list[tuple[str, str, int, int]],
+                       pages: Future[bool | None] | None, keep: Callable[[str, Any], bool] | None
+                       ) -> Iterator[tuple[str, str, Any, Any, int]]:
+    """`iter_distinct_cells` of one table; `pages`: the page reader's answer on its numeric columns."""
+    try:
+        conn.execute(f"SELECT rowid FROM {schema}.{_q(t)} LIMIT 0")
+    except sqlite3.OperationalError:   # WITHOUT ROWID
+        for t2, c, rid, v in _cells_of(conn, t, cols, schema):
+            if keep is None or keep(c, v):
+                yield t2, c, rid, v, 1
+        return
+    use = [c[0] for c in cols if not _is_numeric(c[1])]
+    probe = [c[0] for c in cols if _is_numeric(c[1])]
+    verdict = pages.result() if pages is not None else None
+    if probe and not (verdict if verdict is not None else numbers_only_sql(conn, schema, t, probe)):
+        use += probe
+    for c in use:
+        qc = _q(c)
+        values = [v for (v,) in conn.execute(f"SELECT DISTINCT {qc} FROM {schema}.{_q(t)} WHERE {qc} >= ''")
+                  if keep is None or keep(c, v)]
+        rows = []
+        for k in range(0, len(values), 500):
+            part = values[k:k + 500]
+            rows += conn.execute(f"SELECT min(rowid), {qc}, count(*) FROM {schema}.{_q(t)} WHERE {qc} IN "
+                                 f"({', '.join('?' * len(part))}) GROUP BY {qc}", part).fetchall()
+        rows.sort(key=lambda r: r[0])
+        for rid, v, n in rows:
+            yield t, c, rid, v, n
 
 
 def _cells_of(conn: sqlite3.Connection, t: str, cols: list[tuple[str, str, int, int]],
