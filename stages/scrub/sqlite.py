@@ -639,8 +639,8 @@ def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Pa
     verdict; SQLite finds the distinct values in C (BINARY comparison is length-aware, so values
     with NUL bytes inside stay distinct, and keeps text and blob apart), and the cells and first
     row of a value are counted only for the values kept (the findings). `path` (the database file)
-    lets the numeric columns be probed from the pages (sqlite_pages.py, on a thread ahead of the value scans). Tables without rowid are
-    read cell by cell.
+    lets the numeric columns be probed from the pages (sqlite_pages.py, on a thread ahead of the
+    value scans). Tables without rowid are read cell by cell.
     """
     tables = [(t, table_columns(conn, t, schema)) for t in list_tables(conn, schema)]
     roots = dict(conn.execute(f"SELECT name, rootpage FROM {schema}.sqlite_master WHERE type='table'").fetchall())
