@@ -23,7 +23,7 @@ regexes and case-insensitive matching agree with (`İ`, final sigma), and such n
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import ahocorasick
 
@@ -59,22 +59,26 @@ class Prefilter:
 
     def __init__(self, literals: Iterable[str], name_words: Iterable[str], *, always: bool = False,
                  custom: Sequence[re.Pattern[str]] = (), entropy: EntropyRule | None = None,
-                 decode: tuple[int, int, float, int] | None = None) -> None:
+                 decode: tuple[int, int, float, int] | None = None,
+                 steps: Mapping[str, Iterable[str]] | None = None) -> None:
         """`literals`: every literal some rule needs (matched lower-cased, so case-insensitive);
         `name_words`: the policy's secret-name words and suffixes; `always`: a rule with no literal
         (a context rule without hints) is enabled, so every string needs the rules; `custom`: the
         policy's own patterns, searched as they are; `entropy`: the Scrubber's entropy rule (its
         verdict cache is shared); `decode`: (min_base64, min_hex, min_printable, max_depth) when
-        decode-then-scan is on."""
-        # One automaton. A key's value says whether it decides alone (True) or is a secret-name word
-        # that decides only when an assignment or flag shape follows it (False).
-        keys: dict[str, bool] = {w.lower(): False for w in name_words if w}
-        keys.update({x.lower(): True for x in literals if x})
+        decode-then-scan is on; `steps`: literal -> the rules it lets run (`steps_in`)."""
+        # One automaton. A key's value: whether it decides alone (False for a secret-name word, which
+        # decides only when an assignment or flag shape follows it), and the rules it lets run.
+        words = {w.lower() for w in name_words if w}
+        keys: dict[str, tuple[bool, set[str]]] = {w: (False, set()) for w in words}
+        keys.update({x.lower(): (True, set()) for x in literals if x})
+        for lit, st in (steps or {}).items():
+            keys.setdefault(lit.lower(), (lit.lower() not in words, set()))[1].update(st)
         self._ac: ahocorasick.Automaton | None = None
         if keys:
             ac = ahocorasick.Automaton()
-            for k, decisive in keys.items():
-                ac.add_word(k, decisive)
+            for k, (decisive, st) in keys.items():
+                ac.add_word(k, (decisive, frozenset(st)))
             ac.make_automaton()
             self._ac = ac
         self.always = always
@@ -90,7 +94,7 @@ class Prefilter:
         low = text.lower()
         if self._ac is not None:
             after = _AFTER_FLAG_NAME if "-" in low else _AFTER_NAME
-            for end, decisive in self._ac.iter(low):
+            for end, (decisive, _steps) in self._ac.iter(low):
                 if decisive or after.match(low, end + 1) is not None:
                     return True
         if ("@" in low and _EMAIL.search(low) is not None) \
@@ -105,6 +109,14 @@ class Prefilter:
         if len(text) >= 16 and (self._entropy is not None or self._decode is not None):
             return self._runs_need_rules(text, depth)
         return False
+
+    def steps_in(self, text: str) -> set[str]:
+        """The rules (`steps` given to the constructor) whose literal `text` holds, any case."""
+        out: set[str] = set()
+        if self._ac is not None:
+            for _end, (_decisive, steps) in self._ac.iter(text.lower()):
+                out |= steps
+        return out
 
     def needs_rules_many(self, texts: Sequence[str]) -> list[bool]:
         """`needs_rules` of each text (the batch form trace scrub and check use)."""
