@@ -317,9 +317,10 @@ def test_window_holds_the_gpu_work_launched_in_the_step_even_after_its_cpu_range
     the summary must count exactly those, and the window SQLite and its Chrome JSON must hold them."""
     from testdata import data_path
     from verlprof.stages.summarize import SummarizeOptions
-    from verlprof.stages.summarize.nsys import nsys_source_steps, scan_nsys
+    from verlprof.stages.summarize.nsys import scan_nsys
     from verlprof.stages.summarize.projection import KIND_KERNEL
     from verlprof.stages.window import identity_from_path, run_window, window_spans
+    from verlprof.stages.window.steps import nsys_source_steps
 
     src = data_path("gpu_captures/whole-emit-nvtx/whole_956.sqlite")
     step_range = r"^aten::zero_, op_id = (1043|1053)$"
