@@ -52,6 +52,7 @@ from .secrets import (
 )
 from .sqlite import SPLIT_LOCATION, SQLITE_MAGIC, iter_adjacent_nvtx, iter_distinct_cells
 from .sqlite import _uri as sqlite_uri
+from .sqlite_pages import unallocated_regions
 from .trace import LiteralFilter, loads_event
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -210,10 +211,13 @@ class Checker:
             try:
                 for name, sql in conn.execute("SELECT name, coalesce(sql, '') FROM sqlite_master"):
                     self._hit(display, "sqlite_master", str(name), self.sc.findings(f"{name} {sql}"))
-                for table, col, rid, value, n in iter_distinct_cells(conn):
+                def flagged(col: str, value: Any) -> bool:
                     text = value.decode("latin-1") if isinstance(value, bytes) else value
-                    kinds = self.sc.keyed_findings(col, text)
-                    for kind in kinds:
+                    return bool(self.sc.keyed_findings(col, text))
+
+                for table, col, rid, value, n in iter_distinct_cells(conn, path=path, keep=flagged):
+                    text = value.decode("latin-1") if isinstance(value, bytes) else value
+                    for kind in self.sc.keyed_findings(col, text):
                         self.sink.add(display, f"{table}.{col}", kind, f"rowid {rid}", n)
                 if self.policy.join_adjacent_nvtx:
                     for first, second in iter_adjacent_nvtx(conn):
@@ -224,7 +228,13 @@ class Checker:
         except sqlite3.DatabaseError as exc:
             self.sink.add(display, f"SQLite unreadable ({' '.join(str(exc).split())})", KIND_UNREADABLE)
         # Deleted rows and free pages: raw bytes. Reported only for kinds the cells did not show.
-        self._raw(path, display, template="raw bytes (free pages or unparsed data)", skip=self.sink.kinds_for(display))
+        # Only the bytes no live cell holds (the cells were read above), when the pages can be read.
+        template, skip = "raw bytes (free pages or unparsed data)", self.sink.kinds_for(display)
+        regions = unallocated_regions(path)
+        if regions is None:
+            self._raw(path, display, template=template, skip=skip)
+        else:
+            self._raw_regions(path, display, regions, template, skip)
 
     def _parquet(self, path: Path, display: str) -> None:
         try:
@@ -438,6 +448,34 @@ class Checker:
                     self._scan_big_text(display, block.decode("latin-1"), f"offset {off - len(tail)}", template, skip)
                     tail = block[-4096:]
                     off += len(data)
+        except OSError as exc:
+            self.sink.add(display, f"cannot read ({exc.strerror})", KIND_UNREADABLE)
+
+    def _raw_regions(self, path: Path, display: str, regions: list[tuple[int, int]], template: str,
+                     skip: set[str]) -> None:
+        """`_raw` over some byte ranges of a file only; ranges of zeros (never written, or wiped by
+        secure_delete) are skipped, the others scanned in blocks of about `_CHUNK` bytes."""
+        try:
+            with open(path, "rb") as f:
+                block: list[bytes] = []
+                size = 0
+                first = 0
+                for a, b in regions:
+                    f.seek(a)
+                    data = f.read(b - a)
+                    if not data.strip(b"\x00"):
+                        continue
+                    if not block:
+                        first = a
+                    block.append(data)
+                    size += len(data) + 1
+                    if size >= _CHUNK:
+                        self._scan_big_text(display, "\x00".join(x.decode("latin-1") for x in block),
+                                            f"offset {first}", template, skip)
+                        block, size = [], 0
+                if block:
+                    self._scan_big_text(display, "\x00".join(x.decode("latin-1") for x in block),
+                                        f"offset {first}", template, skip)
         except OSError as exc:
             self.sink.add(display, f"cannot read ({exc.strerror})", KIND_UNREADABLE)
 

@@ -13,7 +13,7 @@ What it looks at, each a condition some rule needs before it can match (see `Pre
      token prefixes, context anchors, argv tool names, `authorization`, `gpu-`, `-packages`, and
      the bundle's known secret values (plain and encoded), host and user names and GPU UUIDs;
   2. shapes no literal names, in ONE regex: a secret-named word right before `=`/`:` or inside a
-     `--flag`, e-mail `x@y`, `.tld`, dotted quads, `a::b:` addresses, cluster user roots
+     `--flag`, e-mail `x@y`, `.tld`, dotted quads, IPv6 candidates, cluster user roots
      (`/home/`, `/fsx/` ...), URL escapes `%XX`;
   3. runs of >= 16 base64/hex characters: random-looking (the entropy rule's own cached verdict) or
      decoding to text that itself needs the rules (the decoders' own forms, judged recursively).
@@ -23,11 +23,12 @@ regexes and case-insensitive matching agree with (`İ`, final sigma), and such n
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import ahocorasick
 
 from .hidden import RUN_RE, EntropyRule, decoded_forms
+from .personal import _IPV6_CAND as IPV6_CAND
 from .personal import _TLDS, USER_ROOTS
 
 # Shapes on the LOWER-CASED ASCII text, each behind the one character it cannot match without.
@@ -35,7 +36,6 @@ from .personal import _TLDS, USER_ROOTS
 _EMAIL = re.compile(r"[a-z0-9._%+\-]@[a-z0-9]")                                  # personal.EMAIL_RE
 _DOTTED = re.compile(r"[a-z0-9]\.(?:" + _TLDS + r")(?![a-z0-9\-])"             # personal.FQDN_RE's TLD
                      r"|[0-9]\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]")                   # personal.IPV4_RE
-_COLONS = re.compile(r"(?:^|[^0-9a-z:.])[0-9a-f]{0,4}:[0-9a-f]{0,4}:")            # personal._IPV6_CAND
 _USER_ROOT = re.compile(r"[/\\](?:" + "|".join(re.escape(r.lower()).replace("/", r"[/\\]") for r in USER_ROOTS)
                         + r")[/\\]")                                              # personal.USER_ROOT_RE
 _URL_ESCAPE = re.compile(r"%[0-9a-f]{2}")                                          # hidden._URL_RUN
@@ -46,6 +46,12 @@ _AFTER_NAME = re.compile(r"[a-z0-9_.\-]{0,81}(?:\s?=|:(?![:/])|\"[ \t]*:)")
 _AFTER_FLAG_NAME = re.compile(r"[a-z0-9_.\-]{0,81}(?:\s?=|:(?![:/])|\"[ \t]*:|[ \t'\"])")
 
 
+def _ipv6_candidate(low: str) -> bool:
+    """personal.network_spans' own IPv6 candidates, with the digit `_ipv6` requires of them (C++
+    scopes, `at::native::`, hold colons but no candidate)."""
+    return any(any(c.isdigit() for c in m.group(1)) for m in IPV6_CAND.finditer(low))
+
+
 class Prefilter:
     """`needs_rules(text)`: False only for strings the scrub rules leave unchanged (see module doc)."""
 
@@ -53,29 +59,33 @@ class Prefilter:
 
     def __init__(self, literals: Iterable[str], name_words: Iterable[str], *, always: bool = False,
                  custom: Sequence[re.Pattern[str]] = (), entropy: EntropyRule | None = None,
-                 decode: tuple[int, int, float, int] | None = None) -> None:
+                 decode: tuple[int, int, float, int] | None = None,
+                 steps: Mapping[str, Iterable[str]] | None = None) -> None:
         """`literals`: every literal some rule needs (matched lower-cased, so case-insensitive);
         `name_words`: the policy's secret-name words and suffixes; `always`: a rule with no literal
         (a context rule without hints) is enabled, so every string needs the rules; `custom`: the
         policy's own patterns, searched as they are; `entropy`: the Scrubber's entropy rule (its
         verdict cache is shared); `decode`: (min_base64, min_hex, min_printable, max_depth) when
-        decode-then-scan is on."""
-        # One automaton. A key's value says whether it decides alone (True) or is a secret-name word
-        # that decides only when an assignment or flag shape follows it (False).
-        keys: dict[str, bool] = {w.lower(): False for w in name_words if w}
-        keys.update({x.lower(): True for x in literals if x})
+        decode-then-scan is on; `steps`: literal -> the rules it lets run (`steps_in`)."""
+        # One automaton. A key's value: whether it decides alone (False for a secret-name word, which
+        # decides only when an assignment or flag shape follows it), and the rules it lets run.
+        words = {w.lower() for w in name_words if w}
+        keys: dict[str, tuple[bool, set[str]]] = {w: (False, set()) for w in words}
+        keys.update({x.lower(): (True, set()) for x in literals if x})
+        for lit, st in (steps or {}).items():
+            keys.setdefault(lit.lower(), (lit.lower() not in words, set()))[1].update(st)
         self._ac: ahocorasick.Automaton | None = None
         if keys:
             ac = ahocorasick.Automaton()
-            for k, decisive in keys.items():
-                ac.add_word(k, decisive)
+            for k, (decisive, st) in keys.items():
+                ac.add_word(k, (decisive, frozenset(st)))
             ac.make_automaton()
             self._ac = ac
         self.always = always
         self._custom = tuple(custom)
         self._entropy = entropy
         self._decode = decode
-        self._decoded: dict[str, tuple[str, ...]] = {}
+        self._runs: dict[tuple[str, int], bool] = {}
 
     def needs_rules(self, text: str, depth: int = 0) -> bool:
         """True when the rules might change `text` (`depth`: decodings already applied to it)."""
@@ -84,12 +94,12 @@ class Prefilter:
         low = text.lower()
         if self._ac is not None:
             after = _AFTER_FLAG_NAME if "-" in low else _AFTER_NAME
-            for end, decisive in self._ac.iter(low):
+            for end, (decisive, _steps) in self._ac.iter(low):
                 if decisive or after.match(low, end + 1) is not None:
                     return True
         if ("@" in low and _EMAIL.search(low) is not None) \
                 or ("." in low and _DOTTED.search(low) is not None) \
-                or (":" in low and _COLONS.search(low) is not None) \
+                or (":" in low and _ipv6_candidate(low)) \
                 or (("/" in low or "\\" in low) and _USER_ROOT.search(low) is not None) \
                 or ("%" in low and _URL_ESCAPE.search(low) is not None):
             return True
@@ -100,27 +110,39 @@ class Prefilter:
             return self._runs_need_rules(text, depth)
         return False
 
+    def steps_in(self, text: str) -> set[str]:
+        """The rules (`steps` given to the constructor) whose literal `text` holds, any case."""
+        out: set[str] = set()
+        if self._ac is not None:
+            for _end, (_decisive, steps) in self._ac.iter(text.lower()):
+                out |= steps
+        return out
+
     def needs_rules_many(self, texts: Sequence[str]) -> list[bool]:
         """`needs_rules` of each text (the batch form trace scrub and check use)."""
         return [self.needs_rules(t) for t in texts]
 
     def _runs_need_rules(self, text: str, depth: int) -> bool:
-        decode = self._decode
-        deeper = decode is not None and depth < decode[3] and len(text) >= 8
         for m in RUN_RE.finditer(text):
             run = m.group(0)
-            if self._entropy is not None and len(run.rstrip("=")) >= 20 and self._entropy.is_random(run):
+            hit = self._runs.get((run, depth))
+            if hit is None:         # judged once per run and depth: the same runs recur in many names
+                hit = self._run_needs_rules(run, depth)
+                if len(self._runs) >= self.CACHE_MAX:
+                    self._runs.clear()
+                self._runs[(run, depth)] = hit
+            if hit:
                 return True
-            if deeper:
-                forms = self._decoded.get(run)
-                if forms is None:
-                    forms = decoded_forms(run, decode[0], decode[1], decode[2])  # type: ignore[index]
-                    if len(self._decoded) >= self.CACHE_MAX:
-                        self._decoded.clear()
-                    self._decoded[run] = forms
-                if any(self.needs_rules(f, depth + 1) for f in forms):
-                    return True
         return False
+
+    def _run_needs_rules(self, run: str, depth: int) -> bool:
+        """The entropy rule finds `run` random, or one of its decoded forms needs the rules."""
+        if self._entropy is not None and len(run.rstrip("=")) >= 20 and self._entropy.is_random(run):
+            return True
+        decode = self._decode
+        if decode is None or depth >= decode[3]:
+            return False
+        return any(self.needs_rules(f, depth + 1) for f in decoded_forms(run, decode[0], decode[1], decode[2]))
 
 
 __all__ = ["Prefilter"]

@@ -959,9 +959,8 @@ class Scrubber:
             policy.entropy_min_length, policy.entropy_base64_ratio, policy.entropy_hex_bits,
             policy.entropy_max_wordish), self._allow_rx) if policy.entropy_enabled else None
         self._entropy_keys = frozenset(k.lower() for k in policy.entropy_allow_keys)
-        self._build_prefilter(hint_words)
         self._pre = Prefilter(
-            self._prefilter_literals(vals), hint_words,
+            self._prefilter_literals(vals), hint_words, steps=self._rule_steps(hint_words),
             always=any(not CONTEXT_HINTS.get(r.name) for r in self._context),
             custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES],
             entropy=self._entropy,
@@ -980,13 +979,13 @@ class Scrubber:
             lits.append("-packages")
         return lits
 
-    def _build_prefilter(self, hint_words: list[str]) -> None:
-        """One pass over the lower-cased string decides which keyword-driven rules run at all.
+    def _rule_steps(self, hint_words: list[str]) -> dict[str, set[str]]:
+        """Which keyword-driven rules of `_apply` each literal lets run (`_triggered`).
 
         Every literal a rule needs before it can match (provider prefixes, secret-name words,
-        context anchors, argv tools, `authorization`) is looked for; rules without such a literal
-        (custom patterns) always run. The rules themselves are unchanged: this only skips those
-        that cannot match."""
+        context anchors, argv tools, `authorization`) maps to that rule; rules without such a
+        literal (custom patterns) always run. The rules themselves are unchanged: this only skips
+        those that cannot match. The literals are found by the prefilter's one automaton."""
         steps: dict[str, set[str]] = {}
         self._always: set[str] = set()
         for name, _rx, _g, _e in self._patterns:
@@ -1006,18 +1005,10 @@ class Scrubber:
                     self._always.add("context:" + rule.name)
         for h in _ARGV_HINTS:
             steps.setdefault(h, set()).add("argv")
-        # `lit in text` per literal (C speed, exact, overlaps need no care): measured faster than
-        # one alternation regex here, and no new dependency (an Aho-Corasick package would pay
-        # off only for thousands of literals; the known VALUES use one regex of their own).
-        self._pre_steps = tuple((lit, frozenset(st)) for lit, st in sorted(steps.items()))
+        return steps
 
     def _triggered(self, s: str) -> set[str]:
-        out = set(self._always)
-        low = s.lower()
-        for lit, st in self._pre_steps:
-            if lit in low:
-                out |= st
-        return out
+        return self._always | self._pre.steps_in(s)
 
     # -- public API ---------------------------------------------------------------------------
     def needs_rules(self, text: str) -> bool:

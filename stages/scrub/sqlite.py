@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
+from array import array
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+import numpy as np
 
 from ..core.errors import BadInputError
 from .secrets import KIND_GPU, KIND_SPLIT, REDACTED, Identities, IdentityCollector, Policy, Scrubber
+from .sqlite_pages import numeric_cells_are_numbers
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -271,9 +276,11 @@ def _select_expr(table: str, col: str, decl: str, spec: KeepTable) -> str:
 _TEXTLIKE = "IN ('text','blob')"
 
 
-def _judge(scrubber: Scrubber, column: str, value: Any, location: str, n: int) -> Any:
+def _judge(scrubber: Scrubber, column: str, value: Any, location: str, n: int,
+           mine: Counter[tuple[str, str]] | None = None) -> Any:
     """The scrubbed form of one distinct cell value that occurs in `n` cells, counted `n` times
-    (the report counts replacements per cell, as when every cell went through the rules)."""
+    (the report counts replacements per cell, as when every cell went through the rules); what
+    one judgment counted is also added to `mine` when given."""
     saved = scrubber.counts
     scrubber.counts = Counter()
     try:
@@ -284,30 +291,53 @@ def _judge(scrubber: Scrubber, column: str, value: Any, location: str, n: int) -
         else:
             out = scrubber.scrub_keyed(column, value, location)
     finally:
-        mine, scrubber.counts = scrubber.counts, saved
-    for k, c in mine.items():
+        one, scrubber.counts = scrubber.counts, saved
+    for k, c in one.items():
         saved[k] += c * n
+        if mine is not None:
+            mine[k] += c
     return out
 
 
-def _text_columns(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]]) -> set[str]:
+def _text_columns(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]],
+                  probed: Future[bool | None] | None) -> set[str]:
     """Columns of src.`table` holding at least one text or blob cell: TEXT-declared ones are
-    assumed to; numeric-declared ones are probed in one scan (a hostile file can put text anywhere).
-    """
+    assumed to; numeric-declared ones are probed (a hostile file can put text anywhere): `probed`
+    is the page reader's answer, computed on the pool (`_page_probe`), SQL's when it has none."""
     have = {c[0] for c in cols if not _is_numeric(c[1])}
     probe = [c[0] for c in cols if _is_numeric(c[1])]
-    # `x >= ''` holds exactly for TEXT and BLOB cells (SQLite orders NULL < numbers < TEXT < BLOB,
-    # and numeric affinity leaves the literal '' text), and costs half of `typeof(x) IN (...)`.
-    # One scan, stopping at the first text cell; then every probed column goes the text way
-    # (its distinct text values, none for most of them).
-    if probe and out.execute(f"SELECT 1 FROM src.{_q(table)} WHERE "
-                             + " OR ".join(f"{_q(c)} >= ''" for c in probe) + " LIMIT 1").fetchone():
-        have |= set(probe)
+    if probe:
+        verdict = probed.result() if probed is not None else None
+        if verdict is None:
+            verdict = numbers_only_sql(out, "src", table, probe)
+        if not verdict:
+            have |= set(probe)   # every probed column goes the text way (none of its values, mostly)
     return have
 
 
+def _page_probe(out: sqlite3.Connection, pool: ThreadPoolExecutor, src: Path, roots: dict[str, Any], table: str,
+                cols: list[tuple[str, str, int, int]]) -> Future[bool | None] | None:
+    """Start reading, on `pool`, whether the numeric-declared columns of `cols` hold numbers only."""
+    names = [c[0] for c in table_columns(out, table, "src")]
+    idx = [names.index(c[0]) for c in cols if _is_numeric(c[1]) and c[0] in names]
+    root = roots.get(table)
+    if not idx or not isinstance(root, int):
+        return None
+    return pool.submit(numeric_cells_are_numbers, src, root, len(names), idx)
+
+
+def numbers_only_sql(conn: sqlite3.Connection, schema: str, table: str, columns: list[str]) -> bool:
+    """True when no cell of `columns` of `table` is text or a blob, in one SQL scan that stops at
+    the first one: `x >= ''` holds exactly for TEXT and BLOB cells (SQLite orders NULL < numbers <
+    TEXT < BLOB, and numeric affinity leaves the literal '' text), and costs half of
+    `typeof(x) IN (...)`. Used where the page reader (sqlite_pages.py, 0.36-0.40 of this scan's time
+    on the 95 MB bench export) declines a table."""
+    return not columns or conn.execute(f"SELECT 1 FROM {schema}.{_q(table)} WHERE "
+                                       + " OR ".join(f"{_q(c)} >= ''" for c in columns) + " LIMIT 1").fetchone() is None
+
+
 def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]], spec: KeepTable,
-            where: str, scrubber: Scrubber, xfer: bool) -> int:
+            where: str, scrubber: Scrubber, xfer: bool, probed: Future[bool | None] | None = None) -> int:
     """Copy the rows of src.`table` (filtered by `where`) into main.`table`; return rows copied.
 
     Why this shape (speed, same rules): each DISTINCT text/blob value of a column is judged once
@@ -317,10 +347,7 @@ def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int,
     `INSERT INTO t SELECT * FROM src.t`, which SQLite turns into a page-level transfer.
     """
     names = [c[0] for c in cols]
-    text_cols = _text_columns(out, table, cols)
-    special = set(spec.nulled) | set(spec.gpu_uuids)
-    if xfer and not where and not text_cols and not (special & set(names)):
-        return out.execute(f"INSERT INTO main.{_q(table)} SELECT * FROM src.{_q(table)}").rowcount
+    text_cols = _text_columns(out, table, cols, probed)
     exprs = []
     for i, (col, decl, _nn, _pk) in enumerate(cols):
         if col in spec.nulled or col in spec.gpu_uuids:
@@ -330,6 +357,9 @@ def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int,
             exprs.append(_q(col))
             continue
         exprs.append(_mapped_expr(out, table, col, decl, spec, where, scrubber, i))
+    if xfer and not where and exprs == [_q(c) for c in names]:
+        # nothing to drop or rewrite: SQLite's transfer optimisation copies the records undecoded
+        return out.execute(f"INSERT INTO main.{_q(table)} SELECT * FROM src.{_q(table)}").rowcount
     cur = out.execute(f"INSERT INTO main.{_q(table)} ({', '.join(map(_q, names))}) "
                       f"SELECT {', '.join(exprs)} FROM src.{_q(table)}{where}")
     return cur.rowcount
@@ -347,10 +377,23 @@ def _mapped_expr(out: sqlite3.Connection, table: str, col: str, decl: str, spec:
     changed: list[tuple[Any, Any]] = []
     saved = scrubber.counts.copy()
     try:
-        for v, n in out.execute(f"SELECT {qc}, count(*) FROM src.{_q(table)}{cond} GROUP BY {qc}"):
-            o = _judge(scrubber, col, v, loc, n)
+        # DISTINCT (a hash of the values seen) costs half of GROUP BY's sort; the cells of a value
+        # are counted only for the few values the rules change (the report counts per cell)
+        counted: list[tuple[Any, Counter[tuple[str, str]]]] = []
+        for (v,) in out.execute(f"SELECT DISTINCT {qc} FROM src.{_q(table)}{cond}"):
+            mine: Counter[tuple[str, str]] = Counter()
+            o = _judge(scrubber, col, v, loc, 1, mine)
             if o is not v and o != v:
                 changed.append((v, o))
+            if mine:
+                counted.append((v, mine))
+        for k in range(0, len(counted), 500):
+            part = counted[k:k + 500]
+            cells = dict(out.execute(f"SELECT {qc}, count(*) FROM src.{_q(table)}{cond} AND {qc} IN "
+                                     f"({', '.join('?' * len(part))}) GROUP BY {qc}", [v for v, _m in part]))
+            for v, mine in part:
+                for key, c in mine.items():
+                    scrubber.counts[key] += c * (cells.get(v, 1) - 1)
         if not changed:
             return qc
         m = f"vp_map_{i}"
@@ -382,48 +425,57 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
         if len(keep_cols) != len(cols):
             cols_dropped[t] = [c[0] for c in cols if c[0] in spec.drop]
         plan.append((t, spec, keep_cols))
-    present = {t for t, _s, _c in plan}
-
-    # Referenced threads and processes, from the activity tables that are kept.
+    # The threads, processes and strings the kept rows reference are read from src on a thread of
+    # its own (own connection; SQLite runs without the GIL) while this one copies the tables; the
+    # tables filtered by them (ThreadNames, PROCESSES) are copied last.
     out.execute("CREATE TEMP TABLE vp_tids(id INTEGER PRIMARY KEY)")
     out.execute("CREATE TEMP TABLE vp_pids(id INTEGER PRIMARY KEY)")
-    colsets = {t: {c[0] for c in cols} for t, _s, cols in plan}
-    for t, c in _TID_SOURCES:
-        if t in present and c in colsets[t]:
-            out.execute(f"INSERT OR IGNORE INTO temp.vp_tids SELECT DISTINCT {_q(c)} FROM src.{_q(t)} "
-                        f"WHERE typeof({_q(c)})='integer'")
-    out.execute("INSERT OR IGNORE INTO temp.vp_pids SELECT (id >> 24) << 24 FROM temp.vp_tids")
-    for t, c in _PID_SOURCES:
-        if t in present and c in colsets[t]:
-            out.execute(f"INSERT OR IGNORE INTO temp.vp_pids SELECT DISTINCT {_q(c)} FROM src.{_q(t)} "
-                        f"WHERE typeof({_q(c)})='integer'")
-
-    for t, spec, cols in plan:
-        out.execute(_create_sql(t, cols))
-        names = [c[0] for c in cols]
-        where = ""
-        if spec.rows == "threads" and "globalTid" in names:
-            where = " WHERE globalTid IN (SELECT id FROM temp.vp_tids)"
-        elif spec.rows == "processes" and "globalPid" in names:
-            where = " WHERE globalPid IN (SELECT id FROM temp.vp_pids)"
-        elif spec.rows == "named" and "name" in names:
-            where = " WHERE name IN (" + ",".join("'" + n.replace("'", "''") + "'" for n in spec.names) + ")"
-        elif spec.rows != "all":
-            where = " WHERE 0"  # the filter column is missing: keep nothing rather than everything
-        kept[t] = _insert(out, t, cols, spec, where, scrubber, xfer=not cols_dropped.get(t))
-        if where:
-            total = out.execute(f"SELECT count(*) FROM src.{_q(t)}").fetchone()[0]
-            filtered[t] = (kept[t], total)
+    roots = dict(out.execute("SELECT name, rootpage FROM src.sqlite_master WHERE type='table'").fetchall())
+    with ThreadPoolExecutor(2) as pool:
+        refs = pool.submit(_referenced_ids, src, plan)
+        probes = {t: _page_probe(out, pool, src, roots, t, cols) for t, _s, cols in plan}
+        if STRING_TABLE in src_tables:
+            scols = table_columns(out, STRING_TABLE, "src")
+            probes[STRING_TABLE] = _page_probe(out, pool, src, roots, STRING_TABLE, scols)
+        sids: set[int] = set()
+        waiting = True
+        for t, spec, cols in sorted(plan, key=lambda p: p[1].rows in ("threads", "processes")):
+            if waiting and spec.rows in ("threads", "processes"):
+                sids = _load_refs(out, refs.result())
+                waiting = False
+            out.execute(_create_sql(t, cols))
+            names = [c[0] for c in cols]
+            where = ""
+            if spec.rows == "threads" and "globalTid" in names:
+                where = " WHERE globalTid IN (SELECT id FROM temp.vp_tids)"
+            elif spec.rows == "processes" and "globalPid" in names:
+                where = " WHERE globalPid IN (SELECT id FROM temp.vp_pids)"
+            elif spec.rows == "named" and "name" in names:
+                where = " WHERE name IN (" + ",".join("'" + n.replace("'", "''") + "'" for n in spec.names) + ")"
+            elif spec.rows != "all":
+                where = " WHERE 0"  # the filter column is missing: keep nothing rather than everything
+            kept[t] = _insert(out, t, cols, spec, where, scrubber, not cols_dropped.get(t), probes[t])
+            if where:
+                total = out.execute(f"SELECT count(*) FROM src.{_q(t)}").fetchone()[0]
+                filtered[t] = (kept[t], total)
+        if waiting:
+            sids = _load_refs(out, refs.result())
+        strings_probe = probes.get(STRING_TABLE)
+        if strings_probe is not None:
+            strings_probe.result()      # finished inside the pool's lifetime
 
     # StringIds: only the ids the kept rows reference.
     strings_kept = strings_total = 0
     if STRING_TABLE in src_tables:
         out.execute("CREATE TEMP TABLE vp_sids(id INTEGER PRIMARY KEY)")
+        out.executemany("INSERT INTO temp.vp_sids(id) VALUES (?)", [(i,) for i in sorted(sids)])
         for t, spec, cols in plan:
+            if spec.rows == "all":
+                continue        # read from src with the others
             names = {c[0] for c in cols}
             for c in spec.string_ids:
                 if c in names:
-                    out.execute(f"INSERT OR IGNORE INTO temp.vp_sids SELECT DISTINCT {_q(c)} FROM main.{_q(t)} "
+                    out.execute(f"INSERT OR IGNORE INTO temp.vp_sids SELECT {_q(c)} FROM main.{_q(t)} "
                                 f"WHERE typeof({_q(c)})='integer'")
         scols = [c for c in table_columns(out, STRING_TABLE, "src")]
         spec = KeepTable(STRING_TABLE)
@@ -431,12 +483,56 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
         names = [c[0] for c in scols]
         if "id" in names:
             strings_kept = _insert(out, STRING_TABLE, scols, spec, " WHERE id IN (SELECT id FROM temp.vp_sids)",
-                                   scrubber, xfer=False)
+                                   scrubber, False, strings_probe)
         strings_total = out.execute(f"SELECT count(*) FROM src.{_q(STRING_TABLE)}").fetchone()[0]
         kept[STRING_TABLE] = strings_kept
     out.commit()
     out.execute("DETACH DATABASE src")
     return SqliteScrubStats(kept, dropped, filtered, strings_kept, strings_total, cols_dropped)
+
+
+def _referenced_ids(src: Path, plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]]
+                    ) -> tuple[set[int], set[int], set[int]]:
+    """(thread ids, process ids, StringIds ids) referenced by the kept tables of `src` that keep
+    all their rows: one DISTINCT scan per table over all its id columns at once."""
+    tids: set[int] = set()
+    pids: set[int] = set()
+    sids: set[int] = set()
+    conn = open_ro(src)
+    try:
+        for t, spec, cols in plan:
+            names = {c[0] for c in cols}
+            roles: dict[str, list[set[int]]] = {}
+            for tt, c in _TID_SOURCES:
+                if tt == t and c in names:
+                    roles.setdefault(c, []).append(tids)
+            for tt, c in _PID_SOURCES:
+                if tt == t and c in names:
+                    roles.setdefault(c, []).append(pids)
+            if spec.rows == "all":
+                for c in spec.string_ids:
+                    if c in names:
+                        roles.setdefault(c, []).append(sids)
+            if not roles:
+                continue
+            order = list(roles)
+            for row in conn.execute(f"SELECT DISTINCT {', '.join(map(_q, order))} FROM {_q(t)}"):
+                for c, v in zip(order, row):
+                    if type(v) is int:
+                        for dest in roles[c]:
+                            dest.add(v)
+    finally:
+        conn.close()
+    pids |= {(t >> 24) << 24 for t in tids}
+    return tids, pids, sids
+
+
+def _load_refs(out: sqlite3.Connection, refs: tuple[set[int], set[int], set[int]]) -> set[int]:
+    """Fill the temp tables of referenced threads and processes; return the referenced strings."""
+    tids, pids, sids = refs
+    out.executemany("INSERT OR IGNORE INTO temp.vp_tids(id) VALUES (?)", [(i,) for i in sorted(tids)])
+    out.executemany("INSERT OR IGNORE INTO temp.vp_pids(id) VALUES (?)", [(i,) for i in sorted(pids)])
+    return sids
 
 
 # --------------------------------------------------------------------------------------------
@@ -448,12 +544,14 @@ SPLIT_LOCATION = "NVTX_EVENTS.text (joined with the next range of its thread)"
 
 
 def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[tuple[int, Any, str], tuple[int, Any, str]]]:
-    """Pairs ((rowid, textId, text), (rowid, textId, text)) of NVTX events that follow each other
-    on one thread, ordered by start; text from the `text` column (textId None) or else from
-    StringIds via `textId`.
+    """Each DISTINCT pair ((rowid, textId, text), (rowid, textId, text)) of texts of NVTX events that
+    follow each other on one thread (ordered by start), once, with the rowids of its first
+    occurrence; text from the `text` column (textId None) or else from StringIds via `textId`.
 
     Why pairs in start order: `nvtx.annotate(f"...{tok[:8]}")` then `(f"{tok[8:]}...")` writes a
     token across two ranges that no rule sees whole; verl pushes one range after another per thread.
+    Why distinct: a range-heavy capture holds 10^6 ranges but a few hundred distinct neighbour pairs
+    (issue 25), so the pairs are found with one numpy sort over integer codes and judged once each.
     """
     tables = set(list_tables(conn, schema))
     if NVTX_TABLE not in tables:
@@ -461,36 +559,72 @@ def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterat
     cols = {c[0] for c in table_columns(conn, NVTX_TABLE, schema)}
     if "start" not in cols or not ({"text", "textId"} & cols):
         return
-    tid = "e.globalTid" if "globalTid" in cols else "0"
-    text = "e.text" if "text" in cols else "NULL"
+    tid = "globalTid" if "globalTid" in cols else "0"
+    text = "text" if "text" in cols else "NULL"
     has_ids = "textId" in cols and STRING_TABLE in tables
-    sid = "e.textId" if has_ids else "NULL"
-    join = f" LEFT JOIN {schema}.{_q(STRING_TABLE)} s ON s.id = e.textId" if has_ids else ""
-    sval = "s.value" if has_ids else "NULL"
-    cur = conn.execute(f"SELECT e.rowid, {tid}, {sid}, {text}, {sval} FROM {schema}.{_q(NVTX_TABLE)} e{join} "
-                       f"ORDER BY {tid}, e.start, e.rowid")
-    prev: tuple[Any, tuple[int, Any, str]] | None = None
-    for rid, gtid, text_id, own, shared in cur:
-        # The text column wins (as in readers/nsys_sqlite.py); textId is reported only when used.
-        val, text_id = (own, None) if own is not None else (shared, text_id)
+    sid = "textId" if has_ids else "NULL"
+    # The text column wins (as in readers/nsys_sqlite.py); textId is reported only when used. A
+    # code per distinct text (str key) or string id (int key): the two never compare equal.
+    code_of: dict[Any, int] = {}
+    rids, gtids, starts, codes = (array("q") for _ in range(4))
+    for rid, gtid, start, text_id, own in conn.execute(
+            f"SELECT rowid, {tid}, start, {sid}, {text} FROM {schema}.{_q(NVTX_TABLE)}"):
+        key = own if own is not None else text_id
+        code = code_of.get(key)
+        if code is None:
+            code = code_of[key] = len(code_of)
+        rids.append(rid)
+        gtids.append(gtid or 0)
+        starts.append(start or 0)
+        codes.append(code)
+    if len(codes) < 2:
+        return
+    keys = list(code_of)
+    rid_a, gtid_a, code_a = (np.frombuffer(x, np.int64) for x in (rids, gtids, codes))
+    order = np.lexsort((rid_a, np.frombuffer(starts, np.int64), gtid_a))
+    g, c, r = gtid_a[order], code_a[order], rid_a[order]
+    same = g[1:] == g[:-1]
+    first, second = c[:-1][same], c[1:][same]
+    _, at = np.unique(first * len(keys) + second, return_index=True)
+    strings = _string_values(conn, schema, {keys[i] for i in np.union1d(first[at], second[at]).tolist()
+                                            if isinstance(keys[i], int)}) if has_ids else {}
+
+    def side(code: int, rid: int) -> tuple[int, Any, str] | None:
+        key = keys[code]
+        val = strings.get(key) if isinstance(key, int) else key
         if isinstance(val, bytes):
             val = val.decode("latin-1")
         if not isinstance(val, str) or not val:
-            prev = None
-            continue
-        item = (rid, text_id, val)
-        if prev is not None and prev[0] == gtid:
-            yield prev[1], item
-        prev = (gtid, item)
+            return None
+        return (rid, key if isinstance(key, int) else None, val)
+
+    rid_first, rid_second = r[:-1][same], r[1:][same]
+    for i in sorted(at.tolist(), key=lambda j: int(rid_first[j])):
+        a = side(int(first[i]), int(rid_first[i]))
+        b = side(int(second[i]), int(rid_second[i]))
+        if a is not None and b is not None:
+            yield a, b
+
+
+def _string_values(conn: sqlite3.Connection, schema: str, ids: set[int]) -> dict[int, Any]:
+    """StringIds values of the given ids, read in chunks of bound parameters."""
+    out: dict[int, Any] = {}
+    ids_l = sorted(ids)
+    for k in range(0, len(ids_l), 900):
+        part = ids_l[k:k + 900]
+        out.update(conn.execute(f"SELECT id, value FROM {schema}.{_q(STRING_TABLE)} WHERE id IN "
+                                f"({','.join('?' * len(part))})", part).fetchall())
+    return out
 
 
 def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
     """Redact both halves of every secret split across adjacent NVTX ranges; return halves redacted.
 
-    A half held in `text` is replaced in its row; a half held in StringIds is replaced there (every
-    range naming that same string loses it too, which is what a secret half deserves).
+    A half held in `text` is replaced in every row holding that text; a half held in StringIds is
+    replaced there (every range naming that same string loses it too, which is what a secret half
+    deserves).
     """
-    rows: set[int] = set()
+    texts: set[str] = set()
     sids: set[int] = set()
     for first, second in iter_adjacent_nvtx(conn):
         hit = scrubber.joined_halves(first[2], second[2])
@@ -499,13 +633,15 @@ def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
                 if half[1] is not None and isinstance(half[1], int):
                     sids.add(half[1])
                 else:
-                    rows.add(half[0])
-    if not rows and not sids:
+                    texts.add(half[2])
+    if not texts and not sids:
         return 0
-    conn.executemany(f"UPDATE {_q(NVTX_TABLE)} SET text = ? WHERE rowid = ?", [(REDACTED, r) for r in sorted(rows)])
+    n = 0
+    for t in sorted(texts):
+        n += conn.execute(f"UPDATE {_q(NVTX_TABLE)} SET text = ? WHERE text = ?", (REDACTED, t)).rowcount
     conn.executemany(f"UPDATE {_q(STRING_TABLE)} SET value = ? WHERE id = ?", [(REDACTED, i) for i in sorted(sids)])
     conn.commit()
-    n = len(rows) + len(sids)
+    n += len(sids)
     scrubber.counts[(KIND_SPLIT, SPLIT_LOCATION)] += n
     return n
 
@@ -536,35 +672,57 @@ def split_nvtx_texts(path: Path, scrubber: Scrubber) -> set[str]:
 # Identities (the cheap first pass) and cell iteration (shared with check)
 # --------------------------------------------------------------------------------------------
 
-def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[str, str, Any, Any, int]]:
+def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Path | None = None,
+                        keep: Callable[[str, Any], bool] | None = None) -> Iterator[tuple[str, str, Any, Any, int]]:
     """(table, column, first rowid, value, cells) of every DISTINCT text/blob value of every column
-    (numeric-declared ones too, when a probe finds any text in them), in first-rowid order.
+    (numeric-declared ones too, when a probe finds any text in them), in first-rowid order; only
+    the values `keep(column, value)` holds when it is given.
 
     Why: `check` must see every cell, but judging a value once and counting its cells is the same
-    verdict; SQLite groups in C. BINARY grouping is length-aware (values with NUL bytes inside stay
-    distinct) and keeps text and blob apart. Tables without rowid are read cell by cell.
+    verdict; SQLite finds the distinct values in C (BINARY comparison is length-aware, so values
+    with NUL bytes inside stay distinct, and keeps text and blob apart), and the cells and first
+    row of a value are counted only for the values kept (the findings). `path` (the database file)
+    lets the numeric columns be probed from the pages (sqlite_pages.py, on a thread ahead of the
+    value scans). Tables without rowid are read cell by cell.
     """
-    for t in list_tables(conn, schema):
-        cols = table_columns(conn, t, schema)
-        try:
-            conn.execute(f"SELECT rowid FROM {schema}.{_q(t)} LIMIT 0")
-        except sqlite3.OperationalError:   # WITHOUT ROWID
-            for t2, c, rid, v in _cells_of(conn, t, cols, schema):
+    tables = [(t, table_columns(conn, t, schema)) for t in list_tables(conn, schema)]
+    roots = dict(conn.execute(f"SELECT name, rootpage FROM {schema}.sqlite_master WHERE type='table'").fetchall())
+    with ThreadPoolExecutor(1) as pool:     # the page reads run ahead of the value scans
+        pages = {t: pool.submit(numeric_cells_are_numbers, path, roots[t], len(cols),
+                                [i for i, c in enumerate(cols) if _is_numeric(c[1])])
+                 for t, cols in tables if path is not None and isinstance(roots.get(t), int)}
+        for t, cols in tables:
+            yield from _distinct_cells_of(conn, schema, t, cols, pages.get(t), keep)
+
+
+def _distinct_cells_of(conn: sqlite3.Connection, schema: str, t: str, cols: list[tuple[str, str, int, int]],
+                       pages: Future[bool | None] | None, keep: Callable[[str, Any], bool] | None
+                       ) -> Iterator[tuple[str, str, Any, Any, int]]:
+    """`iter_distinct_cells` of one table; `pages`: the page reader's answer on its numeric columns."""
+    try:
+        conn.execute(f"SELECT rowid FROM {schema}.{_q(t)} LIMIT 0")
+    except sqlite3.OperationalError:   # WITHOUT ROWID
+        for t2, c, rid, v in _cells_of(conn, t, cols, schema):
+            if keep is None or keep(c, v):
                 yield t2, c, rid, v, 1
-            continue
-        use = [c[0] for c in cols if not _is_numeric(c[1])]
-        probe = [c[0] for c in cols if _is_numeric(c[1])]
-        # `x >= ''` holds exactly for TEXT and BLOB cells (see sqlite._text_columns)
-        if probe and conn.execute(f"SELECT 1 FROM {schema}.{_q(t)} WHERE "
-                                  + " OR ".join(f"{_q(c)} >= ''" for c in probe) + " LIMIT 1").fetchone():
-            use += probe
-        for c in use:
-            qc = _q(c)
-            rows = conn.execute(f"SELECT min(rowid), {qc}, count(*) FROM {schema}.{_q(t)} "
-                                f"WHERE typeof({qc}) IN ('text','blob') GROUP BY {qc}").fetchall()
-            rows.sort(key=lambda r: r[0])
-            for rid, v, n in rows:
-                yield t, c, rid, v, n
+        return
+    use = [c[0] for c in cols if not _is_numeric(c[1])]
+    probe = [c[0] for c in cols if _is_numeric(c[1])]
+    verdict = pages.result() if pages is not None else None
+    if probe and not (verdict if verdict is not None else numbers_only_sql(conn, schema, t, probe)):
+        use += probe
+    for c in use:
+        qc = _q(c)
+        values = [v for (v,) in conn.execute(f"SELECT DISTINCT {qc} FROM {schema}.{_q(t)} WHERE {qc} >= ''")
+                  if keep is None or keep(c, v)]
+        rows = []
+        for k in range(0, len(values), 500):
+            part = values[k:k + 500]
+            rows += conn.execute(f"SELECT min(rowid), {qc}, count(*) FROM {schema}.{_q(t)} WHERE {qc} IN "
+                                 f"({', '.join('?' * len(part))}) GROUP BY {qc}", part).fetchall()
+        rows.sort(key=lambda r: r[0])
+        for rid, v, n in rows:
+            yield t, c, rid, v, n
 
 
 def _cells_of(conn: sqlite3.Connection, t: str, cols: list[tuple[str, str, int, int]],
