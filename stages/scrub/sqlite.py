@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
-from array import array
+import warnings
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -541,6 +541,7 @@ def _load_refs(out: sqlite3.Connection, refs: tuple[set[int], set[int], set[int]
 
 NVTX_TABLE = "NVTX_EVENTS"
 SPLIT_LOCATION = "NVTX_EVENTS.text (joined with the next range of its thread)"
+_ADJ_CHUNK = 1 << 18     # rows per rowid window of the NVTX column read
 
 
 def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[tuple[int, Any, str], tuple[int, Any, str]]]:
@@ -553,39 +554,18 @@ def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterat
     Why distinct: a range-heavy capture holds 10^6 ranges but a few hundred distinct neighbour pairs
     (issue 25), so the pairs are found with one numpy sort over integer codes and judged once each.
     """
-    tables = set(list_tables(conn, schema))
-    if NVTX_TABLE not in tables:
+    cols = _adjacent_columns(conn, schema)
+    if cols is None:
         return
-    cols = {c[0] for c in table_columns(conn, NVTX_TABLE, schema)}
-    if "start" not in cols or not ({"text", "textId"} & cols):
+    rid, gtid, start, code, keys = cols
+    if rid.size < 2:
         return
-    tid = "globalTid" if "globalTid" in cols else "0"
-    text = "text" if "text" in cols else "NULL"
-    has_ids = "textId" in cols and STRING_TABLE in tables
-    sid = "textId" if has_ids else "NULL"
-    # The text column wins (as in readers/nsys_sqlite.py); textId is reported only when used. A
-    # code per distinct text (str key) or string id (int key): the two never compare equal.
-    code_of: dict[Any, int] = {}
-    rids, gtids, starts, codes = (array("q") for _ in range(4))
-    for rid, gtid, start, text_id, own in conn.execute(
-            f"SELECT rowid, {tid}, start, {sid}, {text} FROM {schema}.{_q(NVTX_TABLE)}"):
-        key = own if own is not None else text_id
-        code = code_of.get(key)
-        if code is None:
-            code = code_of[key] = len(code_of)
-        rids.append(rid)
-        gtids.append(gtid or 0)
-        starts.append(start or 0)
-        codes.append(code)
-    if len(codes) < 2:
-        return
-    keys = list(code_of)
-    rid_a, gtid_a, code_a = (np.frombuffer(x, np.int64) for x in (rids, gtids, codes))
-    order = np.lexsort((rid_a, np.frombuffer(starts, np.int64), gtid_a))
-    g, c, r = gtid_a[order], code_a[order], rid_a[order]
+    order = np.lexsort((rid, start, gtid))
+    g, c, r = gtid[order], code[order], rid[order]
     same = g[1:] == g[:-1]
     first, second = c[:-1][same], c[1:][same]
     _, at = np.unique(first * len(keys) + second, return_index=True)
+    has_ids = any(isinstance(k, int) for k in keys)
     strings = _string_values(conn, schema, {keys[i] for i in np.union1d(first[at], second[at]).tolist()
                                             if isinstance(keys[i], int)}) if has_ids else {}
 
@@ -604,6 +584,74 @@ def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterat
         b = side(int(second[i]), int(rid_second[i]))
         if a is not None and b is not None:
             yield a, b
+
+
+def _adjacent_columns(conn: sqlite3.Connection, schema: str
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]] | None:
+    """(rowid, globalTid, start, code, keys) of every NVTX event, in rowid order: `keys[code]` is the
+    event's text (str/bytes, from the `text` column, which wins as in readers/nsys_sqlite.py), its
+    StringIds id (int), or None. None when the export has no NVTX texts to pair.
+
+    Why this shape: the integers come back as one comma-joined string per column and rowid window
+    (`group_concat`, parsed by numpy: no Python object per row), and the rows holding their own
+    text as one row per distinct text with its rowids: no per-row Python at all (issue 25).
+    """
+    if NVTX_TABLE not in set(list_tables(conn, schema)):
+        return None
+    names = {c[0] for c in table_columns(conn, NVTX_TABLE, schema)}
+    if "start" not in names or not ({"text", "textId"} & names):
+        return None
+    table = f"{schema}.{_q(NVTX_TABLE)}"
+    has_ids = "textId" in names and STRING_TABLE in set(list_tables(conn, schema))
+    own_if = " OR ".join(c for c, ok in (("text IS NOT NULL", "text" in names),
+                                          ("typeof(textId) IN ('text', 'blob')", has_ids)) if ok)
+    own = "coalesce(text, textId)" if "text" in names and has_ids else "text" if "text" in names else "textId"
+    # rows without an integer textId of their own get an id no StringIds row holds: they pair as "no text"
+    none_id = -1
+    if has_ids:
+        low = conn.execute(f"SELECT min(id) FROM {schema}.{_q(STRING_TABLE)}").fetchone()[0]
+        none_id = min(-1, int(low) - 1) if isinstance(low, int) else -1
+    sid = (f"CASE WHEN {'text IS NULL AND ' if 'text' in names else ''}typeof(textId) = 'integer' "
+           f"THEN textId ELSE {none_id} END" if has_ids else str(none_id))
+    lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    if lo is None:
+        return None
+    parts = []
+    for a in range(int(lo), int(hi) + 1, _ADJ_CHUNK):
+        part = _int_window(conn, table, ("globalTid" if "globalTid" in names else "0", "start", sid), a)
+        if part is not None:
+            parts.append(part)
+    rid, gtid, start, ids = (np.concatenate(c) for c in zip(*parts))
+    if rid.size > 1 and not bool(np.all(rid[1:] > rid[:-1])):   # scan order is rowid order; never assumed
+        by_rid = np.argsort(rid, kind="stable")
+        rid, gtid, start, ids = rid[by_rid], gtid[by_rid], start[by_rid], ids[by_rid]
+    id_keys, code = np.unique(ids, return_inverse=True)
+    keys: list[Any] = id_keys.tolist()
+    if none_id in keys:
+        keys[keys.index(none_id)] = None
+    code = code.astype(np.int64)
+    if own_if:   # one row per distinct own text (SQLite groups them), with the rowids holding it
+        for text, rowids in conn.execute(f"SELECT {own}, group_concat(rowid) FROM {table} WHERE {own_if} GROUP BY 1"):
+            code[np.searchsorted(rid, np.fromstring(rowids, dtype=np.int64, sep=","))] = len(keys)  # noqa: NPY201
+            keys.append(text)
+    return rid, gtid, start, code, keys
+
+
+def _int_window(conn: sqlite3.Connection, table: str, exprs: tuple[str, ...], lo: int) -> list[np.ndarray] | None:
+    """rowid and `exprs` (NULL as 0) of the rows of one rowid window, as int64 arrays; None if empty.
+    A window holding non-integers (a hand-made file) is read again through CAST."""
+    for cast in (False, True):
+        cols = ["rowid", *(f"ifnull(CAST({e} AS INTEGER), 0)" if cast else f"ifnull({e}, 0)" for e in exprs)]
+        n, *joined = conn.execute(f"SELECT count(*), {', '.join(f'group_concat({c})' for c in cols)} FROM {table} "
+                                  "WHERE rowid >= ? AND rowid < ?", (lo, lo + _ADJ_CHUNK)).fetchone()
+        if not n:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = [np.fromstring(s, dtype=np.int64, sep=",") for s in joined]  # noqa: NPY201 - the fast C parser
+        if all(a.size == n for a in out):
+            return out
+    raise sqlite3.DatabaseError(f"{table}: integers that do not read as integers")
 
 
 def _string_values(conn: sqlite3.Connection, schema: str, ids: set[int]) -> dict[int, Any]:
