@@ -324,6 +324,12 @@ def raw_inputs(artifacts: list[Artifact], exports: list[Any]) -> list[RawInput]:
 # ------------------------------------------------------------------------------------------------
 
 
+def ranges_cache(run: Run) -> str:
+    """Where each export's NVTX ranges are kept from pass 1 (steps) to pass 2 (summary), so a
+    range-heavy export is read once (issue 25); in the work dir: they are raw, unscrubbed texts."""
+    return str(run.opts.work_dir / "ranges")
+
+
 def identify(run: Run, inputs: list[RawInput]) -> list[tuple[RawInput, Survey]]:
     """Pass 1 over every raw input, in parallel where it lies: role/rank from inside each report,
     identities for the pseudonym map, steps. Fills the artifacts' role/rank."""
@@ -332,7 +338,8 @@ def identify(run: Run, inputs: list[RawInput]) -> list[tuple[RawInput, Survey]]:
 
     task = run.progress.add_task("identify", total=max(1, len(inputs)), last="")
     sopts = SurveyOptions(scrub_stage.load_policy(),
-                          SummarizeOptions(step=run.opts.step, top=run.opts.top, step_range=run.opts.step_range))
+                          SummarizeOptions(step=run.opts.step, top=run.opts.top, step_range=run.opts.step_range,
+                                           ranges_cache=ranges_cache(run)))
     results = run_jobs(run.executor, [run.job(survey_input, i, sopts, i.artifact.rel) for i in inputs],
                        lambda r: run.progress.advance(task))
     run.progress.update(task, completed=max(1, len(inputs)))
@@ -425,7 +432,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     run.staging.mkdir(parents=True)
     step = window.choice.step if window.choice is not None else None
     sopts = SummarizeOptions(step=step if step is not None else run.opts.step, top=run.opts.top,
-                             step_range=run.opts.step_range)
+                             step_range=run.opts.step_range, ranges_cache=ranges_cache(run))
     popts = PublishOptions(sopts, scrub_options, ship=run.opts.ray is not None, work_dir=str(run.opts.work_dir))
     task = run.progress.add_task("summarize", total=max(1, 2 * len(window.work)), last="")
 

@@ -64,7 +64,7 @@ def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
     db = None
     if item.kind == NSYS:
         try:
-            db = NsysExport.open(item.path)
+            db = NsysExport.open(item.path, ranges_cache=options.summarize.ranges_cache)
         except VerlprofError:
             db = None          # each reader below opens it alone and says why in its own field
     try:

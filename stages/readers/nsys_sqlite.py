@@ -13,6 +13,8 @@ ever written into an input.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sqlite3
 import warnings
@@ -23,6 +25,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from ..core.atomic import atomic_path
 from ..core.errors import BadInputError
 from .sqlite_export import open_export
 
@@ -184,6 +187,68 @@ class NvtxRanges:
 
 
 @dataclass
+class _RangeColumns:
+    """`NvtxRanges` as numbers alone: texts and domains as codes into their distinct values. The
+    form `nvtx_ranges` builds them in and keeps between passes (`ranges_cache`)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    gtid: np.ndarray
+    event_type: np.ndarray
+    same_thread: np.ndarray
+    rowid: np.ndarray
+    text_code: np.ndarray
+    texts: list[str]
+    domain_code: np.ndarray
+    domains: list[str | None]
+
+    def ranges(self) -> NvtxRanges:
+        text = np.array(self.texts, dtype=object)[self.text_code].tolist()
+        domain = (np.array(self.domains, dtype=object)[self.domain_code].tolist() if len(self.domains) > 1
+                  else [self.domains[0]] * int(self.start.size))
+        return NvtxRanges(self.start, self.end, self.gtid, self.event_type, self.same_thread, self.rowid,
+                          text, domain)
+
+
+_ARRAYS = ("start", "end", "gtid", "event_type", "same_thread", "rowid", "text_code", "domain_code")
+_CACHE_FORMAT = "nvtx-ranges-1"
+
+
+def _ranges_cache_file(folder: Path, export: Path) -> Path | None:
+    """The cache file of `export`'s ranges: keyed by the file's identity (path, inode, size, mtime),
+    which an export changes whenever it is rewritten (exports are replaced by rename, never edited
+    in place); None when the export cannot be stat'ed."""
+    try:
+        st = export.stat()
+        key = f"{_CACHE_FORMAT}|{export.resolve()}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}"
+    except OSError:
+        return None
+    return folder / f"{hashlib.sha256(key.encode('utf-8', 'surrogateescape')).hexdigest()[:32]}.npz"
+
+
+def _save_ranges(path: Path, cols: _RangeColumns) -> None:
+    """Write the columns atomically (uncompressed npz, texts as JSON); best effort: a work dir that
+    cannot be written only costs the next pass a fresh read."""
+    names = json.dumps({"texts": cols.texts, "domains": cols.domains}).encode()   # ASCII: lone surrogates escaped
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, names=np.frombuffer(names, np.uint8), **{k: getattr(cols, k) for k in _ARRAYS})
+    except OSError:
+        pass
+
+
+def _load_ranges(path: Path) -> _RangeColumns | None:
+    """The columns `_save_ranges` wrote, or None (absent, unreadable or not of this format)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in _ARRAYS}
+            names = json.loads(z["names"].tobytes())
+        return _RangeColumns(texts=names["texts"], domains=names["domains"], **arrays)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass
 class NsysExport:
     """An open, read-only nsys SQLite export whose tables and columns have been probed (once).
 
@@ -196,17 +261,19 @@ class NsysExport:
     nsys_version: str | None = None
     schema_version: str | None = None
     _nvtx: NvtxTypes | None = None
+    ranges_cache: Path | None = None       # folder keeping `nvtx_ranges` between passes (work dir)
 
     # -- opening and probing -----------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, need_events: bool = True) -> "NsysExport":
+    def open(cls, path: str | Path, need_events: bool = True, ranges_cache: str | Path | None = None) -> "NsysExport":
         """Validate and open `path` read-only; BadInputError (one line, names the file) if it is not
         an export, or, with `need_events`, if it holds neither NVTX nor CUDA tables."""
         p = Path(path)
         con, info = open_export(p)
         try:
-            exp = cls(p, con, probe_tables(con), info.nsys_version, info.schema_version)
+            exp = cls(p, con, probe_tables(con), info.nsys_version, info.schema_version,
+                      ranges_cache=Path(ranges_cache) if ranges_cache else None)
         except sqlite3.DatabaseError as exc:
             con.close()
             raise BadInputError(p, f"corrupt export, its schema is unreadable ({exc})") from None
@@ -217,13 +284,14 @@ class NsysExport:
 
     @classmethod
     @contextmanager
-    def use(cls, export: "str | Path | NsysExport", need_events: bool = True) -> Iterator["NsysExport"]:
+    def use(cls, export: "str | Path | NsysExport", need_events: bool = True,
+            ranges_cache: str | Path | None = None) -> Iterator["NsysExport"]:
         """The export already open in this pass (left open), or `export` opened for this use alone:
         every reader takes either, so a pass opens and probes each export once."""
         if isinstance(export, NsysExport):
             yield export
             return
-        with cls.open(export, need_events) as db:
+        with cls.open(export, need_events, ranges_cache) as db:
             yield db
 
     def close(self) -> None:
@@ -312,11 +380,17 @@ class NsysExport:
         """Every NVTX range with its text resolved (`text` column or StringIds via `textId`).
 
         Numbers are read as columns (`iter_columns`) and names once per distinct textId: a range
-        costs no Python call (issue 25: 10^6 ranges)."""
+        costs no Python call (issue 25: 10^6 ranges). With `ranges_cache` (a folder in the work
+        dir) the columns read are kept there, so the next pass over the same export (collect's
+        steps, then its summary) loads them instead of reading the export again."""
         empty = NvtxRanges(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(0, bool),
                            np.zeros(0, np.int64), [], [])
         if not self.has(NVTX, "start", "eventType"):
             return empty
+        cache = _ranges_cache_file(self.ranges_cache, self.path) if self.ranges_cache else None
+        got = _load_ranges(cache) if cache is not None else None
+        if got is not None:
+            return got.ranges()
         cols = self.columns(NVTX)
         end = "end" if "end" in cols else "NULL"
         gtid = "ifnull(globalTid, 0)" if "globalTid" in cols else "0"
@@ -334,17 +408,28 @@ class NsysExport:
         rid, start, endv, et, g, same, tid_, dom = (a[order] for a in (rid, start, endv, et, g, same, tid_, dom))
         uniq, inv = np.unique(tid_, return_inverse=True)
         sids = self.strings(uniq[uniq >= 0].tolist())
-        texts = np.array([sids.get(int(i), "") for i in uniq.tolist()] or [""], dtype=object)[inv]
+        names = [sids.get(int(i), "") for i in uniq.tolist()] or [""]
+        text_code = inv.astype(np.int64).reshape(-1)
         if "text" in cols:   # unregistered strings: the text itself, in its own column
             own = dict(self.query(f"SELECT rowid, text FROM {NVTX} WHERE text IS NOT NULL AND {where}"))
             if own:
                 pos = np.searchsorted(np.sort(rid), list(own))
                 by_rid = np.argsort(rid)[pos]
-                texts[by_rid] = [str(v) for v in own.values()]
-        names = self._domain_names(gtid, domain, cols)
-        keys = list(zip(dom.tolist(), (g >> PID_SHIFT).tolist())) if names else []
-        doms = [names.get(k) for k in keys] if names else [None] * start.size
-        return NvtxRanges(start, endv, g, et, same == 1, rid, texts.tolist(), doms)
+                code_of: dict[str, int] = {}
+                text_code[by_rid] = [code_of.setdefault(str(v), len(names) + len(code_of)) for v in own.values()]
+                names += list(code_of)
+        dom_names = self._domain_names(gtid, domain, cols)
+        domains: list[str | None] = [None]
+        dom_code = np.zeros(start.size, np.int64)
+        if dom_names:
+            code_of_dom: dict[str | None, int] = {None: 0}
+            dom_code[:] = [code_of_dom.setdefault(dom_names.get(k), len(code_of_dom))
+                           for k in zip(dom.tolist(), (g >> PID_SHIFT).tolist())]
+            domains = list(code_of_dom)
+        cols_read = _RangeColumns(start, endv, g, et, same == 1, rid, text_code, names, dom_code, domains)
+        if cache is not None:
+            _save_ranges(cache, cols_read)
+        return cols_read.ranges()
 
     def _domain_names(self, gtid: str, domain: str, cols: tuple[str, ...]) -> dict[tuple[int, int], str]:
         """(domainId, process key) -> domain name, from the NvtxDomainCreate rows."""

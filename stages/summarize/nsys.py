@@ -88,7 +88,7 @@ def scan_nsys(path: "str | Path | NsysExport", ident: SourceIdentity, options: S
     """Summarize one export (a path, or the export open in this pass). `spans`: the chosen step's
     spans in it (absolute ns); when None the step is chosen from this export alone (`options.step`)
     and its steps rows are included."""
-    with NsysExport.use(path) as db:
+    with NsysExport.use(path, ranges_cache=options.ranges_cache) as db:
         path = db.path
         offset = db.session_start_ns() or 0
         r = db.nvtx_ranges()

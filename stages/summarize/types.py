@@ -36,6 +36,9 @@ class SummarizeOptions:
     # Added later (additive)
     step_range: str | None = None
     top_phases: int = DEFAULT_TOP_PHASES
+    # A work-dir folder where an export's NVTX ranges, once read, are kept for the next pass
+    # (collect reads them for the steps, then for the summary): `NsysExport.ranges_cache`.
+    ranges_cache: str | None = None
 
 
 def empty_rows() -> SummaryRows:
