@@ -631,9 +631,13 @@ def _adjacent_columns(conn: sqlite3.Connection, schema: str
         keys[keys.index(none_id)] = None
     code = code.astype(np.int64)
     if own_if:   # one row per distinct own text (SQLite groups them), with the rowids holding it
-        for text, rowids in conn.execute(f"SELECT {own}, group_concat(rowid) FROM {table} WHERE {own_if} GROUP BY 1"):
-            code[np.searchsorted(rid, np.fromstring(rowids, dtype=np.int64, sep=","))] = len(keys)  # noqa: NPY201
-            keys.append(text)
+        groups = conn.execute(f"SELECT {own}, count(*), group_concat(rowid) FROM {table} WHERE {own_if} GROUP BY 1"
+                              ).fetchall()
+        if groups:
+            texts, counts, rowids = zip(*groups)
+            at = np.searchsorted(rid, np.fromstring(",".join(rowids), dtype=np.int64, sep=","))  # noqa: NPY201
+            code[at] = np.repeat(np.arange(len(keys), len(keys) + len(texts)), np.asarray(counts, np.int64))
+            keys += texts
     return rid, gtid, start, code, keys
 
 
