@@ -68,3 +68,17 @@ def test_every_format_through_one_item_function() -> None:
     assert src.steps and src.steps[-1].step == 2 and {s.boundary for s in src.steps} == {"snapshot_dir"}
     nsys = data_path("h200-nsys-2025.3/whole/whole_1873.sqlite")
     assert source_steps_item((str(nsys), identity_from_path(nsys))).steps
+
+
+def test_window_summarizes_a_snapshot_beside_its_trace() -> None:
+    """`verlprof window --phases` path: a memory snapshot is a source like any other (its steps from
+    the window stage, its rows by the snapshot summarizer), not sent to the nsys reader."""
+    from verlprof.pipeline.stage_runs import summarize_sources
+
+    folder = fixtures_dir() / "h200-torch-2.11"
+    trace = next(folder.glob("*_step2_*.json.gz"))
+    snap = folder / "step2" / "torch_memory_rank0_pid804.pickle"
+    res = summarize_sources([(trace, identity_from_path(trace)), (snap, identity_from_path(snap))])
+    assert res.errors == [] and res.choice.step == 2
+    mem = [r for r in res.rows["phases"] if r["source_kind"] == "memory"]
+    assert mem and {r["step"] for r in mem} == {2} and all(r["mem_peak_bytes"] for r in mem)

@@ -21,8 +21,8 @@ and decodes elements one by one. Whenever the tolerant parser was needed the res
 no `traceEvents` list, a truncated document) raises `BadInputError` naming the file.
 
 The same parser serves the callers that rewrite events (window cuts, scrub, check):
-`ChromeTraceStream` yields each batch's raw text (validated by msgspec without building a value,
-or decoded by orjson when asked), so clean events can pass through as written, and the top-level
+`ChromeTraceStream` yields each batch's raw text (validated by msgspec without building a value),
+so clean events can pass through as written, and the top-level
 keys whole, wherever the writer put them. gzip is inflated by ISA-L where installed (twice zlib's
 speed) on a thread of its own, a chunk ahead of the parser.
 
@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import json
 import math
-import queue
 import re
-import threading
 import zlib
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 import msgspec
 import orjson
@@ -67,9 +66,8 @@ HEADER_LIMIT = 256 << 20
 WHOLE_DECODE_LIMIT = 64 << 20
 
 # Event kinds kept (codes stored in TraceData.gpu_kind and used by summarize_torch).
-RANGE, API, KERNEL, MEMCPY, MEMSET, SPAN, META, OTHER = 1, 2, 3, 4, 5, 6, 7, 0
+RANGE, API, KERNEL, MEMCPY, MEMSET, SPAN, META = 1, 2, 3, 4, 5, 6, 7
 CPU_OP, FLOW, INSTANT = 8, 9, 10
-GPU_KINDS = (KERNEL, MEMCPY, MEMSET)
 
 # `cat` -> kind. Newer kineto spells categories in snake case; older releases (torch <= 1.12)
 # wrote "Kernel", "Memcpy", "Memset", "Runtime".
@@ -235,49 +233,17 @@ def byte_chunks(path: Path, size: int | None = None) -> Iterator[bytes]:
             raise BadInputError(path, "truncated gzip (the compressed stream ends early)")
 
 
-def _prefetched(chunks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
-    """Run a chunk generator in a helper thread, `depth` chunks ahead.
+def _prefetched(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The chunks of a generator, each made on a helper thread while the caller uses the last one.
 
-    Why: zlib releases the GIL while it inflates, so decompressing the next chunk overlaps with
-    decoding the current one (about a third of the time on gzip traces). The bounded queue keeps
-    memory at a few chunks; an exception in the thread (BadInputError) is re-raised here."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def work() -> None:
-        try:
-            for c in chunks:
-                while not stop.is_set():
-                    try:
-                        q.put(c, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(done)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            q.put(exc)
-
-    t = threading.Thread(target=work, name="verlprof-inflate", daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while t.is_alive():   # unblock a producer waiting on a full queue, then let it finish
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                pass
-            t.join(timeout=0.05)
+    Why: zlib and ISA-L release the GIL while they inflate, so decompressing the next chunk
+    overlaps with decoding the current one. An exception in the thread (BadInputError) is raised
+    here; memory stays at two chunks."""
+    with ThreadPoolExecutor(1, thread_name_prefix="verlprof-inflate") as pool:
+        ahead = pool.submit(next, chunks, None)
+        while (chunk := ahead.result()) is not None:
+            ahead = pool.submit(next, chunks, None)
+            yield chunk
 
 
 # ------------------------------------------------------------------------------------------------
@@ -299,31 +265,24 @@ def _clean(s: str) -> str:
 
 
 def _as_float(v: Any) -> float | None:
-    if isinstance(v, bool):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
-    if isinstance(v, (int, float, str)):
-        try:
-            f = float(v)
-        except (ValueError, OverflowError):
-            return None
-    else:
+    try:
+        f = float(v)
+    except (ValueError, OverflowError):
         return None
     return f if math.isfinite(f) else None
 
 
 def _as_int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, int):
+    if isinstance(v, int) and not isinstance(v, bool):
         return v
     if isinstance(v, float) and math.isfinite(v) and v == int(v):
         return int(v)
-    if isinstance(v, str):
-        try:
-            return int(v)
-        except ValueError:
-            return None
-    return None
+    try:
+        return int(v) if isinstance(v, str) else None
+    except ValueError:
+        return None
 
 
 def _ns(us: float) -> int:
@@ -644,8 +603,8 @@ def _last_boundary(buf: bytes, lo: int) -> int:
 class _StreamParser:
     """Feeds decompressed chunks through header -> events -> tail states.
 
-    Each batch of whole events goes to `consumer.fast` (the `[` + events + `]` bytes, decoded in
-    place); where that decoder refuses, the tolerant parser decodes the same bytes and
+    Each batch of whole events goes to `consumer.fast` (the `[` + events + `]` bytes); where that
+    decoder refuses, the tolerant parser decodes the same bytes and
     `consumer.loose` gets the plain values."""
 
     def __init__(self, path: Path, consumer: Any, require_events: bool = True) -> None:
@@ -665,8 +624,7 @@ class _StreamParser:
 
     # -- driving ---------------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
-        # Keep one byte before pos: _batch overwrites it with '[' to decode in place.
-        drop = self.pos - 1
+        drop = self.pos
         if drop > 0:
             self.offset += drop
             buf = self.buf[drop:]
@@ -758,21 +716,9 @@ class _StreamParser:
                 return
 
     def _batch(self, i: int, cut: int) -> bool:
-        """Decode buf[i:cut] as a batch of whole events; False when it is not one.
-
-        The batch is decoded in place: the byte before it (a separator, whitespace or the
-        array's own '[') becomes '[' and the byte after its last '}' becomes ']' for the call."""
-        buf = self.buf
-        if i == 0 or cut >= len(buf):
-            ok = self._decode(b"[" + bytes(buf[i:cut]) + b"]")
-        else:
-            before, after = buf[i - 1], buf[cut]
-            buf[i - 1], buf[cut] = 0x5B, 0x5D
-            try:
-                with memoryview(buf) as mv, mv[i - 1:cut + 1] as view:
-                    ok = self._decode(view)
-            finally:
-                buf[i - 1], buf[cut] = before, after
+        """Decode buf[i:cut] as a batch of whole events; False when it is not one."""
+        with memoryview(self.buf) as mv:
+            ok = self._decode(b"".join((b"[", mv[i:cut], b"]")))
         if ok:
             self.pos = cut
         return ok
@@ -910,48 +856,45 @@ def _checked_path(path: str | Path) -> Path:
 @dataclass
 class Batch:
     """Whole events of a trace, as written: `raw` is their text (`e1,e2,...`, no brackets), valid
-    JSON once bracketed. `events` holds them decoded when the stream was asked to parse, or when
-    the fast decoders refused them and the tolerant parser read them (`tolerant`)."""
+    JSON once bracketed. `events` holds them decoded where the fast decoders refused them and the
+    tolerant parser read them (NaN, Infinity)."""
 
     raw: bytes
     count: int
     events: list[Any] | None = None
-    tolerant: bool = False
+
+    @property
+    def tolerant(self) -> bool:
+        return self.events is not None
 
 
 class _Batches:
-    """The stream's consumer: validates (msgspec, building nothing) or decodes (orjson) a batch."""
+    """The stream's consumer: validates a batch with msgspec, building nothing."""
 
-    def __init__(self, parse: bool) -> None:
-        self.parse = parse
+    def __init__(self) -> None:
         self.out: list[Batch] = []
 
-    def fast(self, batch: Any) -> None:
-        if self.parse:
-            events = orjson.loads(batch)
-            self.out.append(Batch(bytes(batch[1:-1]), len(events), events))
-        else:
-            n = len(_RAWS.decode(batch))
-            self.out.append(Batch(bytes(batch[1:-1]), n))
+    def fast(self, batch: bytes) -> None:
+        self.out.append(Batch(batch[1:-1], len(_RAWS.decode(batch))))
 
     def loose(self, events: list[Any], raw: bytes) -> None:
-        self.out.append(Batch(raw, len(events), events, tolerant=True))
+        self.out.append(Batch(raw, len(events), events))
 
 
 class ChromeTraceStream:
     """The one pass over a chrome trace that window cuts, scrub and check read through.
 
     Iterating yields `Batch`es of whole events, in file order, from the same parser as
-    `read_chrome_trace` (same chunking, fallbacks and errors). Top-level keys land in `head`
+    `read_chrome_trace` (same fallbacks and errors), never decoded: consumers decode what they
+    need (a window cut the few keys it decides on, scrub the events holding a dirty literal). Top-level keys land in `head`
     (those before `traceEvents`, complete once the first batch is out; dict values whole) and
     `tail` (those after it, kineto's `baseTimeNanoseconds` among them, complete at the end).
     `require_events=False` reads any JSON object (a manifest): without a traceEvents array its
     members all land in `head` and no batch comes."""
 
-    def __init__(self, path: str | Path, parse: bool = False, require_events: bool = True,
-                 chunk_bytes: int | None = None) -> None:
+    def __init__(self, path: str | Path, require_events: bool = True, chunk_bytes: int | None = None) -> None:
         self.path = _checked_path(path)
-        self._out = _Batches(parse)
+        self._out = _Batches()
         self._parser = _StreamParser(self.path, self._out, require_events)
         self.chunk_bytes = chunk_bytes or STREAM_CHUNK_BYTES
         self.head, self.tail = self._parser.head, self._parser.tail

@@ -323,15 +323,15 @@ class NsysExport:
         domain = "ifnull(domainId, 0)" if "domainId" in cols else "0"
         maxts = int(self.scalar(f"SELECT max(max(ifnull(start, 0)), max(ifnull({end}, 0))) FROM {NVTX}") or 0)
         where = f"eventType IN {in_list(self.nvtx_types.ranges)} AND start IS NOT NULL"
-        exprs = ["rowid", "start", f"ifnull({end}, {maxts})", "eventType", gtid,
-                 "endGlobalTid" if "endGlobalTid" in cols else "NULL",
+        same = f"endGlobalTid IS NULL OR endGlobalTid = {gtid}" if "endGlobalTid" in cols else "1"
+        exprs = ["rowid", "start", f"ifnull({end}, {maxts})", "eventType", gtid, f"({same})",
                  "textId" if "textId" in cols else "NULL", domain]
         parts = list(self.iter_columns(NVTX, exprs, where))
         if not parts:
             return empty
-        rid, start, endv, et, g, eg, tid_, dom = (np.concatenate(c) for c in zip(*parts))
+        rid, start, endv, et, g, same, tid_, dom = (np.concatenate(c) for c in zip(*parts))
         order = np.lexsort((rid, -endv, start, g))
-        rid, start, endv, et, g, eg, tid_, dom = (a[order] for a in (rid, start, endv, et, g, eg, tid_, dom))
+        rid, start, endv, et, g, same, tid_, dom = (a[order] for a in (rid, start, endv, et, g, same, tid_, dom))
         uniq, inv = np.unique(tid_, return_inverse=True)
         sids = self.strings(uniq[uniq >= 0].tolist())
         texts = np.array([sids.get(int(i), "") for i in uniq.tolist()] or [""], dtype=object)[inv]
@@ -344,7 +344,7 @@ class NsysExport:
         names = self._domain_names(gtid, domain, cols)
         keys = list(zip(dom.tolist(), (g >> PID_SHIFT).tolist())) if names else []
         doms = [names.get(k) for k in keys] if names else [None] * start.size
-        return NvtxRanges(start, endv, g, et, (eg == -1) | (eg == g), rid, texts.tolist(), doms)
+        return NvtxRanges(start, endv, g, et, same == 1, rid, texts.tolist(), doms)
 
     def _domain_names(self, gtid: str, domain: str, cols: tuple[str, ...]) -> dict[tuple[int, int], str]:
         """(domainId, process key) -> domain name, from the NvtxDomainCreate rows."""

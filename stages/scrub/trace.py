@@ -24,7 +24,7 @@ import codecs
 import json
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable
 
 import numpy as np
 import orjson
@@ -93,37 +93,25 @@ def _literal_text(lit: bytes) -> str | None:
             return None
 
 
-def _middles(length: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _middles(length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For literals longer than 16 bytes: the words covering bytes 8 .. len-8 (first and last 8 are
-    in the key), as (owner literal, offset in it, word number k >= 1), owner-major."""
+    in the key), as (owner literal, offset in it), owner-major."""
     nm = (length - 9) // 8
     owner = np.repeat(np.arange(length.size), nm)
     k = np.arange(owner.size) - np.repeat(np.cumsum(nm) - nm, nm) + 1
-    return owner, np.minimum(8 * k, np.repeat(length - 16, nm)), k
-
-
-def _mid_hash(w: np.ndarray, s: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """A hash of each long literal's middle words (0 for literals of 16 bytes or less), so that
-    literals alike at both ends (`[768, 364032, 64, 2304, 1]`) fall on different slots."""
-    mid = np.zeros(s.size, np.uint64)
-    long_ = np.flatnonzero(length > 16)
-    if long_.size:
-        owner, off, k = _middles(length[long_])
-        words = w[s[long_][owner] + off] * (k.astype(np.uint64) * _K1 | np.uint64(1))
-        mid[long_] = np.add.reduceat(words, np.flatnonzero(np.diff(owner, prepend=-1)))
-    return mid
+    return owner, np.minimum(8 * k, np.repeat(length - 16, nm))
 
 
 class LiteralFilter:
     """Finds the string literals of a batch of raw JSON that a rule may change, at numpy speed.
 
     Every literal (keys and values alike) of the batch is located from the quote positions and
-    looked up in a hash table of the literals judged clean, keyed by length, first and last 8
-    bytes and a hash of the rest; a hit on a literal longer than 16 bytes is confirmed word by
-    word against the stored copy, so the lookup is exact. Each distinct literal missing from the
-    table is judged once (`judge(text)` -> clean?) and added; what the table cannot hold (two
-    literals on one slot) stays in Python sets. `bad` is called with a literal that is not UTF-8
-    JSON (it is dirty).
+    looked up in a hash table of the literals judged clean, on a slot chosen by its length and its
+    first, middle and last 8 bytes; a hit must match length, first and last 8 bytes, and a hit on
+    a literal longer than 16 bytes is confirmed word by word against the stored copy, so the
+    lookup is exact. Each distinct literal missing from the table is judged once (`judge(text)`
+    -> clean?) and added, on its slot or the next; what the table cannot hold stays in Python
+    sets. `bad` is called with a literal that is not UTF-8 JSON (it is dirty).
     """
 
     BITS = 17
@@ -136,7 +124,6 @@ class LiteralFilter:
         self.t_len = np.full(n, -1, np.int64)
         self.t_first = np.zeros(n, np.uint64)
         self.t_last = np.zeros(n, np.uint64)
-        self.t_mid = np.zeros(n, np.uint64)
         self.t_at = np.zeros(n, np.int64)              # where a long literal's bytes lie in _reps
         self._reps = bytearray()
         self._rep_words = _words(b"")
@@ -144,8 +131,8 @@ class LiteralFilter:
         self.dirty_py: set[bytes] = set()
 
     def _slot(self, first: np.ndarray, last: np.ndarray, length: np.ndarray, mid: np.ndarray) -> np.ndarray:
-        h = first * _K1 ^ last * _K2 ^ length.view(np.uint64) * _K3 ^ mid
-        return ((h ^ (h >> np.uint64(31))) * _K1 >> np.uint64(64 - self.BITS)).astype(np.int64)
+        h = first * _K1 ^ last * _K2 ^ (length.view(np.uint64) + mid) * _K3
+        return (h >> np.uint64(64 - self.BITS)).astype(np.int64)
 
     def dirty(self, raw: bytes) -> np.ndarray:
         """Start offsets (sorted) in `raw` of the literals a rule may change; empty when none."""
@@ -156,13 +143,14 @@ class LiteralFilter:
         w = _words(raw)
         length = e - s
         m = _MASK[np.minimum(length, 8)]
-        first, last, mid = w[s] & m, w[np.maximum(e - 8, s)] & m, _mid_hash(w, s, length)
+        first, last = w[s] & m, w[np.maximum(e - 8, s)] & m
+        mid = np.where(length > 16, w[s + (length >> 1)], np.uint64(0))   # tells `[768, 36..., 1]` apart
         slot = self._slot(first, last, length, mid)
 
         def misses(ix: np.ndarray, probe: int) -> np.ndarray:   # the slot, then its neighbour
-            return ix[~self._hit(w, s[ix], length[ix], first[ix], last[ix], mid[ix], slot[ix] ^ probe)]
+            return ix[~self._hit(w, s[ix], length[ix], first[ix], last[ix], slot[ix] ^ probe)]
 
-        miss = misses(np.flatnonzero(~self._hit(w, s, length, first, last, mid, slot)), 1)
+        miss = misses(np.flatnonzero(~self._hit(w, s, length, first, last, slot)), 1)
         if miss.size > 256:   # new literals: learn one of each key, then look again
             _, one = np.unique(slot[miss], return_index=True)
             for i in miss[one].tolist():
@@ -172,14 +160,13 @@ class LiteralFilter:
         return s[out]
 
     def _hit(self, w: np.ndarray, s: np.ndarray, length: np.ndarray, first: np.ndarray,
-             last: np.ndarray, mid: np.ndarray, slot: np.ndarray) -> np.ndarray:
-        hit = (self.t_len[slot] == length) & (self.t_first[slot] == first) & (self.t_last[slot] == last) \
-            & (self.t_mid[slot] == mid)
+             last: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        hit = (self.t_len[slot] == length) & (self.t_first[slot] == first) & (self.t_last[slot] == last)
         long_ = np.flatnonzero(hit & (length > 16))
         if long_.size:   # confirm the middle words against the stored copy
             if self._rep_words.size <= len(self._reps):
                 self._rep_words = _words(bytes(self._reps))
-            owner, off, _k = _middles(length[long_])
+            owner, off = _middles(length[long_])
             bad = w[s[long_][owner] + off] != self._rep_words[self.t_at[slot[long_]][owner] + off]
             hit[long_] = np.bincount(owner[bad], minlength=long_.size) == 0
         return hit
@@ -203,17 +190,13 @@ class LiteralFilter:
         n = len(lit)
         first = int.from_bytes(lit[:8], "little")
         last = int.from_bytes(lit[-8:], "little") if n >= 8 else first
-        mid = 0
-        for k in range(1, (n - 9) // 8 + 1):                        # `_mid_hash`, on one literal
-            off = min(8 * k, n - 16)
-            mid += int.from_bytes(lit[off:off + 8], "little") * ((k * _K1I & _M64) | 1)
-        h = ((first * _K1I) & _M64) ^ ((last * _K2I) & _M64) ^ ((n * _K3I) & _M64) ^ (mid & _M64)
-        slot = ((h ^ (h >> 31)) * _K1I & _M64) >> (64 - self.BITS)   # `_slot`, on one literal
+        mid = int.from_bytes(lit[n >> 1:(n >> 1) + 8], "little") if n > 16 else 0
+        h = (first * _K1I ^ last * _K2I ^ (n + mid) * _K3I) & _M64          # `_slot`, on one literal
+        slot = h >> (64 - self.BITS)
         if self.t_len[slot] >= 0:
             slot ^= 1
         if self.t_len[slot] < 0:
             self.t_len[slot], self.t_first[slot], self.t_last[slot] = n, first, last
-            self.t_mid[slot] = mid & _M64
             self.t_at[slot] = len(self._reps)
             if n > 16:
                 self._reps += lit

@@ -313,20 +313,22 @@ class SummarizeResult:
 
 
 def summarize_any_item(item: Any, options: SummarizeOptions) -> SummaryRows:
-    """Summarize one source of any kind (NsysItem or the torch half's TorchItem)."""
+    """Summarize one source of any kind (NsysItem, or the torch half's TorchItem / MemoryItem)."""
     if isinstance(item, NsysItem):
         return summarize_item(item, options)
-    from .torch_profile import summarize_torch_item
+    from .torch_profile import MemoryItem, summarize_memory_item, summarize_torch_item
 
-    return summarize_torch_item(item, options)
+    return (summarize_memory_item if isinstance(item, MemoryItem) else summarize_torch_item)(item, options)
 
 
 def summarize_job(path: str, ident: SourceIdentity, src: SourceSteps, step: int | None) -> Any:
+    """The summary job of one source for the chosen step (its spans in it), by the source's kind."""
     spans = tuple(window_spans(src, step))
-    if ident.source_kind == "torch":
-        from .torch_profile import TorchItem
+    if ident.source_kind in ("torch", "memory"):
+        from .torch_profile import MemoryItem, TorchItem
 
-        return TorchItem(path, src.ident, spans)
+        return TorchItem(path, src.ident, spans) if ident.source_kind == "torch" else MemoryItem(
+            path, src.ident, None, spans)
     return NsysItem(path, ident, spans, src.offset_ns)
 
 

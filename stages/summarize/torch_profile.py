@@ -413,26 +413,30 @@ def _timelines(snap: dict[str, Any]) -> dict[int, _Levels]:
 
 @dataclass(frozen=True)
 class MemoryItem:
-    """One snapshot to summarize, optionally with the phases rows to attach `mem_peak_bytes` to."""
+    """One snapshot to summarize, optionally with the phases rows to attach `mem_peak_bytes` to;
+    `spans`: the chosen step's spans (from the window over all sources; empty: choose from the file)."""
 
     path: str
     ident: SourceIdentity
     phases_rows: tuple[dict[str, Any], ...] | None = None
+    spans: tuple[StepSpan, ...] = ()
 
 
 def summarize_memory_item(item: MemoryItem, options: SummarizeOptions) -> SummaryRows:
     """Picklable per-artifact function for executors."""
     rows = list(item.phases_rows) if item.phases_rows is not None else None
-    return summarize_memory_snapshot(item.path, item.ident, options, rows)
+    return summarize_memory_snapshot(item.path, item.ident, options, rows, item.spans or None)
 
 
 def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: SummarizeOptions | None = None,
-                              phases_rows: Sequence[dict[str, Any]] | None = None) -> SummaryRows:
+                              phases_rows: Sequence[dict[str, Any]] | None = None,
+                              spans: Sequence[StepSpan] | None = None) -> SummaryRows:
     """Peak allocated bytes per phase from a torch memory snapshot.
 
     Without `phases_rows`: one phases row per (annotation name, parent, depth) of the chosen step
     (`options.step`, among the steps the snapshot holds), `source_kind="memory"`, with start_ns,
-    wall_ns and mem_peak_bytes (other columns null), plus steps rows.
+    wall_ns and mem_peak_bytes (other columns null), plus steps rows; with `spans`, of those spans
+    (the run's window chose them) and no steps rows.
     With `phases_rows` (rows of a trace of the same process): copies of them with
     `mem_peak_bytes` set where the snapshot covers the row's time: the peak over the snapshot's
     instances of the same annotation inside the row's step, else over the row's own time window.
@@ -456,12 +460,13 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
     if phases_rows is not None:
         return {"phases": _attach(phases_rows, ident, tl, annots), "kernels": [], "steps": [],
                 "warnings": warnings}
-    spans = snapshot_spans(snap, annots, ident)
-    src = SourceSteps.from_spans(ident, spans, str(path))
-    resolved, choice = run_window([src], options.step)
-    chosen = window_spans(resolved[0], choice.step)
+    steps: list[dict[str, Any]] = []
+    if spans is None:
+        src = SourceSteps.from_spans(ident, snapshot_spans(snap, annots, ident), str(path))
+        resolved, choice = run_window([src], options.step)
+        spans, steps = window_spans(resolved[0], choice.step), steps_rows(resolved, choice)
     phases: list[dict[str, Any]] = []
-    for s in chosen:
+    for s in spans:
         groups: dict[tuple, list[Annotation]] = {}
         for a in annots:
             if s.start_ns <= a.start <= s.end_ns:
@@ -475,7 +480,7 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
                 "wall_ns": sum(a.end - a.start for a in members),
                 "mem_peak_bytes": max((x for x in peaks if x is not None), default=None),
             })
-    return {"phases": phases, "kernels": [], "steps": steps_rows(resolved, choice), "warnings": warnings}
+    return {"phases": phases, "kernels": [], "steps": steps, "warnings": warnings}
 
 
 def _attach(rows: Sequence[dict[str, Any]], ident: SourceIdentity, tl: dict[int, _Levels],

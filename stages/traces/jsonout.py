@@ -29,6 +29,7 @@ from ..core.gzip_pipe import GzipPipe
 
 _FLUSH_BYTES = 1 << 20  # events buffered before one write to the compressor thread
 
+
 class ChromeTraceWriter:
     """Write `{<header keys>, "traceEvents": [<events>]}` to a gzip file, one event at a time.
 

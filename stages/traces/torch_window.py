@@ -38,8 +38,9 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Optional, Union
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -109,7 +110,7 @@ def window_chrome_trace(src: Path, dst_json_gz: Path, start_us: float, end_us: f
         raise VerlprofError(src, f"window ends ({end_us}) before it starts ({start_us})")
     if dst.exists() and dst.resolve() == src.resolve():
         raise VerlprofError(dst, "the window would overwrite its own input")
-    stream = ChromeTraceStream(src, parse=True)
+    stream = ChromeTraceStream(src)
     batches = iter(stream)
     head = next(batches, None)          # the keys before the events are known from here on
     header = dict(stream.head) if header is None else header
@@ -133,31 +134,64 @@ def dumps(ev: Any) -> bytes:
         return json.dumps(ev, separators=(",", ":")).encode()
 
 
+class _Event(msgspec.Struct, gc=False):
+    """The keys a window cut decides on; msgspec skips the rest, and a kept event is copied as
+    it was written."""
+
+    ph: Optional[str] = None
+    cat: Optional[str] = None
+    ts: Union[int, float, None] = None
+    dur: Union[int, float, None] = None
+
+
+_TYPED = msgspec.json.Decoder(list[_Event])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _events(batch: Batch) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
+    """(ph, cat, ts, dur, the event) per event of a batch: typed, the event its raw text; else
+    (NaN, odd types, events that are not objects) decoded values, the event a dict or None."""
+    if batch.events is None:
+        text = b"[" + batch.raw + b"]"
+        try:
+            typed = _TYPED.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            events = loads(text)
+        else:
+            yield from ((e.ph, e.cat, e.ts, e.dur, r) for e, r in zip(typed, _RAWS.decode(text)))
+            return
+    else:
+        events = batch.events
+    for ev in events:
+        if type(ev) is dict:
+            yield ev.get("ph"), ev.get("cat"), ev.get("ts"), ev.get("dur"), ev
+        else:
+            yield None, None, None, None, None
+
+
+def loads(text: bytes) -> Any:
+    """orjson, with the standard library for what orjson refuses (integers beyond 64 bits)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def _copy_window(batches: Iterable[Batch], writer: ChromeTraceWriter, lo: float, hi: float) -> dict[str, Any]:
     kept: Counter[str] = Counter()
     metadata = dropped = malformed = 0
     for batch in batches:
-        for ev in batch.events or ():
-            if type(ev) is not dict:
+        for ph, cat, ts, dur, ev in _events(batch):
+            if ev is None:
                 malformed += 1
-                continue
-            ph = ev.get("ph")
-            if ph == "M":
-                writer.write(dumps(ev))
+            elif ph == "M":
+                writer.write(bytes(ev) if type(ev) is msgspec.Raw else dumps(ev))
                 metadata += 1
-                continue
-            ts = ev.get("ts")
-            if type(ts) not in (float, int):
+            elif type(ts) not in (float, int):
                 malformed += 1
-                continue
-            end = ts
-            if ph == "X":
-                dur = ev.get("dur")
-                if type(dur) in (float, int):
-                    end = ts + dur
-            if ts <= hi and end >= lo:
-                writer.write(dumps(ev))
-                kept[ev.get("cat") or f"ph:{ph}"] += 1
+            elif ts <= hi and (ts + dur if ph == "X" and type(dur) in (float, int) else ts) >= lo:
+                writer.write(bytes(ev) if type(ev) is msgspec.Raw else dumps(ev))
+                kept[cat or f"ph:{ph}"] += 1
             else:
                 dropped += 1
     return {"kept": dict(kept), "metadata": metadata, "dropped": dropped, "malformed": malformed}
