@@ -261,10 +261,8 @@ def export(run: Run) -> list[Any]:
     task = run.progress.add_task("export", total=len(inputs), last="")
     tool = None
     if opts.ray is None and any(a.kind != ArtifactKind.NSYS_SQLITE for a in inputs):
-        from ..stages.readers import nsys_tool
-
         try:
-            tool = nsys_tool.find_nsys(opts.nsys)   # on Ray each node finds its own nsys
+            tool = export_stage.find_nsys(opts.nsys)   # on Ray each node finds its own nsys
         except VerlprofError:
             tool = None  # each report then says, in its own row, that nsys is missing
     eopts = export_stage.ExportOptions(work_dir=opts.work_dir, nsys=opts.nsys, jobs=opts.jobs, tool=tool,

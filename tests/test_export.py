@@ -17,7 +17,7 @@ from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.core.hashing import sha256_file
 from verlprof.stages.core.model import Artifact, ArtifactKind
 from verlprof.stages.export.nsys_export import ExportOptions, ExportResult, clean_dead_temps, export_one
-from verlprof.stages.readers.nsys_tool import find_nsys
+from verlprof.stages.export.nsys_tool import find_nsys
 from verlprof.stages.readers.sqlite_export import validate_export
 
 FIXTURES = fixtures_dir()

@@ -11,8 +11,8 @@ import pytest
 from testdata import data_path
 from verlprof.stages.core.errors import BadInputError, ToolMissingError, VerlprofError
 from verlprof.stages.core.hashing import sha256_file
-from verlprof.stages.readers import nsys_tool
-from verlprof.stages.readers.nsys_tool import export_sqlite, find_nsys, import_qdstrm, parse_version
+from verlprof.stages.export import nsys_tool
+from verlprof.stages.export.nsys_tool import export_sqlite, find_nsys, import_qdstrm, parse_version
 
 pytestmark = pytest.mark.nsys
 

@@ -8,8 +8,9 @@ from .nsys_export import (
     failed_export,
     prepare_export,
 )
+from .nsys_tool import find_nsys
 
 __all__ = [
     "NSYS_KINDS", "ExportOptions", "ExportResult", "check_work_outside_out", "export_one",
-    "failed_export", "prepare_export",
+    "failed_export", "find_nsys", "prepare_export",
 ]

@@ -31,8 +31,8 @@ from ..core.done_records import DoneRecords, default_work_dir
 from ..core.errors import ToolMissingError, VerlprofError
 from ..core.hashing import sha256_file
 from ..core.model import Artifact, ArtifactKind, StageOutcome
-from ..readers import nsys_tool
-from ..readers.nsys_tool import NsysTool
+from . import nsys_tool
+from .nsys_tool import NsysTool
 from ..readers.sqlite_export import ExportInfo, validate_export
 
 STAGE = "export"

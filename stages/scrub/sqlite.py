@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
+from array import array
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+import numpy as np
 
 from ..core.errors import BadInputError
 from .secrets import KIND_GPU, KIND_SPLIT, REDACTED, Identities, IdentityCollector, Policy, Scrubber
@@ -541,12 +544,14 @@ SPLIT_LOCATION = "NVTX_EVENTS.text (joined with the next range of its thread)"
 
 
 def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[tuple[int, Any, str], tuple[int, Any, str]]]:
-    """Pairs ((rowid, textId, text), (rowid, textId, text)) of NVTX events that follow each other
-    on one thread, ordered by start; text from the `text` column (textId None) or else from
-    StringIds via `textId`.
+    """Each DISTINCT pair ((rowid, textId, text), (rowid, textId, text)) of texts of NVTX events that
+    follow each other on one thread (ordered by start), once, with the rowids of its first
+    occurrence; text from the `text` column (textId None) or else from StringIds via `textId`.
 
     Why pairs in start order: `nvtx.annotate(f"...{tok[:8]}")` then `(f"{tok[8:]}...")` writes a
     token across two ranges that no rule sees whole; verl pushes one range after another per thread.
+    Why distinct: a range-heavy capture holds 10^6 ranges but a few hundred distinct neighbour pairs
+    (issue 25), so the pairs are found with one numpy sort over integer codes and judged once each.
     """
     tables = set(list_tables(conn, schema))
     if NVTX_TABLE not in tables:
@@ -554,36 +559,72 @@ def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterat
     cols = {c[0] for c in table_columns(conn, NVTX_TABLE, schema)}
     if "start" not in cols or not ({"text", "textId"} & cols):
         return
-    tid = "e.globalTid" if "globalTid" in cols else "0"
-    text = "e.text" if "text" in cols else "NULL"
+    tid = "globalTid" if "globalTid" in cols else "0"
+    text = "text" if "text" in cols else "NULL"
     has_ids = "textId" in cols and STRING_TABLE in tables
-    sid = "e.textId" if has_ids else "NULL"
-    join = f" LEFT JOIN {schema}.{_q(STRING_TABLE)} s ON s.id = e.textId" if has_ids else ""
-    sval = "s.value" if has_ids else "NULL"
-    cur = conn.execute(f"SELECT e.rowid, {tid}, {sid}, {text}, {sval} FROM {schema}.{_q(NVTX_TABLE)} e{join} "
-                       f"ORDER BY {tid}, e.start, e.rowid")
-    prev: tuple[Any, tuple[int, Any, str]] | None = None
-    for rid, gtid, text_id, own, shared in cur:
-        # The text column wins (as in readers/nsys_sqlite.py); textId is reported only when used.
-        val, text_id = (own, None) if own is not None else (shared, text_id)
+    sid = "textId" if has_ids else "NULL"
+    # The text column wins (as in readers/nsys_sqlite.py); textId is reported only when used. A
+    # code per distinct text (str key) or string id (int key): the two never compare equal.
+    code_of: dict[Any, int] = {}
+    rids, gtids, starts, codes = (array("q") for _ in range(4))
+    for rid, gtid, start, text_id, own in conn.execute(
+            f"SELECT rowid, {tid}, start, {sid}, {text} FROM {schema}.{_q(NVTX_TABLE)}"):
+        key = own if own is not None else text_id
+        code = code_of.get(key)
+        if code is None:
+            code = code_of[key] = len(code_of)
+        rids.append(rid)
+        gtids.append(gtid or 0)
+        starts.append(start or 0)
+        codes.append(code)
+    if len(codes) < 2:
+        return
+    keys = list(code_of)
+    rid_a, gtid_a, code_a = (np.frombuffer(x, np.int64) for x in (rids, gtids, codes))
+    order = np.lexsort((rid_a, np.frombuffer(starts, np.int64), gtid_a))
+    g, c, r = gtid_a[order], code_a[order], rid_a[order]
+    same = g[1:] == g[:-1]
+    first, second = c[:-1][same], c[1:][same]
+    _, at = np.unique(first * len(keys) + second, return_index=True)
+    strings = _string_values(conn, schema, {keys[i] for i in np.union1d(first[at], second[at]).tolist()
+                                            if isinstance(keys[i], int)}) if has_ids else {}
+
+    def side(code: int, rid: int) -> tuple[int, Any, str] | None:
+        key = keys[code]
+        val = strings.get(key) if isinstance(key, int) else key
         if isinstance(val, bytes):
             val = val.decode("latin-1")
         if not isinstance(val, str) or not val:
-            prev = None
-            continue
-        item = (rid, text_id, val)
-        if prev is not None and prev[0] == gtid:
-            yield prev[1], item
-        prev = (gtid, item)
+            return None
+        return (rid, key if isinstance(key, int) else None, val)
+
+    rid_first, rid_second = r[:-1][same], r[1:][same]
+    for i in sorted(at.tolist(), key=lambda j: int(rid_first[j])):
+        a = side(int(first[i]), int(rid_first[i]))
+        b = side(int(second[i]), int(rid_second[i]))
+        if a is not None and b is not None:
+            yield a, b
+
+
+def _string_values(conn: sqlite3.Connection, schema: str, ids: set[int]) -> dict[int, Any]:
+    """StringIds values of the given ids, read in chunks of bound parameters."""
+    out: dict[int, Any] = {}
+    ids_l = sorted(ids)
+    for k in range(0, len(ids_l), 900):
+        part = ids_l[k:k + 900]
+        out.update(conn.execute(f"SELECT id, value FROM {schema}.{_q(STRING_TABLE)} WHERE id IN "
+                                f"({','.join('?' * len(part))})", part).fetchall())
+    return out
 
 
 def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
     """Redact both halves of every secret split across adjacent NVTX ranges; return halves redacted.
 
-    A half held in `text` is replaced in its row; a half held in StringIds is replaced there (every
-    range naming that same string loses it too, which is what a secret half deserves).
+    A half held in `text` is replaced in every row holding that text; a half held in StringIds is
+    replaced there (every range naming that same string loses it too, which is what a secret half
+    deserves).
     """
-    rows: set[int] = set()
+    texts: set[str] = set()
     sids: set[int] = set()
     for first, second in iter_adjacent_nvtx(conn):
         hit = scrubber.joined_halves(first[2], second[2])
@@ -592,13 +633,15 @@ def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
                 if half[1] is not None and isinstance(half[1], int):
                     sids.add(half[1])
                 else:
-                    rows.add(half[0])
-    if not rows and not sids:
+                    texts.add(half[2])
+    if not texts and not sids:
         return 0
-    conn.executemany(f"UPDATE {_q(NVTX_TABLE)} SET text = ? WHERE rowid = ?", [(REDACTED, r) for r in sorted(rows)])
+    n = 0
+    for t in sorted(texts):
+        n += conn.execute(f"UPDATE {_q(NVTX_TABLE)} SET text = ? WHERE text = ?", (REDACTED, t)).rowcount
     conn.executemany(f"UPDATE {_q(STRING_TABLE)} SET value = ? WHERE id = ?", [(REDACTED, i) for i in sorted(sids)])
     conn.commit()
-    n = len(rows) + len(sids)
+    n += len(sids)
     scrubber.counts[(KIND_SPLIT, SPLIT_LOCATION)] += n
     return n
 

@@ -47,8 +47,8 @@ _EVENT_KEYS = frozenset({"ph", "cat", "name", "pid", "tid", "ts", "dur", "args",
 # --------------------------------------------------------------------------------------------
 
 _MASK = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
-_K1I, _K2I, _K3I, _M64 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, (1 << 64) - 1
-_K1, _K2, _K3 = np.uint64(_K1I), np.uint64(_K2I), np.uint64(_K3I)
+_K1I, _K2I, _M64 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, (1 << 64) - 1
+_K1, _K2 = np.uint64(_K1I), np.uint64(_K2I)
 
 
 def _words(buf: bytes) -> np.ndarray:
@@ -107,11 +107,10 @@ class LiteralFilter:
 
     Every literal (keys and values alike) of the batch is located from the quote positions and
     looked up in a hash table of the literals judged clean, on a slot chosen by its length and its
-    first, middle and last 8 bytes; a hit must match length, first and last 8 bytes, and a hit on
-    a literal longer than 16 bytes is confirmed word by word against the stored copy, so the
-    lookup is exact. Each distinct literal missing from the table is judged once (`judge(text)`
-    -> clean?) and added, on its slot or the next; what the table cannot hold stays in Python
-    sets. `bad` is called with a literal that is not UTF-8 JSON (it is dirty).
+    first and last 8 bytes; a hit must match those, and a hit on a literal longer than 16 bytes is
+    confirmed word by word against the stored copy, so the lookup is exact. Each distinct literal missing from the table is judged once (`judge(text)`
+    -> clean?) and added, on its slot or the next; what the table cannot hold (literals alike at
+    both ends: `[768, 364032, 64, 2304, 1]`) stays in Python sets. `bad` is called with a literal that is not UTF-8 JSON (it is dirty).
     """
 
     BITS = 17
@@ -130,9 +129,8 @@ class LiteralFilter:
         self.clean_py: set[bytes] = set()
         self.dirty_py: set[bytes] = set()
 
-    def _slot(self, first: np.ndarray, last: np.ndarray, length: np.ndarray, mid: np.ndarray) -> np.ndarray:
-        h = first * _K1 ^ last * _K2 ^ (length.view(np.uint64) + mid) * _K3
-        return (h >> np.uint64(64 - self.BITS)).astype(np.int64)
+    def _slot(self, first: np.ndarray, last: np.ndarray, length: np.ndarray) -> np.ndarray:
+        return ((first ^ last * _K2 ^ length.view(np.uint64)) * _K1 >> np.uint64(64 - self.BITS)).astype(np.int64)
 
     def dirty(self, raw: bytes) -> np.ndarray:
         """Start offsets (sorted) in `raw` of the literals a rule may change; empty when none."""
@@ -144,14 +142,13 @@ class LiteralFilter:
         length = e - s
         m = _MASK[np.minimum(length, 8)]
         first, last = w[s] & m, w[np.maximum(e - 8, s)] & m
-        mid = np.where(length > 16, w[s + (length >> 1)], np.uint64(0))   # tells `[768, 36..., 1]` apart
-        slot = self._slot(first, last, length, mid)
+        slot = self._slot(first, last, length)
 
         def misses(ix: np.ndarray, probe: int) -> np.ndarray:   # the slot, then its neighbour
             return ix[~self._hit(w, s[ix], length[ix], first[ix], last[ix], slot[ix] ^ probe)]
 
         miss = misses(np.flatnonzero(~self._hit(w, s, length, first, last, slot)), 1)
-        if miss.size > 256:   # new literals: learn one of each key, then look again
+        if miss.size > 4096:   # new literals: learn one of each key, then look again
             _, one = np.unique(slot[miss], return_index=True)
             for i in miss[one].tolist():
                 self._learn(raw[s[i]:e[i]])
@@ -190,9 +187,7 @@ class LiteralFilter:
         n = len(lit)
         first = int.from_bytes(lit[:8], "little")
         last = int.from_bytes(lit[-8:], "little") if n >= 8 else first
-        mid = int.from_bytes(lit[n >> 1:(n >> 1) + 8], "little") if n > 16 else 0
-        h = (first * _K1I ^ last * _K2I ^ (n + mid) * _K3I) & _M64          # `_slot`, on one literal
-        slot = h >> (64 - self.BITS)
+        slot = ((first ^ last * _K2I ^ n) * _K1I & _M64) >> (64 - self.BITS)   # `_slot`, on one literal
         if self.t_len[slot] >= 0:
             slot ^= 1
         if self.t_len[slot] < 0:

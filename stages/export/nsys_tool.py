@@ -22,8 +22,8 @@ from typing import Sequence
 
 from ..core.atomic import temp_sibling
 from ..core.errors import BadInputError, ToolMissingError, VerlprofError
-from .files import require_nonempty_file
-from .sqlite_export import ExportInfo, validate_export
+from ..readers.files import require_nonempty_file
+from ..readers.sqlite_export import ExportInfo, validate_export
 
 ENV_NSYS = "VERLPROF_NSYS"
 DEFAULT_TIMEOUT_S = 1800.0
