@@ -68,15 +68,16 @@ def run_child_rss(code: str, *args: str) -> tuple[dict, float]:
 
 
 def trace_span(path: Path) -> tuple[float, float]:
-    """Middle third of a trace's time span (one streaming pass)."""
-    import gzip
-
-    import ijson
+    """Middle third of a trace's time span (one streaming pass of the one chrome-trace reader)."""
+    import orjson
+    from verlprof.stages.readers.chrome_trace import ChromeTraceStream
 
     lo, hi = float("inf"), float("-inf")
-    with gzip.open(path) as f:
-        for ts in ijson.items(f, "traceEvents.item.ts", use_float=True):
-            lo, hi = min(lo, ts), max(hi, ts)
+    for batch in ChromeTraceStream(path):
+        for ev in batch.events if batch.tolerant else orjson.loads(b"[" + batch.raw + b"]"):
+            ts = ev.get("ts") if isinstance(ev, dict) else None
+            if isinstance(ts, (int, float)):
+                lo, hi = min(lo, ts), max(hi, ts)
     third = (hi - lo) / 3
     return lo + third, lo + 2 * third
 

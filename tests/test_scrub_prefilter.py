@@ -121,7 +121,7 @@ def test_clean_real_names_mostly_skip_the_rules() -> None:
     names = sorted(set().union(*corpus().values()))
     flags = pre.needs_rules_many(names)
     print(f"{len(names)} names, {sum(flags)} sent to the rules")
-    assert sum(flags) < 0.05 * len(names)
+    assert sum(flags) < 0.01 * len(names)
 
 
 def _pieces() -> list[str]:
@@ -161,6 +161,7 @@ _PRE, _FULL = _scrubbers()
 @example(text="to=jane%40corp.xyz")                           # ... seen only once URL-decoded
 @example(text="/a/dist-packages/b")                           # the cosmetic env-prefix rule
 @example(text="GPU-12345678-aaaa-bbbb-cccc-1234567890ab")     # a GPU UUID no identity pass saw
+@example(text="_ZN3fooE-kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o")   # a random run only partly in an allowed shape
 def test_the_prefilter_never_passes_a_string_the_rules_change(text: str) -> None:
     if _changed(_FULL, text):
         assert _PRE.needs_rules(text), text

@@ -60,13 +60,14 @@ class Prefilter:
     def __init__(self, literals: Iterable[str], name_words: Iterable[str], *, always: bool = False,
                  custom: Sequence[re.Pattern[str]] = (), entropy: EntropyRule | None = None,
                  decode: tuple[int, int, float, int] | None = None,
-                 steps: Mapping[str, Iterable[str]] | None = None) -> None:
+                 steps: Mapping[str, Iterable[str]] | None = None, allow: re.Pattern[str] | None = None) -> None:
         """`literals`: every literal some rule needs (matched lower-cased, so case-insensitive);
         `name_words`: the policy's secret-name words and suffixes; `always`: a rule with no literal
         (a context rule without hints) is enabled, so every string needs the rules; `custom`: the
         policy's own patterns, searched as they are; `entropy`: the Scrubber's entropy rule (its
         verdict cache is shared); `decode`: (min_base64, min_hex, min_printable, max_depth) when
-        decode-then-scan is on; `steps`: literal -> the rules it lets run (`steps_in`)."""
+        decode-then-scan is on; `steps`: literal -> the rules it lets run (`steps_in`); `allow`: the
+        entropy allowlist (`hidden.compile_allow`), whose shapes both run rules leave alone."""
         # One automaton. A key's value: whether it decides alone (False for a secret-name word, which
         # decides only when an assignment or flag shape follows it), and the rules it lets run.
         words = {w.lower() for w in name_words if w}
@@ -86,6 +87,7 @@ class Prefilter:
         self._entropy = entropy
         self._decode = decode
         self._runs: dict[tuple[str, int], bool] = {}
+        self._allow = allow
 
     def needs_rules(self, text: str, depth: int = 0) -> bool:
         """True when the rules might change `text` (`depth`: decodings already applied to it)."""
@@ -123,6 +125,7 @@ class Prefilter:
         return [self.needs_rules(t) for t in texts]
 
     def _runs_need_rules(self, text: str, depth: int) -> bool:
+        allowed: list[tuple[int, int]] | None = None
         for m in RUN_RE.finditer(text):
             run = m.group(0)
             hit = self._runs.get((run, depth))
@@ -132,6 +135,14 @@ class Prefilter:
                     self._runs.clear()
                 self._runs[(run, depth)] = hit
             if hit:
+                # both rules leave a run inside an allowlisted shape alone (a mangled C++ symbol):
+                # the same spans, found the same way (hidden.encoded_runs, EntropyRule.spans)
+                if self._allow is not None:
+                    if allowed is None:
+                        allowed = [x.span() for x in self._allow.finditer(text)]
+                    a, b = m.span()
+                    if any(x <= a and b <= y for x, y in allowed):
+                        continue
                 return True
         return False
 

@@ -960,7 +960,7 @@ class Scrubber:
             policy.entropy_max_wordish), self._allow_rx) if policy.entropy_enabled else None
         self._entropy_keys = frozenset(k.lower() for k in policy.entropy_allow_keys)
         self._pre = Prefilter(
-            self._prefilter_literals(vals), hint_words, steps=self._rule_steps(hint_words),
+            self._prefilter_literals(vals), hint_words, steps=self._rule_steps(hint_words), allow=self._allow_rx,
             always=any(not CONTEXT_HINTS.get(r.name) for r in self._context),
             custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES],
             entropy=self._entropy,
