@@ -88,10 +88,16 @@ def _parents_first(r: NvtxRanges, main: dict[int, int]) -> np.ndarray:
     return np.concatenate([np.flatnonzero(on_main), np.flatnonzero(~on_main)])
 
 
+def _phase_mask(r: NvtxRanges) -> np.ndarray:
+    """Per range: made by verl or the user (not a library NVTX domain); judged once per domain."""
+    verdict = {d: is_phase_range(d) for d in set(r.domain)}
+    return np.fromiter(map(verdict.__getitem__, r.domain), bool, len(r))
+
+
 def _owner(r: NvtxRanges, parent: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Each range's phase: itself, or its nearest ancestor outside library NVTX domains."""
     own = np.arange(len(r))
-    is_phase = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
+    is_phase = _phase_mask(r)
     for i in order[~is_phase[order]].tolist():
         p = parent[i]
         own[i] = own[p] if p >= 0 else -1
@@ -141,7 +147,7 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
     cat = cat_of[inv.reshape(-1)] if uniq.size else np.zeros(0, dtype=object)
     cat[ops["kind"] == KIND_MEMCPY] = "memcpy"
     cat[ops["kind"] == KIND_MEMSET] = "memset"
-    is_phase = np.array([is_phase_range(d) for d in r.domain], dtype=bool)
+    is_phase = _phase_mask(r)
     main = _main_threads(r, index)
     parent = _nesting(r, index, main)
     owner = _owner(r, parent, _parents_first(r, main))
@@ -167,7 +173,7 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
         groups.setdefault((int(pids[i]), paths[i]), []).append(i)
     phases: list[dict[str, Any]] = []
     for (pid, path), members in groups.items():
-        tree = np.concatenate([index.subtree(j) for i in members for j in (i, *adopted.get(i, ()))])
+        tree = index.subtrees([j for i in members for j in (i, *adopted.get(i, ()))] if adopted else members)
         sel_ops = op_slice(tree)
         starts = [int(r.start[i]) for i in members]
         ends = [int(r.end[i]) for i in members]
