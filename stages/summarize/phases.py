@@ -167,10 +167,7 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
     def inherited_slice(ids: Iterable[int]) -> np.ndarray:
         return iorder[_runs_of(irng_sorted, ids)]
 
-    paths = _phase_paths(r, parent, owner, np.flatnonzero(selected & is_phase))
-    groups: dict[tuple, list[int]] = {}
-    for i in np.flatnonzero(selected & is_phase).tolist():
-        groups.setdefault((int(pids[i]), paths[i]), []).append(i)
+    groups = _phase_groups(r, parent, owner, np.flatnonzero(selected & is_phase))
     phases: list[dict[str, Any]] = []
     for (pid, path), members in groups.items():
         tree = index.subtrees([j for i in members for j in (i, *adopted.get(i, ()))] if adopted else members)
@@ -229,34 +226,55 @@ def _runs_of(sorted_keys: np.ndarray, ids: Iterable[int]) -> np.ndarray:
 PATH_SEP = " > "
 
 
-def _phase_paths(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.ndarray) -> dict[int, tuple[str, ...]]:
-    """Range index -> names of its phase ancestors and itself, normalised (`step > gen > aten::mm`).
+def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.ndarray
+                  ) -> dict[tuple[int, tuple[str, ...]], list[int]]:
+    """(pid, path) -> the ranges of `ids` with that path in that process (ascending), in the order of
+    each group's first range; a path is the normalised names of a range's phase ancestors and itself
+    (`step > gen > aten::mm`).
 
     Library-domain ranges (NCCL, cuBLAS) take no place in a path; their work belongs to the phase
-    around them (`owner`)."""
-    memo: dict[int, tuple[str, ...]] = {}
-    norm: dict[str, str] = {}
+    around them (`owner`). Why columns: 10^5-10^6 ranges share a few thousand paths (issue 25), so a
+    path is an integer id (its parent path's id and its own name's), found level by level with
+    numpy, and spelled out once per distinct path."""
+    if ids.size == 0:
+        return {}
+    code: dict[str, int] = {}
+    text_code = np.fromiter((code.setdefault(t, len(code)) for t in r.text), np.int64, len(r))
+    norm: dict[str, int] = {}
+    names_of = np.array([norm.setdefault(normalize_range_name(t), len(norm)) for t in code], np.int64)
+    names = list(norm)
+    name = names_of[text_code]
+    up = np.where(parent >= 0, owner[np.maximum(parent, 0)], -1)   # the phase a range's path extends
+    level = np.zeros(len(r), np.int64)
+    cur = up.copy()
+    while (live := cur >= 0).any():
+        level[live] += 1
+        cur[live] = up[cur[live]]
+    path_id = np.full(len(r), -1, np.int64)
+    path_up: list[int] = []        # path id -> its parent path's id (-1: none)
+    path_name: list[int] = []      # path id -> its last name
+    for lv in range(int(level.max()) + 1):
+        at = np.flatnonzero(level == lv)
+        if at.size == 0:
+            continue
+        base = path_id[up[at]] if lv else np.full(at.size, -1, np.int64)
+        pairs, inv = np.unique(np.stack([base, name[at]], axis=1), axis=0, return_inverse=True)
+        path_id[at] = len(path_up) + inv.reshape(-1)
+        path_up += pairs[:, 0].tolist()
+        path_name += pairs[:, 1].tolist()
+    spelled: dict[int, tuple[str, ...]] = {}
 
-    def name(i: int) -> str:
-        t = r.text[i]
-        if t not in norm:
-            norm[t] = normalize_range_name(t)
-        return norm[t]
+    def spell(k: int) -> tuple[str, ...]:
+        if k not in spelled:
+            spelled[k] = (spell(path_up[k]) if path_up[k] >= 0 else ()) + (names[path_name[k]],)
+        return spelled[k]
 
-    def path(i: int) -> tuple[str, ...]:
-        chain = []
-        j = i
-        while j >= 0 and j not in memo:
-            chain.append(j)
-            p = parent[j]
-            j = int(owner[p]) if p >= 0 else -1
-        base = memo[j] if j >= 0 else ()
-        for k in reversed(chain):
-            base = base + (name(k),)
-            memo[k] = base
-        return memo[i]
-
-    return {int(i): path(int(i)) for i in ids.tolist()}
+    pid = pid_of_gtid(r.gtid[ids])
+    keys, first, inv = np.unique(np.stack([pid, path_id[ids]], axis=1), axis=0, return_index=True,
+                                 return_inverse=True)
+    inv = inv.reshape(-1)
+    members = np.split(ids[np.argsort(inv, kind="stable")], np.cumsum(np.bincount(inv, minlength=len(keys)))[:-1])
+    return {(int(keys[g, 0]), spell(int(keys[g, 1]))): members[g].tolist() for g in np.argsort(first).tolist()}
 
 
 def _main_threads(r: NvtxRanges, index: RangeIndex) -> dict[int, int]:
