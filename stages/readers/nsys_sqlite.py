@@ -19,7 +19,7 @@ import re
 import sqlite3
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -169,9 +169,21 @@ class NvtxRanges:
     rowid: np.ndarray
     text: list[str]
     domain: list[str | None]
+    # (code per range, texts) with text[i] == texts[code[i]], when the reader built the texts so
+    _codes: "tuple[np.ndarray, list[str]] | None" = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.start.size)
+
+    def text_codes(self) -> tuple[np.ndarray, list[str]]:
+        """(code per range, texts): `text[i] == texts[code[i]]`. Why: callers judge names once per
+        distinct text (10^6 ranges, a few hundred names; issue 25); the reader has the codes already,
+        other builders get them computed here. A text may appear under two codes (two string ids)."""
+        if self._codes is None:
+            code: dict[str, int] = {}
+            codes = np.fromiter((code.setdefault(t, len(code)) for t in self.text), np.int64, len(self.text))
+            self._codes = (codes, list(code))
+        return self._codes
 
     @property
     def pid(self) -> np.ndarray:
@@ -207,7 +219,7 @@ class _RangeColumns:
         domain = (np.array(self.domains, dtype=object)[self.domain_code].tolist() if len(self.domains) > 1
                   else [self.domains[0]] * int(self.start.size))
         return NvtxRanges(self.start, self.end, self.gtid, self.event_type, self.same_thread, self.rowid,
-                          text, domain)
+                          text, domain, (self.text_code, self.texts))
 
 
 _ARRAYS = ("start", "end", "gtid", "event_type", "same_thread", "rowid", "text_code", "domain_code")

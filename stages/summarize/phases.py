@@ -238,10 +238,9 @@ def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.
     numpy, and spelled out once per distinct path."""
     if ids.size == 0:
         return {}
-    code: dict[str, int] = {}
-    text_code = np.fromiter((code.setdefault(t, len(code)) for t in r.text), np.int64, len(r))
+    text_code, texts = r.text_codes()
     norm: dict[str, int] = {}
-    names_of = np.array([norm.setdefault(normalize_range_name(t), len(norm)) for t in code], np.int64)
+    names_of = np.array([norm.setdefault(normalize_range_name(t), len(norm)) for t in texts], np.int64)
     names = list(norm)
     name = names_of[text_code]
     up = np.where(parent >= 0, owner[np.maximum(parent, 0)], -1)   # the phase a range's path extends

@@ -156,9 +156,7 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
     pids = r.pid
     # Judged once per distinct name and domain, then as columns (issue 25: 10^6 ranges, few names):
     # a step marker; else a top range (no kept parent, or a marker for parent) and/or an unsteady one.
-    code: dict[str, int] = {}
-    codes = np.fromiter((code.setdefault(t, len(code)) for t in r.text), np.int64, n)
-    names = list(code)
+    codes, names = r.text_codes()
     marks = [(("step_range", None) if user_re.search(t) else None) if user_re else step_marker(t) for t in names]
     stages = [verl_stage(t, ident.role) for t in names]
     is_marker = np.array([m is not None for m in marks], bool)[codes]
