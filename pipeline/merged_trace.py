@@ -6,7 +6,8 @@ already scrubbed, so merging them is a rename: each process becomes one track gr
 `<role> rank <R>` (`<role> pid <P>` without a rank), sorted by role and rank, its pid made unique
 across files (two hosts may reuse a pid) and its flow ids prefixed by the file. Events are streamed
 file by file, so memory holds one window trace at a time. The bundle's `check` scans the result
-like every other file before anything is published.
+like every other file before anything is published. orjson and the threaded ISA-L gzip pipe: with
+json + zlib level 6 this one serial step took longer than summarizing 8 reports of 100 MB each.
 """
 from __future__ import annotations
 
@@ -15,7 +16,17 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import orjson
+
 from ..stages.core.atomic import atomic_path
+from ..stages.core.gzip_pipe import GzipPipe
+
+try:
+    from isal.igzip import decompress as _inflate
+except ImportError:  # pragma: no cover - zlib reads the same format, slower
+    _inflate = gzip.decompress
+
+_FLUSH = 1 << 20
 
 NAME = "all_ranks.trace.json.gz"
 
@@ -31,8 +42,11 @@ def _labels(phases: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], tuple[
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        data = json.load(f)
+    raw = _inflate(path.read_bytes())
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:   # NaN / Infinity, which Kineto may write and json reads
+        data = json.loads(raw)
     return data.get("traceEvents", []) if isinstance(data, dict) else data
 
 
@@ -54,16 +68,24 @@ def write_merged_trace(bundle: Path, traces: list[Mapping[str, Any]], phases: It
     name_of = {(k, pid): label for _, _, k, pid, label in order}
     out = bundle / "traces" / NAME
     with atomic_path(out) as tmp:
-        with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as f:
-            f.write('{"displayTimeUnit":"ms","otherData":{"verlprof":"all ranks, one track group per process"},'
-                    '"traceEvents":[')
-            first = True
+        pipe = GzipPipe(tmp, 1)
+        buf: list[bytes] = [b'{"displayTimeUnit":"ms","otherData":{"verlprof":"all ranks, one track group per process"},'
+                            b'"traceEvents":[']
+        pending = 0
+        first = True
 
-            def put(ev: Mapping[str, Any]) -> None:
-                nonlocal first
-                f.write(("" if first else ",\n") + json.dumps(ev, separators=(",", ":")))
-                first = False
+        def put(ev: Mapping[str, Any]) -> None:
+            nonlocal first, pending
+            data = orjson.dumps(ev)
+            buf.append(data if first else b",\n" + data)
+            first = False
+            pending += len(data)
+            if pending >= _FLUSH:
+                pipe.write(b"".join(buf))
+                buf.clear()
+                pending = 0
 
+        try:
             for (k, pid), i in new_pid.items():
                 put({"ph": "M", "name": "process_name", "pid": i, "tid": 0, "args": {"name": name_of[(k, pid)]}})
                 put({"ph": "M", "name": "process_sort_index", "pid": i, "tid": 0, "args": {"sort_index": i}})
@@ -89,5 +111,10 @@ def write_merged_trace(bundle: Path, traces: list[Mapping[str, Any]], phases: It
                     if "id" in ev:
                         ev["id"] = f"{k}:{ev['id']}"
                     put(ev)
-            f.write("]}\n")
+            buf.append(b"]}\n")
+            pipe.write(b"".join(buf))
+        except BaseException:
+            pipe.close()
+            raise
+        pipe.finish()
     return f"traces/{NAME}"

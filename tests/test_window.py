@@ -265,3 +265,18 @@ def _ranges_any(path: Path) -> pd.DataFrame:
                          "AND e.domainId = 0 ORDER BY e.start", con)
     df["abs_start"], df["abs_end"] = df["start"] + t0, df["end"] + t0
     return df
+
+
+def test_the_window_line_of_hundreds_of_steps_stays_one_short_line() -> None:
+    """A capture of hundreds of steps (the 1 GB benchmark export holds 783) is explained in one line
+    that names the first and last steps and how many lie between, not all of them."""
+    from verlprof.stages.window.steps import SourceSteps, choose_window
+    from verlprof.stages.window.types import SourceIdentity, StepSpan
+
+    ident = SourceIdentity(source="r.sqlite", source_kind="nsys")
+    spans = [StepSpan(k, k * 10**9, k * 10**9 + (4 if k % 3 == 1 else 2) * 10**8, "nvtx_step", "r.sqlite")
+             for k in range(1, 784)]
+    choice = choose_window([SourceSteps.from_spans(ident, spans)])
+    assert choice.step == 2
+    assert len(choice.reason) < 200, choice.reason
+    assert "1: 400 ms" in choice.reason and "783: 200 ms" in choice.reason and "775 more" in choice.reason

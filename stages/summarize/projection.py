@@ -178,6 +178,10 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
     phase details: busy union, comm, top kernels). window: (t0, t1) export-relative; operations
     starting in it that no range launched are kept too, with rng = -1 ("unattributed").
     kernel_name: the KERNEL column kernels are named (and totals grouped) by.
+
+    With a window (and no whole-report kernel totals), only the rows the window's figures can
+    depend on are read (`_narrow`): a 1 GB export of hundreds of steps is summarized for its one
+    step without parsing the others; every kept figure equals the full read's.
     """
     r = index.ranges
     n = len(r)
@@ -197,21 +201,32 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
     threads = sorted(index.threads)
     t_lo = int(min(index.threads[g].bounds[0] for g in threads)) if threads else 0
     orphans = _Orphans(proc_keys)
+    read_corr = [_I64_MAX, -1]   # bounds of the correlation ids of the API calls read
+    narrow: tuple[int, int, int, int] | None = None
     if threads:
         t_hi = int(max(index.threads[g].bounds[-1] for g in threads))
         tid_list = ",".join(str(g) for g in threads)
         thread_of = " ".join(f"WHEN {g} THEN {i}" for i, g in enumerate(threads))
         other = "-2 - globalTid" if window is not None else "-1"
         exprs = ["start", "end", "correlationId", f"CASE globalTid {thread_of} ELSE {other} END"]
+        narrow = _narrow(db, index, selected, window, t_lo, t_hi) if window is not None and not kernel_totals else None
         for table in (RUNTIME, DRIVER):
             if not db.has(table, "start", "end", "correlationId", "globalTid"):
                 continue
             where = f"globalTid IN ({tid_list}) AND start >= ? AND start <= ?"
             params: tuple[int, ...] = (t_lo, t_hi)
-            if window is not None:
+            if narrow is not None:
+                lo, hi, kmin, kmax = narrow
+                where = (f"(globalTid IN ({tid_list}) AND start >= ? AND start <= ? AND (start BETWEEN ? AND ? "
+                         f"OR correlationId BETWEEN ? AND ?)) OR (start >= ? AND start <= ?)")
+                params = (t_lo, t_hi, lo, hi, kmin, kmax, int(window[0]), int(window[1]))
+            elif window is not None:
                 where = f"({where}) OR (start >= ? AND start <= ?)"
                 params = (t_lo, t_hi, int(window[0]), int(window[1]))
             for s, e, corr, g in db.iter_columns(table, exprs, where, params):
+                if corr.size:
+                    read_corr[0] = min(read_corr[0], int(corr.min()))
+                    read_corr[1] = max(read_corr[1], int(corr.max()))
                 if window is not None:
                     free = g < 0
                     if free.any():
@@ -283,6 +298,14 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
                       copy_kind=ck[keep] if ck is not None else neg,
                       pid=pid_of_gtid(gpid[keep]), launch=launch, launch_tid=ltid)
 
+    # With a narrowed read, GPU operations are read where a read call launched them (its
+    # correlation id lies within the read calls' bounds) or where they start in the window; the
+    # others can only be dropped by `attribute` (launched from an unselected range, or outside it).
+    gpu_where: tuple[str, tuple[int, ...]] = ("", ())
+    if narrow is not None:
+        gpu_where = ("correlationId BETWEEN ? AND ? OR start BETWEEN ? AND ?",
+                     (read_corr[0], read_corr[1], int(window[0]), int(window[1])))
+
     # 2. Kernels.
     # A table without globalPid (pruned exports) still has kernels: their process is unknown (0),
     # so no range claims them, but whole-report totals count them.
@@ -290,7 +313,8 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
         kcols = db.columns(KERNEL)
         name_col = next((c for c in (kernel_name, "demangledName", "shortName") if c in kcols), "-1")
         pid_col = "globalPid" if "globalPid" in kcols else "0"
-        for s, e, corr, gpid, name in db.iter_columns(KERNEL, ["start", "end", "correlationId", pid_col, name_col]):
+        for s, e, corr, gpid, name in db.iter_columns(KERNEL, ["start", "end", "correlationId", pid_col, name_col],
+                                                      *gpu_where):
             dur = e - s
             rr = lookup(corr, gpid)
             hit = rr >= 0
@@ -306,12 +330,13 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
         b = "bytes" if "bytes" in cols else "-1"
         ck = "copyKind" if "copyKind" in cols else "-1"
         pid_col = "globalPid" if "globalPid" in cols else "0"
-        for s, e, corr, gpid, nb, kind in db.iter_columns(MEMCPY, ["start", "end", "correlationId", pid_col, b, ck]):
+        for s, e, corr, gpid, nb, kind in db.iter_columns(MEMCPY, ["start", "end", "correlationId", pid_col, b, ck],
+                                                          *gpu_where):
             attribute(KIND_MEMCPY, s, e, lookup(corr, gpid), gpid, corr, nbytes=nb, ck=kind)
     if db.has(MEMSET, "start", "end", "correlationId"):
         b = "bytes" if "bytes" in db.columns(MEMSET) else "-1"
         pid_col = "globalPid" if "globalPid" in db.columns(MEMSET) else "0"
-        for s, e, corr, gpid, nb in db.iter_columns(MEMSET, ["start", "end", "correlationId", pid_col, b]):
+        for s, e, corr, gpid, nb in db.iter_columns(MEMSET, ["start", "end", "correlationId", pid_col, b], *gpu_where):
             attribute(KIND_MEMSET, s, e, lookup(corr, gpid), gpid, corr, nbytes=nb)
 
     n_ops = (np.bincount(calls.range_at(np.flatnonzero(seen)), minlength=n).astype(np.int64)
@@ -319,6 +344,33 @@ def project(db: NsysExport, index: RangeIndex, selected: np.ndarray | None = Non
     totals = _kernel_totals(kt_parts) if kernel_totals else None
     return ProjectionResult(index, proj_start, proj_end, n_ops, kernel_ns, kernel_count, api_ns,
                             batch.arrays(), totals, len(calls))
+
+
+def _narrow(db: NsysExport, index: RangeIndex, selected: np.ndarray | None, window: tuple[int, int],
+            t_lo: int, t_hi: int) -> tuple[int, int, int, int] | None:
+    """(lo, hi, kmin, kmax) of a narrowed read, or None when the window spans (nearly) all ranges.
+
+    Why these bounds give the full read's figures: the selected ranges' calls start in [lo, hi]
+    (their span and the window's); a GPU operation that starts in the window has its launch call
+    read through its correlation id (kmin..kmax of the window's operations), so it meets the same
+    range, selected or not, as in a full read. Calls read are a subset of the full read's, each
+    treated the same way, so nothing is attributed that a full read would not attribute.
+    """
+    r = index.ranges
+    lo, hi = int(window[0]), int(window[1])
+    if selected is not None and selected.any():
+        lo = min(lo, int(r.start[selected].min()))
+        hi = max(hi, int(r.end[selected].max()))
+    if hi - lo >= 0.5 * (t_hi - t_lo):
+        return None
+    kmin, kmax = _I64_MAX, -1
+    for table in (KERNEL, MEMCPY, MEMSET):
+        if db.has(table, "start", "correlationId"):
+            got = db.query(f'SELECT min(correlationId), max(correlationId) FROM "{table}" '
+                           "WHERE start >= ? AND start <= ?", (int(window[0]), int(window[1])))
+            if got and got[0][0] is not None:
+                kmin, kmax = min(kmin, int(got[0][0])), max(kmax, int(got[0][1]))
+    return lo, hi, kmin, kmax
 
 
 class _Orphans:

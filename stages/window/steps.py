@@ -504,6 +504,17 @@ def _fmt_ms(ns: int) -> str:
     return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.1f} ms"
 
 
+def _listing(nums: Sequence[int], walls: dict[int, int], most: int = 8) -> str:
+    """`1: 4182 ms, 2: 223 ms, ...`: every step up to `most`, else the first and last few and how
+    many lie between (a capture of hundreds of steps must still read as one line)."""
+    def one(n: int) -> str:
+        return f"{n}: {_fmt_ms(walls[n])}"
+    if len(nums) <= most:
+        return ", ".join(one(n) for n in nums)
+    head, tail = nums[: most // 2], nums[-(most // 2):]
+    return f"{', '.join(map(one, head))}, ... {len(nums) - len(head) - len(tail)} more ..., {', '.join(map(one, tail))}"
+
+
 def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> WindowChoice:
     """Pick the steady-state step for the whole run and explain it in one line."""
     walls = step_walls(sources)
@@ -512,7 +523,7 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
         return WindowChoice(None, "no step boundaries found (no step ranges, capture ranges or step names)",
                             all_spans, ("no steps found",))
     nums = sorted(walls)
-    listing = ", ".join(f"{n}: {_fmt_ms(walls[n])}" for n in nums)
+    listing = _listing(nums, walls)
     warnings: list[str] = []
     if all(s.boundary == "whole_file" for s in all_spans):
         chosen = nums[0]
