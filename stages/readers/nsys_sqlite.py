@@ -416,8 +416,9 @@ class NsysExport:
         if not parts:
             return empty
         rid, start, endv, et, g, same, tid_, dom = (np.concatenate(c) for c in zip(*parts))
-        order = np.lexsort((rid, -endv, start, g))
-        rid, start, endv, et, g, same, tid_, dom = (a[order] for a in (rid, start, endv, et, g, same, tid_, dom))
+        if not _sorted_by(g, start, -endv, rid):   # an export usually lists them in that order already
+            order = np.lexsort((rid, -endv, start, g))
+            rid, start, endv, et, g, same, tid_, dom = (a[order] for a in (rid, start, endv, et, g, same, tid_, dom))
         uniq, inv = np.unique(tid_, return_inverse=True)
         sids = self.strings(uniq[uniq >= 0].tolist())
         names = [sids.get(int(i), "") for i in uniq.tolist()] or [""]
@@ -502,6 +503,18 @@ class NsysExport:
             raise BadInputError(self.path, f"table {table} holds non-numeric values where numbers belong") from None
         arr = arr.reshape(len(rows), ncols)
         return [arr[:, j].astype(np.int64) for j in range(ncols)]
+
+
+def _sorted_by(*keys: np.ndarray) -> bool:
+    """True when the rows are already in ascending lexicographic order of `keys` (first key first)
+    with no two rows equal in every key: then `lexsort` would return them as they are."""
+    before = np.zeros(keys[0].size - 1 if keys[0].size else 0, bool)   # decided by an earlier key
+    for k in keys:
+        d = np.diff(k)
+        if (~before & (d < 0)).any():
+            return False
+        before |= d > 0
+    return bool(before.all())
 
 
 def _parse_ints(s: str | None, n: int) -> np.ndarray:
