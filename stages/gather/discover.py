@@ -518,11 +518,16 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
             config.rel = hyd.rel
 
     if with_hashes:
+        # hashlib releases the GIL on large blocks: a thread per core hashes that many files at once
+        # (8 reports of 100 MB: 0.6 s serial, the longest serial step of collect's start).
+        from concurrent.futures import ThreadPoolExecutor
+
         total = len(arts)
         hashed: list[Artifact] = []
-        for i, a in enumerate(arts, 1):
-            hashed.append(hash_artifact(a))
-            if progress is not None:
-                progress(i, total, a.rel)
+        with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, total))) as pool:
+            for i, a in enumerate(pool.map(hash_artifact, arts), 1):
+                hashed.append(a)
+                if progress is not None:
+                    progress(i, total, a.rel)
         arts = hashed
     return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots)
