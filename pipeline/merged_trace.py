@@ -6,8 +6,9 @@ already scrubbed, so merging them is a rename: each process becomes one track gr
 `<role> rank <R>` (`<role> pid <P>` without a rank), sorted by role and rank, its pid made unique
 across files (two hosts may reuse a pid) and its flow ids prefixed by the file. Events are streamed
 file by file, so memory holds one window trace at a time. The bundle's `check` scans the result
-like every other file before anything is published. orjson and the threaded ISA-L gzip pipe: with
-json + zlib level 6 this one serial step took longer than summarizing 8 reports of 100 MB each.
+like every other file before anything is published. orjson and the window traces' own writer
+(`traces.ChromeTraceWriter`: threaded ISA-L gzip at level 1): with json + zlib level 6 this one
+serial step took longer than summarizing 8 reports of 100 MB each.
 """
 from __future__ import annotations
 
@@ -19,14 +20,13 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from ..stages.core.atomic import atomic_path
-from ..stages.core.gzip_pipe import GzipPipe
+from ..stages.traces import ChromeTraceWriter
 
 try:
     from isal.igzip import decompress as _inflate
 except ImportError:  # pragma: no cover - zlib reads the same format, slower
     _inflate = gzip.decompress
 
-_FLUSH = 1 << 20
 
 NAME = "all_ranks.trace.json.gz"
 
@@ -67,54 +67,34 @@ def write_merged_trace(bundle: Path, traces: list[Mapping[str, Any]], phases: It
     new_pid = {(k, pid): i + 1 for i, (_, _, k, pid, _) in enumerate(order)}
     name_of = {(k, pid): label for _, _, k, pid, label in order}
     out = bundle / "traces" / NAME
-    with atomic_path(out) as tmp:
-        pipe = GzipPipe(tmp, 1)
-        buf: list[bytes] = [b'{"displayTimeUnit":"ms","otherData":{"verlprof":"all ranks, one track group per process"},'
-                            b'"traceEvents":[']
-        pending = 0
-        first = True
-
+    header = {"displayTimeUnit": "ms", "otherData": {"verlprof": "all ranks, one track group per process"}}
+    with atomic_path(out) as tmp, ChromeTraceWriter(tmp, header, compresslevel=1) as w:
         def put(ev: Mapping[str, Any]) -> None:
-            nonlocal first, pending
-            data = orjson.dumps(ev)
-            buf.append(data if first else b",\n" + data)
-            first = False
-            pending += len(data)
-            if pending >= _FLUSH:
-                pipe.write(b"".join(buf))
-                buf.clear()
-                pending = 0
+            w.write(orjson.dumps(ev))
 
-        try:
-            for (k, pid), i in new_pid.items():
-                put({"ph": "M", "name": "process_name", "pid": i, "tid": 0, "args": {"name": name_of[(k, pid)]}})
-                put({"ph": "M", "name": "process_sort_index", "pid": i, "tid": 0, "args": {"sort_index": i}})
-            next_pid = len(new_pid) + 1
-            for k, (_, chrome) in enumerate(files):
-                events = [ev for ev in _events(bundle / chrome) if isinstance(ev, dict)]
-                own = {ev.get("pid"): (ev.get("args") or {}).get("name") for ev in events
-                       if ev.get("ph") == "M" and ev.get("name") == "process_name"}
-                mine = [name_of[key] for key in name_of if key[0] == k]
-                for ev in events:
-                    if ev.get("ph") == "M" and ev.get("name") in ("process_name", "process_sort_index", "process_labels"):
-                        continue
-                    pid = ev.get("pid")
-                    key = (k, int(pid)) if isinstance(pid, (int, float)) else (k, str(pid))
-                    if key not in new_pid:   # a pid no phase row names (GPU device tracks ...): keep it apart
-                        new_pid[key] = next_pid
-                        what = own.get(pid) or f"pid {pid}"
-                        owner = mine[0] if len(mine) == 1 else Path(chrome).name.split(".")[0]
-                        put({"ph": "M", "name": "process_name", "pid": next_pid, "tid": 0,
-                             "args": {"name": f"{owner} · {what}"}})
-                        next_pid += 1
-                    ev = dict(ev, pid=new_pid[key])
-                    if "id" in ev:
-                        ev["id"] = f"{k}:{ev['id']}"
-                    put(ev)
-            buf.append(b"]}\n")
-            pipe.write(b"".join(buf))
-        except BaseException:
-            pipe.close()
-            raise
-        pipe.finish()
+        for (k, pid), i in new_pid.items():
+            put({"ph": "M", "name": "process_name", "pid": i, "tid": 0, "args": {"name": name_of[(k, pid)]}})
+            put({"ph": "M", "name": "process_sort_index", "pid": i, "tid": 0, "args": {"sort_index": i}})
+        next_pid = len(new_pid) + 1
+        for k, (_, chrome) in enumerate(files):
+            events = [ev for ev in _events(bundle / chrome) if isinstance(ev, dict)]
+            own = {ev.get("pid"): (ev.get("args") or {}).get("name") for ev in events
+                   if ev.get("ph") == "M" and ev.get("name") == "process_name"}
+            mine = [name_of[key] for key in name_of if key[0] == k]
+            for ev in events:
+                if ev.get("ph") == "M" and ev.get("name") in ("process_name", "process_sort_index", "process_labels"):
+                    continue
+                pid = ev.get("pid")
+                key = (k, int(pid)) if isinstance(pid, (int, float)) else (k, str(pid))
+                if key not in new_pid:   # a pid no phase row names (GPU device tracks ...): keep it apart
+                    new_pid[key] = next_pid
+                    what = own.get(pid) or f"pid {pid}"
+                    owner = mine[0] if len(mine) == 1 else Path(chrome).name.split(".")[0]
+                    put({"ph": "M", "name": "process_name", "pid": next_pid, "tid": 0,
+                         "args": {"name": f"{owner} · {what}"}})
+                    next_pid += 1
+                ev = dict(ev, pid=new_pid[key])
+                if "id" in ev:
+                    ev["id"] = f"{k}:{ev['id']}"
+                put(ev)
     return f"traces/{NAME}"

@@ -1,6 +1,7 @@
 """traces: cut the chosen step out of each source as a small SQLite and a Chrome/Perfetto JSON."""
 from .jobs import TraceJob, cut_window, make_window_traces, publish_window
+from .jsonout import ChromeTraceWriter
 
 __all__ = [
-    "TraceJob", "cut_window", "make_window_traces", "publish_window",
+    "ChromeTraceWriter", "TraceJob", "cut_window", "make_window_traces", "publish_window",
 ]
