@@ -257,10 +257,10 @@ def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.
         if at.size == 0:
             continue
         base = path_id[up[at]] if lv else np.full(at.size, -1, np.int64)
-        pairs, inv = np.unique(np.stack([base, name[at]], axis=1), axis=0, return_inverse=True)
+        pairs, inv = np.unique((base + 1) * len(names) + name[at], return_inverse=True)   # (base, name) order
         path_id[at] = len(path_up) + inv.reshape(-1)
-        path_up += pairs[:, 0].tolist()
-        path_name += pairs[:, 1].tolist()
+        path_up += (pairs // len(names) - 1).tolist()
+        path_name += (pairs % len(names)).tolist()
     spelled: dict[int, tuple[str, ...]] = {}
 
     def spell(k: int) -> tuple[str, ...]:
@@ -268,12 +268,13 @@ def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.
             spelled[k] = (spell(path_up[k]) if path_up[k] >= 0 else ()) + (names[path_name[k]],)
         return spelled[k]
 
-    pid = pid_of_gtid(r.gtid[ids])
-    keys, first, inv = np.unique(np.stack([pid, path_id[ids]], axis=1), axis=0, return_index=True,
-                                 return_inverse=True)
+    pids, pid_code = np.unique(pid_of_gtid(r.gtid[ids]), return_inverse=True)
+    keys, first, inv = np.unique(pid_code.reshape(-1) * len(path_up) + path_id[ids], return_index=True,
+                                 return_inverse=True)   # (pid, path) order, as one integer per range
     inv = inv.reshape(-1)
     members = np.split(ids[np.argsort(inv, kind="stable")], np.cumsum(np.bincount(inv, minlength=len(keys)))[:-1])
-    return {(int(keys[g, 0]), spell(int(keys[g, 1]))): members[g].tolist() for g in np.argsort(first).tolist()}
+    return {(int(pids[k // len(path_up)]), spell(int(k % len(path_up)))): members[g].tolist()
+            for g, k in ((g, int(keys[g])) for g in np.argsort(first).tolist())}
 
 
 def _main_threads(r: NvtxRanges, index: RangeIndex) -> dict[int, int]:
