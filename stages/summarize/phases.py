@@ -90,8 +90,8 @@ def _parents_first(r: NvtxRanges, main: dict[int, int]) -> np.ndarray:
 
 def _phase_mask(r: NvtxRanges) -> np.ndarray:
     """Per range: made by verl or the user (not a library NVTX domain); judged once per domain."""
-    verdict = {d: is_phase_range(d) for d in set(r.domain)}
-    return np.fromiter(map(verdict.__getitem__, r.domain), bool, len(r))
+    codes, domains = r.domain_codes()
+    return np.array([is_phase_range(d) for d in domains], bool)[codes] if domains else np.zeros(len(r), bool)
 
 
 def _owner(r: NvtxRanges, parent: np.ndarray, order: np.ndarray) -> np.ndarray:
