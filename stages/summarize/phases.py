@@ -170,22 +170,21 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
     groups = _phase_groups(r, parent, owner, np.flatnonzero(selected & is_phase))
     phases: list[dict[str, Any]] = []
     for (pid, path), members in groups.items():
-        tree = index.subtrees([j for i in members for j in (i, *adopted.get(i, ()))] if adopted else members)
+        tree = index.subtrees([j for i in members.tolist() for j in (i, *adopted.get(i, ()))] if adopted else members)
         sel_ops = op_slice(tree)
-        starts = [int(r.start[i]) for i in members]
-        ends = [int(r.end[i]) for i in members]
+        starts, ends = r.start[members], r.end[members]
         lvl = mem.get(pid)
         peak = None
         if lvl is not None:
-            peak = max((_mem_peak(lvl, s, e) or 0) for s, e in zip(starts, ends))
+            peak = max((_mem_peak(lvl, s, e) or 0) for s, e in zip(starts.tolist(), ends.tolist()))
         row = _numbers(ops, cat, sel_ops)
-        wall = int(sum(e - s for s, e in zip(starts, ends)))
+        wall = int((ends - starts).sum())
         name = path[-1]
         phases.append({
             **ident.keys(step_of_pid.get(pid, default_step)), "pid": pid,
             "phase": name, "stage": canonical_stage(name, ident.role), "parent": path[-2] if len(path) > 1 else None,
             "depth": len(path) - 1, "path": PATH_SEP.join(path), "instances": len(members),
-            "start_ns": offset + min(starts), "wall_ns": wall, **row,
+            "start_ns": offset + int(starts.min()), "wall_ns": wall, **row,
             **_inherited_numbers(ops, inherited_slice(tree)),
             "idle_ns": max(0, wall - row["gpu_busy_ns"]),
             "api_ns": int(api_ns[tree].sum()), "mem_peak_bytes": peak,
@@ -227,7 +226,7 @@ PATH_SEP = " > "
 
 
 def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.ndarray
-                  ) -> dict[tuple[int, tuple[str, ...]], list[int]]:
+                  ) -> dict[tuple[int, tuple[str, ...]], np.ndarray]:
     """(pid, path) -> the ranges of `ids` with that path in that process (ascending), in the order of
     each group's first range; a path is the normalised names of a range's phase ancestors and itself
     (`step > gen > aten::mm`).
@@ -273,7 +272,7 @@ def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.
                                  return_inverse=True)   # (pid, path) order, as one integer per range
     inv = inv.reshape(-1)
     members = np.split(ids[np.argsort(inv, kind="stable")], np.cumsum(np.bincount(inv, minlength=len(keys)))[:-1])
-    return {(int(pids[k // len(path_up)]), spell(int(k % len(path_up)))): members[g].tolist()
+    return {(int(pids[k // len(path_up)]), spell(int(k % len(path_up)))): members[g]
             for g, k in ((g, int(keys[g])) for g in np.argsort(first).tolist())}
 
 
