@@ -1,7 +1,7 @@
-"""nsys -> Chrome JSON rows formatted inside SQLite (issue 25), checked event by event.
+"""nsys -> Chrome JSON rows formatted in bulk (issue 25), checked event by event.
 
-The converter builds each event's JSON in SQL (json_quote, printf) and fetches batches, so every
-field is checked here against the export's own rows read with plain queries written for this test:
+The converter builds each event's JSON in SQL (json_quote, printf) and fetches batches, or, for
+NVTX ranges, from columns and names quoted once per distinct name, so every field is checked here against the export's own rows read with plain queries written for this test:
 names with quotes, backslashes, control characters and non-ASCII text, an NVTX range whose end lies
 before its start (written with dur 0 and counted as clamped), one without an end (an instant), and
 the kernels of both GPUs of the public 2-GPU FSDP capture with their args.
