@@ -434,7 +434,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     sopts = SummarizeOptions(step=step if step is not None else run.opts.step, top=run.opts.top,
                              step_range=run.opts.step_range, ranges_cache=ranges_cache(run))
     popts = PublishOptions(sopts, scrub_options, ship=run.opts.ray is not None, work_dir=str(run.opts.work_dir))
-    task = run.progress.add_task("summarize", total=max(1, 2 * len(window.work)), last="")
+    task = run.progress.add_task("summarize", total=max(1, len(window.work)), last="")
 
     def on_done(res: TaskResult) -> None:
         run.progress.advance(task)
@@ -442,16 +442,15 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
             _write_files(run.staging, res.value.files)
             res.value.files = {}
 
-    # One job for the rows and one for the window of each source, summaries (the longest) first:
-    # a single large report keeps two workers busy, many reports fill every worker.
-    halves = [replace(w, trace=None) for w in window.work] + [replace(w, summary=None) for w in window.work]
-    jobs = [run.job(summarize_and_publish, h, popts, h.rel) for h in halves if h.summary or h.trace]
-    todo = [h for h in halves if h.summary or h.trace]
+    # One job per source (it opens a raw export once), the largest first so that the last job to
+    # start is a small one.
+    size = {a.rel: a.size for a in run.artifacts}
+    todo = sorted((w for w in window.work if w.summary or w.trace), key=lambda w: -size.get(w.rel, 0))
+    jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
     by_rel = {w.rel: Published(w.rel) for w in window.work}
-    for h, r in zip(todo, run_jobs(run.executor, jobs, on_done)):
-        got = r.value if r.error is None else Published(
-            h.rel, rows_error=r.error if h.summary else None, trace_error=r.error if h.trace else None)
-        _join(by_rel[h.rel], got)
+    for w, r in zip(todo, run_jobs(run.executor, jobs, on_done)):
+        by_rel[w.rel] = r.value if r.error is None else Published(
+            w.rel, rows_error=r.error if w.summary else None, trace_error=r.error if w.trace else None)
     published = list(by_rel.values())
     for p in published:
         run.counts.update(p.counts)
@@ -471,17 +470,8 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
             if rep is not None:
                 run.scrub_results.append(_scrub_result(rep))
             traces.append(_trace_facts(p.trace))
-    run.progress.update(task, completed=max(1, 2 * len(window.work)))
+    run.progress.update(task, completed=max(1, len(window.work)))
     return rows, traces
-
-
-def _join(into: Published, part: Published) -> None:
-    """The rows half and the window half of one source's pass 2, as one result."""
-    into.rows = into.rows if part.rows is None else part.rows
-    into.rows_error = into.rows_error or part.rows_error
-    into.counts.update(part.counts)
-    into.trace = into.trace if part.trace is None else part.trace
-    into.trace_error = into.trace_error or part.trace_error
 
 
 def _write_files(root: Path, files: dict[str, bytes]) -> None:

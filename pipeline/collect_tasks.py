@@ -58,7 +58,7 @@ class Survey:
 
 def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
     """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone.
-    An nsys export is opened and probed once for the identity and the steps."""
+    An nsys export is opened and probed once for the identity, the identities and the steps."""
     from ..stages.readers.nsys_sqlite import NsysExport
 
     db = None
@@ -94,7 +94,7 @@ def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
     try:
         task = config_task(item.path, art.rel) if item.kind == CONFIG else ScrubTask(
             item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
-        out.identities = identities_task(task, options.policy)
+        out.identities = identities_task(task, options.policy, getattr(export, "con", None))
     except Exception:  # noqa: BLE001 - an unreadable input fails in its own summarize row instead
         out.identities = None
     if item.kind in (NSYS, TORCH):
@@ -173,38 +173,72 @@ def _one_line(exc: BaseException) -> str:
 
 
 def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Published:
-    """Summarize the chosen step of one raw input, scrub the rows, cut and scrub its window."""
-    from ..stages.scrub import publish_scrubber, scrub_summary_rows
-    from ..stages.summarize import summarize_any_item
-
+    """Pass 2 of one raw input, one job: summarize the chosen step, scrub the rows, cut, scrub
+    and convert its window. An nsys export is opened once for the summary, the split-value scan
+    and the cut (the cut attaches its output to the same read-only connection); it is closed
+    before the cut window is scrubbed. Each part fails alone, in its own field."""
     out = Published(item.rel)
-    if item.summary is not None:
+    db = _open_export(item, options) if item.kind == NSYS else None
+    cut = None
+    try:
+        if item.summary is not None:
+            try:
+                out.rows, out.counts = _scrubbed_rows(item, options, db)
+            except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
+                out.rows_error = _one_line(exc)
+        if item.trace is not None:
+            from ..stages.traces import cut_window
+
+            try:
+                cut = cut_window(item.trace, db=db)
+            except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
+                out.trace_error = _one_line(exc)
+    finally:
+        if db is not None:
+            db.close()
+    if cut is not None:
         try:
-            rows = summarize_any_item(item.summary, options.summarize)
-            sc = publish_scrubber(options.scrub, [item.raw] if item.kind == NSYS else [])
-            out.rows, _ = scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
-            out.counts = Counter(sc.counts)
-        except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
-            out.rows_error = _one_line(exc)
-    if item.trace is not None:
-        try:
-            out.trace, out.files = _publish_window(item.trace, options)
+            out.trace, out.files = _publish_window(item.trace, cut, options)
         except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
             out.trace_error = _one_line(exc)
     return out
 
 
-def _publish_window(job: Any, options: PublishOptions) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Cut the window from the raw input (WORK dir), scrub and convert it into the bundle, or into
-    a scratch folder whose scrubbed files are returned as bytes when the bundle is elsewhere."""
-    from ..stages.traces import cut_window, publish_window
+def _open_export(item: SourceWork, options: PublishOptions) -> Any:
+    """The raw export open for the whole job, or None when it cannot be opened: each part then
+    opens it alone and says why in its own field."""
+    from ..stages.readers.nsys_sqlite import NsysExport
+
+    try:
+        return NsysExport.open(item.raw, ranges_cache=options.summarize.ranges_cache)
+    except VerlprofError:
+        return None
+
+
+def _scrubbed_rows(item: SourceWork, options: PublishOptions, db: Any) -> tuple[dict[str, Any], Counter]:
+    """The chosen step's rows of one source, scrubbed; values split across adjacent NVTX ranges of
+    an nsys export are found on the same open export first."""
+    from ..stages.scrub import publish_scrubber, scrub_summary_rows
+    from ..stages.summarize import summarize_any_item
+
+    rows = summarize_any_item(item.summary, options.summarize, export=db)
+    raw = [] if item.kind != NSYS else [db.con if db is not None else item.raw]
+    sc = publish_scrubber(options.scrub, raw)
+    clean, _ = scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
+    return clean, Counter(sc.counts)
+
+
+def _publish_window(job: Any, cut: dict[str, Any], options: PublishOptions) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Scrub and convert a cut raw window (WORK dir) into the bundle, or into a scratch folder whose
+    scrubbed files are returned as bytes when the bundle is elsewhere."""
+    from ..stages.traces import publish_window
 
     if not options.ship:
-        return publish_window((job, cut_window(job)), options.scrub), {}
+        return publish_window((job, cut), options.scrub), {}
     scratch = Path(tempfile.mkdtemp(prefix="verlprof-window-", dir=options.work_dir))
     try:
         job = replace(job, out_dir=scratch)
-        facts = publish_window((job, cut_window(job)), options.scrub)
+        facts = publish_window((job, cut), options.scrub)
         files = {p.relative_to(scratch).as_posix(): p.read_bytes()
                  for p in sorted(scratch.rglob("*")) if p.is_file()}
         return facts, files
