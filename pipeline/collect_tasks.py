@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stages.core.errors import VerlprofError
+from ..stages.core.hashing import sha256_file
 from ..stages.core.model import Artifact, ArtifactKind
 
 #: kinds of `RawInput.kind` (a config is read for its secret values only)
@@ -145,6 +146,7 @@ class SourceWork:
     raw: str                     # the raw input (for the split-secret scan of an nsys export)
     summary: Any = None          # stages.summarize job (NsysItem / TorchItem); None: no span in the window
     trace: Any = None            # stages.traces.TraceJob; None: no window trace wanted
+    index: int = 0               # the source's place in the run (its block of pids in the merged trace)
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,9 @@ class Published:
     trace: dict[str, Any] | None = None                  # facts of the written window, incl. its scrub report
     trace_error: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)   # bundle-relative name -> scrubbed bytes
+    checked: dict[str, str] = field(default_factory=dict)   # bundle-relative name -> sha256, checked here
+    findings: list[Any] = field(default_factory=list)       # the checker's findings in them (bundle names)
+    piece: Any = None                                        # merged_trace.Piece of the window, checked
 
 
 def _one_line(exc: BaseException) -> str:
@@ -198,7 +203,7 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
             db.close()
     if cut is not None:
         try:
-            out.trace, out.files = _publish_window(item.trace, cut, options)
+            _publish_window(item, cut, options, out)
         except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
             out.trace_error = _one_line(exc)
     return out
@@ -228,22 +233,44 @@ def _scrubbed_rows(item: SourceWork, options: PublishOptions, db: Any) -> tuple[
     return clean, Counter(sc.counts)
 
 
-def _publish_window(job: Any, cut: dict[str, Any], options: PublishOptions) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Scrub and convert a cut raw window (WORK dir) into the bundle, or into a scratch folder whose
-    scrubbed files are returned as bytes when the bundle is elsewhere."""
+def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptions, out: Published) -> None:
+    """Scrub and convert a cut raw window (WORK dir) into the bundle, make the window's piece of
+    the merged trace, and check both, so the run-level check and merge have no window left to
+    read. When the bundle is elsewhere the files are written into a scratch folder and returned
+    as bytes."""
     from ..stages.traces import publish_window
 
-    if not options.ship:
-        return publish_window((job, cut), options.scrub), {}
+    from .merged_trace import NAME, make_piece, write_alone
+
     scratch = Path(tempfile.mkdtemp(prefix="verlprof-window-", dir=options.work_dir))
+    root = scratch if options.ship else Path(item.trace.out_dir)
     try:
-        job = replace(job, out_dir=scratch)
-        facts = publish_window((job, cut), options.scrub)
-        files = {p.relative_to(scratch).as_posix(): p.read_bytes()
-                 for p in sorted(scratch.rglob("*")) if p.is_file()}
-        return facts, files
+        out.trace = publish_window((replace(item.trace, out_dir=root), cut), options.scrub)
+        files = {n: root / n for n in sorted(set(out.trace["outputs"].values()))}
+        out.checked = {n: sha256_file(f) for n, f in files.items()}
+        chrome = out.trace["outputs"].get("chrome")
+        if chrome:
+            out.piece = make_piece(root / chrome, item.index, out.trace["source"], (out.rows or {}).get("phases") or [])
+            piece = write_alone(scratch / f"piece-{NAME}", out.piece.body)
+        out.findings = check_written({**files, **({f"traces/{NAME}": piece} if chrome else {})}, options.scrub)
+        if options.ship:
+            out.files = {n: f.read_bytes() for n, f in files.items()}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_written(files: dict[str, Path], scrub: Any) -> list[Any]:
+    """The checker's findings in `files` (bundle name -> where it is now), by one checker, each
+    finding named by its file's bundle name."""
+    from ..stages.scrub import check_paths
+
+    found = check_paths(list(files.values()), known=scrub.pseudonyms) if files else []
+    where = {str(f): n for n, f in files.items()}
+    out = []
+    for f in found:
+        head, bang, inner = f.path.partition("!")
+        out.append(replace(f, path=where.get(head, head) + bang + inner))
+    return out
 
 
 @dataclass(frozen=True)
