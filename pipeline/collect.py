@@ -11,10 +11,11 @@ differs, see pipeline/cluster.py):
 - identify (pass 1, `collect_tasks.survey_input`, one task per raw input): role/rank from inside
   each report, the hosts/users/secret values for the run's ONE pseudonym map, and the steps.
 - window: ONE step for the whole run, chosen from every input's steps (stages/window).
-- summarize and cut (pass 2, `collect_tasks.summarize_and_publish`, one task per input): the
-  chosen step's rows, scrubbed in the worker, and its window trace cut, scrubbed and converted.
+- summarize and cut (pass 2, `collect_tasks.summarize_and_publish`, one task per input, one open
+  of it): the chosen step's rows, scrubbed in the worker, and its window trace cut, scrubbed,
+  converted and checked, with its piece of the merged trace (pipeline/merged_trace.py).
 - scrub what is published: the run-level values (steps rows, metadata, window, trace facts).
-- check: re-scan every staged file (in parallel); any finding refuses to publish (exit 1).
+- check: re-scan every staged file pass 2 did not check; any finding refuses to publish (exit 1).
 - publish: the staging folder is renamed onto OUT; `--pack` adds OUT.tar.gz.
 
 Why a staging folder: the bundle is assembled in a temp folder beside OUT, checked, and only then
@@ -145,6 +146,9 @@ class Run:
     scrub_results: list[Any] = field(default_factory=list)  # scrub_report.json entries
     counts: Counter = field(default_factory=Counter)        # values pass 2 replaced in the rows
     summary_metadata: dict[str, str] | None = None           # Parquet metadata, scrubbed
+    checked: dict[str, str] = field(default_factory=dict)     # staged name -> sha256 checked in a pass-2 job
+    findings: list[Any] = field(default_factory=list)         # the checker's findings in those files
+    pieces: list[Any] = field(default_factory=list)           # merged_trace.Piece of every window, checked
 
     @property
     def artifacts(self) -> list[Artifact]:
@@ -395,7 +399,7 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
         summary = summarize_job(item.path, src.ident if item.kind == TORCH else _ident(item), src, choice.step)
         trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
         work.append(SourceWork(item.artifact.rel, item.kind, item.path,
-                               summary if getattr(summary, "spans", None) else None, trace))
+                               summary if getattr(summary, "spans", None) else None, trace, len(work)))
     return Window(choice, resolved, work, errors)
 
 
@@ -434,7 +438,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     sopts = SummarizeOptions(step=step if step is not None else run.opts.step, top=run.opts.top,
                              step_range=run.opts.step_range, ranges_cache=ranges_cache(run))
     popts = PublishOptions(sopts, scrub_options, ship=run.opts.ray is not None, work_dir=str(run.opts.work_dir))
-    task = run.progress.add_task("summarize", total=max(1, 2 * len(window.work)), last="")
+    task = run.progress.add_task("summarize", total=max(1, len(window.work)), last="")
 
     def on_done(res: TaskResult) -> None:
         run.progress.advance(task)
@@ -442,19 +446,21 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
             _write_files(run.staging, res.value.files)
             res.value.files = {}
 
-    # One job for the rows and one for the window of each source, summaries (the longest) first:
-    # a single large report keeps two workers busy, many reports fill every worker.
-    halves = [replace(w, trace=None) for w in window.work] + [replace(w, summary=None) for w in window.work]
-    jobs = [run.job(summarize_and_publish, h, popts, h.rel) for h in halves if h.summary or h.trace]
-    todo = [h for h in halves if h.summary or h.trace]
+    # One job per source (it opens a raw export once), the largest first so that the last job to
+    # start is a small one.
+    size = {a.rel: a.size for a in run.artifacts}
+    todo = sorted((w for w in window.work if w.summary or w.trace), key=lambda w: -size.get(w.rel, 0))
+    jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
     by_rel = {w.rel: Published(w.rel) for w in window.work}
-    for h, r in zip(todo, run_jobs(run.executor, jobs, on_done)):
-        got = r.value if r.error is None else Published(
-            h.rel, rows_error=r.error if h.summary else None, trace_error=r.error if h.trace else None)
-        _join(by_rel[h.rel], got)
+    for w, r in zip(todo, run_jobs(run.executor, jobs, on_done)):
+        by_rel[w.rel] = r.value if r.error is None else Published(
+            w.rel, rows_error=r.error if w.summary else None, trace_error=r.error if w.trace else None)
     published = list(by_rel.values())
     for p in published:
         run.counts.update(p.counts)
+        run.checked.update(p.checked)
+        run.findings += p.findings
+        run.pieces += [p.piece] if p.piece is not None else []
     rows = merge_rows([p.rows for p in published if p.rows is not None])
     memory = [(i, s) for i, s in surveys if i.kind == MEMORY]
     rows = _add_memory(run, rows, memory, step, popts)
@@ -471,17 +477,8 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
             if rep is not None:
                 run.scrub_results.append(_scrub_result(rep))
             traces.append(_trace_facts(p.trace))
-    run.progress.update(task, completed=max(1, 2 * len(window.work)))
+    run.progress.update(task, completed=max(1, len(window.work)))
     return rows, traces
-
-
-def _join(into: Published, part: Published) -> None:
-    """The rows half and the window half of one source's pass 2, as one result."""
-    into.rows = into.rows if part.rows is None else part.rows
-    into.rows_error = into.rows_error or part.rows_error
-    into.counts.update(part.counts)
-    into.trace = into.trace if part.trace is None else part.trace
-    into.trace_error = into.trace_error or part.trace_error
 
 
 def _write_files(root: Path, files: dict[str, bytes]) -> None:
@@ -650,11 +647,14 @@ def write_bundle(run: Run, rows: dict[str, Any], extra: dict[str, Any], scrub_op
                            nodes=run.nodes)
     _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)
     if result.rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
+        from .collect_tasks import check_written
         from .merged_trace import write_merged_trace
 
-        merged = write_merged_trace(staging, manifest["traces"], rows.get("phases") or [])
+        merged = write_merged_trace(staging, run.pieces, lambda files: check_written(files, scrub_options),
+                                    run.opts.work_dir)
         if merged:
-            manifest["merged_trace"] = merged
+            manifest["merged_trace"], run.checked[merged[0]], found = merged
+            run.findings += found
     atomic.write_json(staging / "manifest.json", manifest)
     if run.opts.html and result.rows:
         from .report_html import render_run_report
@@ -697,29 +697,45 @@ def failure_list(result: CollectResult, limit: int = 3) -> str:
 
 
 def check(run: Run, scrub_options: Any) -> None:
-    """Re-scan every staged file, in parallel on this machine (the bundle is here, also on Ray)."""
-    _verify(run.staging, run.progress, scrub_options.pseudonyms, jobs=run.opts.jobs)
+    """Re-scan every staged file before publishing, in parallel on this machine (the bundle is
+    here, also on Ray). The window traces and the merged trace were checked in pass 2, in
+    parallel where each source lies; their findings count here, and each is re-read only if its
+    bytes are no longer the ones checked (sha256)."""
+    _verify(run.staging, run.progress, scrub_options.pseudonyms, jobs=run.opts.jobs, checked=run.checked,
+            findings=run.findings)
 
 
-def _verify(staging: Path, progress: Any, known: Any = None, jobs: int | None = 1) -> None:
+def _verify(staging: Path, progress: Any, known: Any = None, jobs: int | None = 1,
+            checked: dict[str, str] | None = None, findings: list[Any] | None = None) -> None:
     """Refuse to publish a bundle in which the checker still finds a secret (the staging folder is
-    then removed, so nothing unsafe is ever left at OUT). Files are checked in `jobs` processes."""
+    then removed, so nothing unsafe is ever left at OUT). `checked`: staged names already checked
+    (by sha256), `findings` what that check found. Files are checked in up to `jobs` processes,
+    one per _CHECK_SHARE bytes (a pool costs more than checking a few small files)."""
+    from ..stages.core.hashing import sha256_file
+
     task = progress.add_task("check", total=1, last="")
-    files = sorted(str(p) for p in staging.rglob("*") if p.is_file() or p.is_symlink())
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(files)))
-    chunks = _balanced(files, workers)
-    results = run_all(make_executor(workers), check_files, chunks, known)
-    findings = []
+    files = []
+    for p in sorted(p for p in staging.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = p.relative_to(staging).as_posix()
+        if rel not in (checked or {}) or p.is_symlink() or sha256_file(p) != checked[rel]:
+            files.append(str(p))
+    size = sum(os.lstat(f).st_size for f in files)
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(files), -(-size // _CHECK_SHARE)))
+    results = run_all(make_executor(workers), check_files, _balanced(files, workers), known)
+    found = [replace(f, path=str(staging / f.path)) for f in findings or []]
     for r in results:
         if r.error is not None:
             raise RefusedError(None, f"refusing to publish: the check could not read the bundle ({r.error})")
-        findings += r.value
+        found += r.value
     progress.update(task, completed=1)
-    if findings:
+    if found:
         where = "; ".join(f"{Path(f.path).relative_to(staging) if Path(f.path).is_relative_to(staging) else f.path}"
-                          f" {f.location} ({f.kind})" for f in findings[:5])
-        raise RefusedError(None, f"refusing to publish: the checker found {len(findings)} possible secret(s) "
+                          f" {f.location} ({f.kind})" for f in found[:5])
+        raise RefusedError(None, f"refusing to publish: the checker found {len(found)} possible secret(s) "
                              f"in the bundle: {where}")
+
+
+_CHECK_SHARE = 32 << 20     # bytes of staged files per check worker
 
 
 def _balanced(files: list[str], workers: int) -> list[list[str]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stages.core.errors import VerlprofError
+from ..stages.core.hashing import sha256_file
 from ..stages.core.model import Artifact, ArtifactKind
 
 #: kinds of `RawInput.kind` (a config is read for its secret values only)
@@ -58,7 +59,7 @@ class Survey:
 
 def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
     """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone.
-    An nsys export is opened and probed once for the identity and the steps."""
+    An nsys export is opened and probed once for the identity, the identities and the steps."""
     from ..stages.readers.nsys_sqlite import NsysExport
 
     db = None
@@ -94,7 +95,7 @@ def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
     try:
         task = config_task(item.path, art.rel) if item.kind == CONFIG else ScrubTask(
             item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
-        out.identities = identities_task(task, options.policy)
+        out.identities = identities_task(task, options.policy, getattr(export, "con", None))
     except Exception:  # noqa: BLE001 - an unreadable input fails in its own summarize row instead
         out.identities = None
     if item.kind in (NSYS, TORCH):
@@ -145,6 +146,7 @@ class SourceWork:
     raw: str                     # the raw input (for the split-secret scan of an nsys export)
     summary: Any = None          # stages.summarize job (NsysItem / TorchItem); None: no span in the window
     trace: Any = None            # stages.traces.TraceJob; None: no window trace wanted
+    index: int = 0               # the source's place in the run (its block of pids in the merged trace)
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,9 @@ class Published:
     trace: dict[str, Any] | None = None                  # facts of the written window, incl. its scrub report
     trace_error: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)   # bundle-relative name -> scrubbed bytes
+    checked: dict[str, str] = field(default_factory=dict)   # bundle-relative name -> sha256, checked here
+    findings: list[Any] = field(default_factory=list)       # the checker's findings in them (bundle names)
+    piece: Any = None                                        # merged_trace.Piece of the window, checked
 
 
 def _one_line(exc: BaseException) -> str:
@@ -173,43 +178,99 @@ def _one_line(exc: BaseException) -> str:
 
 
 def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Published:
-    """Summarize the chosen step of one raw input, scrub the rows, cut and scrub its window."""
-    from ..stages.scrub import publish_scrubber, scrub_summary_rows
-    from ..stages.summarize import summarize_any_item
-
+    """Pass 2 of one raw input, one job: summarize the chosen step, scrub the rows, cut, scrub
+    and convert its window. An nsys export is opened once for the summary, the split-value scan
+    and the cut (the cut attaches its output to the same read-only connection); it is closed
+    before the cut window is scrubbed. Each part fails alone, in its own field."""
     out = Published(item.rel)
-    if item.summary is not None:
+    db = _open_export(item, options) if item.kind == NSYS else None
+    cut = None
+    try:
+        if item.summary is not None:
+            try:
+                out.rows, out.counts = _scrubbed_rows(item, options, db)
+            except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
+                out.rows_error = _one_line(exc)
+        if item.trace is not None:
+            from ..stages.traces import cut_window
+
+            try:
+                cut = cut_window(item.trace, db=db)
+            except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
+                out.trace_error = _one_line(exc)
+    finally:
+        if db is not None:
+            db.close()
+    if cut is not None:
         try:
-            rows = summarize_any_item(item.summary, options.summarize)
-            sc = publish_scrubber(options.scrub, [item.raw] if item.kind == NSYS else [])
-            out.rows, _ = scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
-            out.counts = Counter(sc.counts)
-        except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
-            out.rows_error = _one_line(exc)
-    if item.trace is not None:
-        try:
-            out.trace, out.files = _publish_window(item.trace, options)
+            _publish_window(item, cut, options, out)
         except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
             out.trace_error = _one_line(exc)
     return out
 
 
-def _publish_window(job: Any, options: PublishOptions) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Cut the window from the raw input (WORK dir), scrub and convert it into the bundle, or into
-    a scratch folder whose scrubbed files are returned as bytes when the bundle is elsewhere."""
-    from ..stages.traces import cut_window, publish_window
+def _open_export(item: SourceWork, options: PublishOptions) -> Any:
+    """The raw export open for the whole job, or None when it cannot be opened: each part then
+    opens it alone and says why in its own field."""
+    from ..stages.readers.nsys_sqlite import NsysExport
 
-    if not options.ship:
-        return publish_window((job, cut_window(job)), options.scrub), {}
-    scratch = Path(tempfile.mkdtemp(prefix="verlprof-window-", dir=options.work_dir))
     try:
-        job = replace(job, out_dir=scratch)
-        facts = publish_window((job, cut_window(job)), options.scrub)
-        files = {p.relative_to(scratch).as_posix(): p.read_bytes()
-                 for p in sorted(scratch.rglob("*")) if p.is_file()}
-        return facts, files
+        return NsysExport.open(item.raw, ranges_cache=options.summarize.ranges_cache)
+    except VerlprofError:
+        return None
+
+
+def _scrubbed_rows(item: SourceWork, options: PublishOptions, db: Any) -> tuple[dict[str, Any], Counter]:
+    """The chosen step's rows of one source, scrubbed; values split across adjacent NVTX ranges of
+    an nsys export are found on the same open export first."""
+    from ..stages.scrub import publish_scrubber, scrub_summary_rows
+    from ..stages.summarize import summarize_any_item
+
+    rows = summarize_any_item(item.summary, options.summarize, export=db)
+    raw = [] if item.kind != NSYS else [db.con if db is not None else item.raw]
+    sc = publish_scrubber(options.scrub, raw)
+    clean, _ = scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
+    return clean, Counter(sc.counts)
+
+
+def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptions, out: Published) -> None:
+    """Scrub and convert a cut raw window (WORK dir) into the bundle, make the window's piece of
+    the merged trace, and check both, so the run-level check and merge have no window left to
+    read. When the bundle is elsewhere the files are written into a scratch folder and returned
+    as bytes."""
+    from ..stages.traces import publish_window
+
+    from .merged_trace import NAME, make_piece, write_alone
+
+    scratch = Path(tempfile.mkdtemp(prefix="verlprof-window-", dir=options.work_dir))
+    root = scratch if options.ship else Path(item.trace.out_dir)
+    try:
+        out.trace = publish_window((replace(item.trace, out_dir=root), cut), options.scrub)
+        files = {n: root / n for n in sorted(set(out.trace["outputs"].values()))}
+        out.checked = {n: sha256_file(f) for n, f in files.items()}
+        chrome = out.trace["outputs"].get("chrome")
+        if chrome:
+            out.piece = make_piece(root / chrome, item.index, out.trace["source"], (out.rows or {}).get("phases") or [])
+            piece = write_alone(scratch / f"piece-{NAME}", out.piece.body)
+        out.findings = check_written({**files, **({f"traces/{NAME}": piece} if chrome else {})}, options.scrub)
+        if options.ship:
+            out.files = {n: f.read_bytes() for n, f in files.items()}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_written(files: dict[str, Path], scrub: Any) -> list[Any]:
+    """The checker's findings in `files` (bundle name -> where it is now), by one checker, each
+    finding named by its file's bundle name."""
+    from ..stages.scrub import check_paths
+
+    found = check_paths(list(files.values()), known=scrub.pseudonyms) if files else []
+    where = {str(f): n for n, f in files.items()}
+    out = []
+    for f in found:
+        head, bang, inner = f.path.partition("!")
+        out.append(replace(f, path=where.get(head, head) + bang + inner))
+    return out
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,9 @@ def parse_args(argv=None):
                    help="record_function: the same ranges as torch.profiler user annotations (with --torch-trace)")
     p.add_argument("--torch-trace", default=None, metavar="DIR",
                    help="record each step with torch.profiler into DIR, named as verl names its traces")
+    p.add_argument("--torch-memory", action="store_true",
+                   help="with --torch-trace: profile_memory=True (verl's `memory` content), the [memory] events "
+                        "that match nsys --cuda-memory-usage=true")
     p.add_argument("--timeout-s", type=float, default=120.0, help="process-group timeout")
     return p.parse_args(argv)
 
@@ -450,7 +453,7 @@ def torch_trace_start(args, use_cuda):
     if not args.torch_trace:
         return None
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if use_cuda else [])
-    prof = torch.profiler.profile(activities=acts)
+    prof = torch.profiler.profile(activities=acts, profile_memory=args.torch_memory)
     prof.__enter__()
     return prof
 

@@ -35,6 +35,7 @@ SAXPY = CAPTURES / "pipit_saxpy_mpi" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite" 
 CLOVER = CAPTURES / "pipit_cloverleaf" / "perlmutter-cloverleaf-cuda.sqlite"     # nsys 2024.5, no NVTX
 WORKER = GPU / "worker-continuous" / "worker_process_1093.2.sqlite"              # nsys 2025.3, verl-shaped
 WHOLE = GPU / "whole-emit-nvtx" / "whole_956.sqlite"                             # nsys 2025.3, emit_nvtx
+PAIR = data_dir("same_workload/cuda") / "make_gpu_run_cuda.sqlite"                # nsys 2025.3, whole run, 2 steps
 RANGE_TYPES = "59, 60, 70, 71"
 #: NVTX_EVENTS with each range's text, whether stored inline (`text`) or in StringIds (`textId`)
 NAMED = "(SELECT n.*, coalesce(n.text, s.value) AS name FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId)"
@@ -233,6 +234,7 @@ YEARS = [
     pytest.param(CLOVER, "gpukernsum", "2024.5", id="nsys-2024.5"),
     pytest.param(CAPTURES / "fuser_2024_6" / "fuser_report1.sqlite", "gpukernsum", "2024.6", id="nsys-2024.6"),
     pytest.param(WORKER, "cuda_gpu_kern_sum", "2025.3", id="nsys-2025.3"),
+    pytest.param(PAIR, "cuda_gpu_kern_sum", "2025.3", id="nsys-2025.3-whole-run"),
     pytest.param(CAPTURES / "nsysai_mock" / "mock.sqlite", "gpukernsum", "2026.1", id="nsys-2026.1"),
     pytest.param(CAPTURES / "nsysai_healthy_1pct" / "healthy_1pct.sqlite", "gpukernsum", "2026.1", id="nsys-2026.1-pruned"),
     pytest.param(H100, "gpukernsum", "2026.2", id="nsys-2026.2"),

@@ -16,6 +16,7 @@ import sqlite3
 import urllib.parse
 import warnings
 from collections import Counter
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,26 @@ def open_ro(path: Path) -> sqlite3.Connection:
 def _text_factory(b: bytes) -> str:
     # NUL bytes and invalid UTF-8 survive: a lossy decode would hide secrets from the scrubber.
     return b.decode("utf-8", "surrogateescape")
+
+
+@contextmanager
+def reading(source: Path | sqlite3.Connection) -> Iterator[tuple[sqlite3.Connection, Path]]:
+    """(connection, file) of a RAW export to read: opened here and closed after, or the connection
+    a pass already has open (collect opens each export once per pass), left open. Either way cells
+    are read with this module's text factory while in use, so both read the same strings."""
+    if not isinstance(source, sqlite3.Connection):
+        conn = open_ro(Path(source))
+        try:
+            yield conn, Path(source)
+        finally:
+            conn.close()
+        return
+    factory = source.text_factory
+    source.text_factory = _text_factory
+    try:
+        yield source, Path(source.execute("PRAGMA main.database_list").fetchone()[2])
+    finally:
+        source.text_factory = factory
 
 
 def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[tuple[str, str, int, int]]:
@@ -698,25 +719,24 @@ def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
     return n
 
 
-def split_nvtx_texts(path: Path, scrubber: Scrubber) -> set[str]:
+def split_nvtx_texts(source: Path | sqlite3.Connection, scrubber: Scrubber) -> set[str]:
     """The raw texts of a RAW export's NVTX ranges that hold half of a split secret.
 
     For callers that read a raw export and scrub the strings they keep one by one (summary rows):
     `scrubber.force_redact(split_nvtx_texts(raw, scrubber))` first, so a split value is redacted
     there too. `joined_halves` judges each half against its own scrub (`update_actor api_key=...`
     alone keeps its own, finer redaction); the raw text is what the caller will meet.
+    `source`: the export's path, or its connection open in this pass (`reading`).
     """
-    conn = open_ro(path)
     out: set[str] = set()
-    try:
-        for first, second in iter_adjacent_nvtx(conn):
-            for raw, involved in zip((first[2], second[2]), scrubber.joined_halves(first[2], second[2])):
-                if involved:
-                    out.add(raw)
-    except sqlite3.DatabaseError as exc:
-        raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
-    finally:
-        conn.close()
+    with reading(source) as (conn, path):
+        try:
+            for first, second in iter_adjacent_nvtx(conn):
+                for raw, involved in zip((first[2], second[2]), scrubber.joined_halves(first[2], second[2])):
+                    if involved:
+                        out.add(raw)
+        except sqlite3.DatabaseError as exc:
+            raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
     return out
 
 
@@ -809,10 +829,16 @@ def iter_distinct_text(conn: sqlite3.Connection, schema: str = "main") -> Iterat
                 yield t, c[0], v
 
 
-def find_sqlite_identities(path: Path, policy: Policy) -> Identities:
-    """Host/user names, GPU UUIDs and secret values anywhere in an export (all tables, not only kept)."""
+def find_sqlite_identities(source: Path | sqlite3.Connection, policy: Policy) -> Identities:
+    """Host/user names, GPU UUIDs and secret values anywhere in an export (all tables, not only kept).
+    `source`: the export's path, or its connection open in this pass (`reading`)."""
     col = IdentityCollector(policy)
-    conn = open_ro(path)
+    with reading(source) as (conn, path):
+        _feed_identities(conn, path, col)
+    return col.ids
+
+
+def _feed_identities(conn: sqlite3.Connection, path: Path, col: IdentityCollector) -> None:
     argv: dict[str, dict[int, str]] = {}
     try:
         for _t, c, v in iter_distinct_text(conn):
@@ -843,9 +869,6 @@ def find_sqlite_identities(path: Path, policy: Policy) -> Identities:
             col.feed_argv([args[i] for i in sorted(args)])
     except sqlite3.DatabaseError as exc:
         raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
-    finally:
-        conn.close()
-    return col.ids
 
 
 def _env_var_row(value: str) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import resource
+import sqlite3
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -184,8 +185,11 @@ def config_task(path: str | Path, rel: str) -> ScrubTask:
     return ScrubTask(src=str(path), dst="", kind=KIND_CONFIG, rel=rel)
 
 
-def identities_task(task: ScrubTask, policy: Policy) -> Identities:
-    """Executor-friendly form of `find_identities` (fn(item, options))."""
+def identities_task(task: ScrubTask, policy: Policy, open_sqlite: sqlite3.Connection | None = None) -> Identities:
+    """Executor-friendly form of `find_identities` (fn(item, options)). `open_sqlite`: the SQLite
+    input's connection already open in this pass (read instead of opening the file again)."""
+    if open_sqlite is not None and task.kind == KIND_SQLITE:
+        return find_sqlite_identities(open_sqlite, policy)
     return find_identities(task.src, task.kind, policy)
 
 

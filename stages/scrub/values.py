@@ -8,6 +8,7 @@ bundle's final `check` still guards publishing.
 """
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -52,16 +53,18 @@ def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
     return walk(obj, location)
 
 
-def publish_scrubber(options: ScrubOptions, raw_exports: Iterable[str | Path] = ()) -> Scrubber:
+def publish_scrubber(options: ScrubOptions,
+                     raw_exports: Iterable[str | Path | sqlite3.Connection] = ()) -> Scrubber:
     """The one Scrubber for everything collect publishes from raw inputs (rows, metadata, facts).
 
-    `raw_exports`: the nsys exports the rows were read from. Rows have lost which NVTX range
-    followed which, so the halves of a secret split across adjacent ranges are found on the
-    exports first (`split_nvtx_texts`) and redacted wherever they appear later (issue 16)."""
+    `raw_exports`: the nsys exports the rows were read from (paths, or connections open in the
+    pass). Rows have lost which NVTX range followed which, so the halves of a secret split across
+    adjacent ranges are found on the exports first (`split_nvtx_texts`) and redacted wherever they
+    appear later (issue 16)."""
     sc = Scrubber(options.policy, options.pseudonyms)
     if options.policy.join_adjacent_nvtx:
         for raw in raw_exports:
-            sc.force_redact(split_nvtx_texts(Path(raw), sc))
+            sc.force_redact(split_nvtx_texts(raw if isinstance(raw, sqlite3.Connection) else Path(raw), sc))
     return sc
 
 

@@ -62,9 +62,10 @@ class NsysItem:
     offset_ns: int = 0
 
 
-def summarize_item(item: NsysItem, options: SummarizeOptions) -> SummaryRows:
-    """Picklable per-artifact function: phases + kernels rows of the item's chosen step."""
-    return scan_nsys(item.path, item.ident, options, item.spans).rows
+def summarize_item(item: NsysItem, options: SummarizeOptions, export: NsysExport | None = None) -> SummaryRows:
+    """Picklable per-artifact function: phases + kernels rows of the item's chosen step (read from
+    `export` when the pass has the item's export open already)."""
+    return scan_nsys(export or item.path, item.ident, options, item.spans).rows
 
 
 # ----------------------------------------------------------------------------------------------
@@ -312,10 +313,11 @@ class SummarizeResult:
     errors: list[tuple[str, str]] = field(default_factory=list)   # (source, one-line error)
 
 
-def summarize_any_item(item: Any, options: SummarizeOptions) -> SummaryRows:
-    """Summarize one source of any kind (NsysItem, or the torch half's TorchItem / MemoryItem)."""
+def summarize_any_item(item: Any, options: SummarizeOptions, export: NsysExport | None = None) -> SummaryRows:
+    """Summarize one source of any kind (NsysItem, or the torch half's TorchItem / MemoryItem).
+    `export`: an NsysItem's export already open in this pass (collect's pass 2 opens it once)."""
     if isinstance(item, NsysItem):
-        return summarize_item(item, options)
+        return summarize_item(item, options, export)
     from .torch_profile import MemoryItem, summarize_memory_item, summarize_torch_item
 
     return (summarize_memory_item if isinstance(item, MemoryItem) else summarize_torch_item)(item, options)

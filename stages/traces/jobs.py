@@ -113,9 +113,10 @@ def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> 
     return out
 
 
-def cut_window(job: TraceJob, options: Any = None) -> dict[str, Any]:
+def cut_window(job: TraceJob, options: Any = None, db: Any = None) -> dict[str, Any]:
     """Cut the step window of a RAW input into `job.work_dir/windows/` (unscrubbed; it never leaves
-    the work dir). Returns JSON-safe facts: the raw window's path and the cut's counts.
+    the work dir). Returns JSON-safe facts: the raw window's path and the cut's counts. `db`: the
+    nsys export already open in this pass (`readers.nsys_sqlite.NsysExport`), cut on its connection.
 
     Why apart from `publish_window`: the cut is one pass of SQLite over the whole input and needs no
     scrub options, so collect runs it on the same executor queue as the summaries and the identity
@@ -129,7 +130,7 @@ def cut_window(job: TraceJob, options: Any = None) -> dict[str, Any]:
     stem = f"{trace_stem(job.source_rel)}-{key}"
     if job.kind == "nsys":
         raw = scratch / f"{stem}.sqlite"
-        counts = dataclasses.asdict(window_nsys_sqlite(job.src, raw, job.start_ns_abs, job.end_ns_abs))
+        counts = dataclasses.asdict(window_nsys_sqlite(job.src, raw, job.start_ns_abs, job.end_ns_abs, db=db))
     elif job.kind == "torch":
         raw = scratch / f"{stem}.trace.json.gz"
         counts = dataclasses.asdict(window_chrome_trace_utc(job.src, raw, job.start_ns_abs, job.end_ns_abs))

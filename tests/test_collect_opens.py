@@ -1,0 +1,75 @@
+"""collect opens each raw export once per pass (issue 24).
+
+A real collect of four real nsys exports, every `sqlite3.connect` counted by a pass-through wrapper
+(the real SQLite opens the real file): pass 1 (identify: identity, identities, steps) and pass 2
+(the summary, the split-value scan and the window cut) each open a raw export exactly once. The
+window files cut from it are other files (in the work dir, then the bundle) and are not counted.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from urllib.parse import unquote
+
+import pandas as pd
+import pytest
+from testdata import data_dir
+from verlprof.pipeline import collect
+
+
+def _db_file(database: object) -> str:
+    """The file a `sqlite3.connect` argument names (a path or a `file:` URI)."""
+    text = os.fspath(database) if not isinstance(database, str) else database
+    if text.startswith("file:"):
+        text = unquote(text[5:].split("?", 1)[0])
+    return os.path.realpath(text)
+
+
+def test_each_raw_export_is_opened_once_per_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--jobs 1 (inline), so every open happens in this process where it is counted."""
+    src = tmp_path / "run"
+    shutil.copytree(data_dir("gloo_ranks/nsys"), src)
+    opens: Counter = Counter()
+    phase = ["before"]
+    real_connect = sqlite3.connect
+
+    def counting_connect(database, *args, **kwargs):   # the real open, counted
+        opens[(phase[0], _db_file(database))] += 1
+        return real_connect(database, *args, **kwargs)
+
+    raw: list[str] = []
+
+    def in_phase(name: str, fn):
+        def run(*args, **kwargs):
+            phase[0] = name
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                phase[0] = "after"
+        return run
+
+    real_raw_inputs = collect.raw_inputs
+
+    def noting_raw_inputs(*args, **kwargs):
+        found = real_raw_inputs(*args, **kwargs)
+        raw.extend(os.path.realpath(i.path) for i in found if i.kind == "nsys")
+        return found
+
+    monkeypatch.setattr(sqlite3, "connect", counting_connect)
+    monkeypatch.setattr(collect, "raw_inputs", noting_raw_inputs)
+    monkeypatch.setattr(collect, "identify", in_phase("pass 1", collect.identify))
+    monkeypatch.setattr(collect, "summarize_and_cut", in_phase("pass 2", collect.summarize_and_cut))
+    res = collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / "out", work_dir=tmp_path / "work",
+                                                     jobs=1))
+    assert res.exit_code == 0
+    assert len(raw) == 4
+    for path in raw:
+        assert opens[("pass 1", path)] == 1, (path, opens)
+        assert opens[("pass 2", path)] == 1, (path, opens)
+    # pass 2 did all three things on that one open: rows of every export, a window of each
+    phases = pd.read_parquet(tmp_path / "out" / "summaries" / "phases.parquet")
+    assert phases["source"].nunique() == 4
+    assert len(list((tmp_path / "out" / "traces").glob("*.sqlite"))) == 4
