@@ -177,6 +177,9 @@ class NvtxRanges:
     _codes: "tuple[np.ndarray, list[str]] | None" = field(default=None, repr=False, compare=False)
     # the same for the domains
     _domain_codes: "tuple[np.ndarray, list[str | None]] | None" = field(default=None, repr=False, compare=False)
+    # per range, the tightest enclosing range on its thread (-1: none), when the reader knows it
+    # (`nvtx_tree.same_thread_parents`, kept in the ranges cache): `RangeIndex.build` then skips nesting
+    parent: "np.ndarray | None" = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return int(self.start.size)
@@ -228,17 +231,18 @@ class _RangeColumns:
     texts: list[str]
     domain_code: np.ndarray
     domains: list[str | None]
+    parent: np.ndarray | None = None
 
     def ranges(self) -> NvtxRanges:
         text = np.array(self.texts, dtype=object)[self.text_code].tolist()
         domain = (np.array(self.domains, dtype=object)[self.domain_code].tolist() if len(self.domains) > 1
                   else [self.domains[0]] * int(self.start.size))
         return NvtxRanges(self.start, self.end, self.gtid, self.event_type, self.same_thread, self.rowid,
-                          text, domain, (self.text_code, self.texts), (self.domain_code, self.domains))
+                          text, domain, (self.text_code, self.texts), (self.domain_code, self.domains), self.parent)
 
 
 _ARRAYS = ("start", "end", "gtid", "event_type", "same_thread", "rowid", "text_code", "domain_code")
-_CACHE_FORMAT = "nvtx-ranges-2"
+_CACHE_FORMAT = "nvtx-ranges-3"
 
 
 def _ranges_cache_file(folder: Path, export: Path) -> Path | None:
@@ -259,7 +263,10 @@ def _save_ranges(path: Path, cols: _RangeColumns) -> None:
     names = json.dumps({"texts": cols.texts, "domains": cols.domains}).encode()   # ASCII: lone surrogates escaped
     try:
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, names=np.frombuffer(names, np.uint8), **{k: _narrow(getattr(cols, k)) for k in _ARRAYS})
+            arrays = {k: _narrow(getattr(cols, k)) for k in _ARRAYS}
+            if cols.parent is not None:
+                arrays["parent"] = _narrow(cols.parent)
+            np.savez(fh, names=np.frombuffer(names, np.uint8), **arrays)
     except OSError:
         pass
 
@@ -281,8 +288,9 @@ def _load_ranges(path: Path) -> _RangeColumns | None:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: a if a.dtype == bool else a.astype(np.int64) for k, a in ((k, z[k]) for k in _ARRAYS)}
+            parent = z["parent"].astype(np.int64) if "parent" in z.files else None
             names = json.loads(z["names"].tobytes())
-        return _RangeColumns(texts=names["texts"], domains=names["domains"], **arrays)
+        return _RangeColumns(texts=names["texts"], domains=names["domains"], parent=parent, **arrays)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -468,7 +476,10 @@ class NsysExport:
                            for k in zip(dom.tolist(), (g >> PID_SHIFT).tolist())]
             domains = list(code_of_dom)
         cols_read = _RangeColumns(start, endv, g, et, (same & 1) == 1, rid, text_code, names, dom_code, domains)
-        if cache is not None:
+        if cache is not None:   # the nesting too: the next pass needs it and need not find it again
+            from .nvtx_tree import same_thread_parents
+
+            cols_read.parent = same_thread_parents(start, endv, g, cols_read.same_thread)
             _save_ranges(cache, cols_read)
         return cols_read.ranges()
 

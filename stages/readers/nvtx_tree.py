@@ -66,6 +66,30 @@ class ThreadIndex:
         return self.maxima[self.first[k] + b]
 
 
+def _thread_indexes(start: np.ndarray, end: np.ndarray, gtid: np.ndarray, same_thread: np.ndarray
+                    ) -> dict[int, ThreadIndex]:
+    """One ThreadIndex per thread, over the ranges NVIDIA's projection uses (`same_thread`)."""
+    eligible = np.flatnonzero(same_thread)
+    gt = gtid[eligible]
+    return {int(g): ThreadIndex.build(eligible[gt == g], start, end) for g in np.unique(gt)}
+
+
+def _parents(end: np.ndarray, threads: dict[int, ThreadIndex], n: int) -> np.ndarray:
+    """parent = tightest enclosing range on the same thread (it sorts before its children): the
+    last range before it on its thread that ends at or after its end."""
+    parent = np.full(n, -1, np.int64)
+    for ti in threads.values():
+        found = ti.last_covering(np.arange(ti.idx.size), end[ti.idx])
+        parent[ti.idx] = np.where(found >= 0, ti.idx[np.maximum(found, 0)], -1)
+    return parent
+
+
+def same_thread_parents(start: np.ndarray, end: np.ndarray, gtid: np.ndarray, same_thread: np.ndarray) -> np.ndarray:
+    """Each range's tightest enclosing range on its own thread (-1: none), for ranges sorted by
+    (thread, start, -end): what `RangeIndex.build` finds, for the reader to keep with the ranges."""
+    return _parents(end, _thread_indexes(start, end, gtid, same_thread), int(start.size))
+
+
 @dataclass
 class RangeIndex:
     """Lookup structure for `NvtxRanges`: innermost enclosing range of (thread, start, end) calls."""
@@ -80,22 +104,18 @@ class RangeIndex:
 
     @classmethod
     def build(cls, ranges: NvtxRanges) -> "RangeIndex":
+        """The index of `ranges`; their nesting is taken from `ranges.parent` when the reader kept
+        it (the ranges cache: collect's second pass), else found here (`same_thread_parents`)."""
         n = len(ranges)
-        threads: dict[int, ThreadIndex] = {}
-        eligible = np.flatnonzero(ranges.same_thread)
-        gt = ranges.gtid[eligible]
-        for g in np.unique(gt):
-            threads[int(g)] = ThreadIndex.build(eligible[gt == g], ranges.start, ranges.end)
-        ri = cls(ranges, threads, np.full(n, -1, np.int64), np.zeros(n, np.int64))
+        threads = _thread_indexes(ranges.start, ranges.end, ranges.gtid, ranges.same_thread)
+        known = ranges.parent is not None and ranges.parent.size == n
+        parent = ranges.parent.copy() if known else _parents(ranges.end, threads, n)
+        ri = cls(ranges, threads, parent, np.zeros(n, np.int64))
         ri._nest()
         return ri
 
     def _nest(self) -> None:
-        """parent = tightest enclosing range on the same thread (it sorts before its children)."""
-        r = self.ranges
-        for ti in self.threads.values():   # the tightest enclosing range comes last among those before
-            found = ti.last_covering(np.arange(ti.idx.size), r.end[ti.idx])
-            self.parent[ti.idx] = np.where(found >= 0, ti.idx[np.maximum(found, 0)], -1)
+        """depth = number of ancestors, and the ranges of each depth (deepest first) for roll-ups."""
         cur = self.parent.copy()
         while True:  # depth = number of ancestors, counted level by level (vectorised)
             up = cur >= 0
