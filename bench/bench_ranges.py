@@ -73,6 +73,8 @@ NSYS_PROFILE_FLAGS = ["--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none", "
 
 # Runs in a child process so its peak RSS is collect's alone (plus its children, reported apart).
 _COLLECT = CHILD_PRELUDE + r"""
+import verlprof.pipeline.cli  # noqa: F401 - what `verlprof collect` imports before it starts
+started = time.time()
 src, out, work, jobs, prof = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 clock = StageClock()
 opts = CollectOptions(sources=[src], out=out, work_dir=work, jobs=jobs)
@@ -88,7 +90,8 @@ marks = clock.starts + [("end", t1)]
 stages["setup"] = (marks[0][1] if marks else t1) - t0
 for (name, t), (_n, t_next) in zip(marks, marks[1:]):
     stages[name] = stages.get(name, 0.0) + (t_next - t)
-print(json.dumps({"seconds": t1 - t0, "stages": stages,
+loaded = sorted(m for m in sys.modules if "." not in m and not m.startswith("_") or m.startswith("verlprof."))
+print(json.dumps({"seconds": t1 - t0, "stages": stages, "started": started, "modules": loaded,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "child_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
@@ -188,11 +191,33 @@ def run_collect(src: Path, jobs: int, tmp: Path, profile: Path | None = None) ->
     out, work = tmp / "collect_out", tmp / "collect_work"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
+    t0, w0 = time.time(), time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _COLLECT, str(copy), str(out), str(work), str(jobs),
                            str(profile or "")], capture_output=True, text=True)
+    wall = time.perf_counter() - w0
     if proc.returncode != 0:
         raise SystemExit(f"collect failed on {src}:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got["process_seconds"] = wall                    # what a user waits: interpreter, imports, collect, exit
+    got["startup_seconds"] = got["started"] - t0     # interpreter start + the CLI's imports
+    return got
+
+
+def import_floor(modules: list[str]) -> dict[str, float]:
+    """Wall seconds of a bare interpreter, of importing the CLI, and of importing every module one
+    collect loaded (its own and the libraries: numpy, pyarrow, pandas, ...): what any collect pays
+    before it reads a byte (best of 3)."""
+    def best(code: str) -> float:
+        runs = []
+        for _ in range(3):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+            runs.append(time.perf_counter() - t)
+        return min(runs)
+
+    loads = "import importlib\nfor m in %r:\n    try:\n        importlib.import_module(m)\n    except Exception:\n        pass" % (
+        [m for m in modules if m not in ("__main__",)],)
+    return {"python": best("pass"), "cli": best("import verlprof.pipeline.cli"), "all": best(loads)}
 
 
 def print_profile(path: Path, top: int) -> None:
@@ -226,24 +251,30 @@ def main() -> int:
         runs_n = [run_nsys_stats(nsys, reports, src, tmp) for _ in range(args.repeat)]
         runs_c = [run_collect(src, args.jobs, tmp) for _ in range(args.repeat)]
         ns = min(runs_n, key=lambda r: r["seconds"])
-        col = min(runs_c, key=lambda r: r["seconds"])
+        col = min(runs_c, key=lambda r: r["process_seconds"])
         rows.append((name, src, col, ns))
         if args.profile:
             prof = tmp / f"{name}.prof"
             run_collect(src, 1, tmp, prof)
             print(f"=== {name}: {src.name} ===")
             print_profile(prof, args.top)
-    print(f"{'input':6} {'file':24} {'MB':>5} {'nsys s':>7} {'nsys MB':>8} {'collect s':>9} "
-          f"{'peak MB':>8} {'child MB':>8} {'ratio':>6}")
-    print("-" * 90)
+    print(f"{'input':6} {'file':24} {'MB':>5} {'nsys s':>7} {'nsys MB':>8} {'collect s':>9} {'in-proc s':>9} "
+          f"{'peak MB':>8} {'child MB':>8} {'ratio':>6} {'in-proc':>7}")
+    print("-" * 109)
     for name, src, col, ns in rows:
         nsm = f"{ns['rss_mb']:.0f}" if ns.get("rss_mb") else "-"
         print(f"{name:6} {src.name[:24]:24} {src.stat().st_size / 1e6:5.1f} {ns['seconds']:7.2f} {nsm:>8} "
-              f"{col['seconds']:9.2f} {col['rss_mb']:8.0f} {col['child_rss_mb']:8.0f} "
-              f"{col['seconds'] / ns['seconds']:5.2f}x")
+              f"{col['process_seconds']:9.2f} {col['seconds']:9.2f} {col['rss_mb']:8.0f} {col['child_rss_mb']:8.0f} "
+              f"{col['process_seconds'] / ns['seconds']:5.2f}x {col['seconds'] / ns['seconds']:6.2f}x")
     print(f"(nsys stats -r {reports} --format csv, of a fresh copy, so a .nsys-rep's export is included in "
-          f"both; collect --jobs {args.jobs}; best of {args.repeat}; ratio = collect / nsys stats; "
-          f"{os.cpu_count()} cores; target <= 2x, peak < 1024 MB)")
+          f"both; collect --jobs {args.jobs}, `collect s` from the interpreter's start to its exit like "
+          f"`nsys s`, `in-proc s` from run_collect's call to its return; best of {args.repeat}; "
+          f"ratio = collect / nsys stats; {os.cpu_count()} cores; target <= 2x, peak < 1024 MB)")
+    if rows:
+        floor = import_floor(rows[0][2]["modules"])
+        print(f"floor: python start {floor['python']:.2f} s; + the CLI's imports {floor['cli']:.2f} s; + every module "
+              f"a collect loads {floor['all']:.2f} s ({rows[0][0]}'s collect: startup "
+              f"{rows[0][2]['startup_seconds']:.2f} s before run_collect)")
     print()
     print("collect, seconds per stage:")
     stages: list[str] = []
