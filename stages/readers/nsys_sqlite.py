@@ -510,7 +510,8 @@ class NsysExport:
         A table of several windows is aggregated by up to `READ_THREADS` threads, each on its own
         read-only connection (SQLite runs a whole window's aggregate without Python's lock): a
         single big export uses the cores its pass would leave idle (issue 25: 720k ranges 0.75 ->
-        0.4 s on 2 cores). Windows are still yielded in rowid order.
+        0.4 s on 2 cores). Windows are still yielded in rowid order. So `where` may name the
+        table's own columns only (no temp or attached tables: other connections run it).
         """
         if table not in self.tables:
             return
