@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sqlite3
 import warnings
@@ -28,7 +27,7 @@ import numpy as np
 
 from ..core.atomic import atomic_path
 from ..core.errors import BadInputError
-from .sqlite_export import connect_readonly, open_export
+from .sqlite_export import open_export
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -70,9 +69,6 @@ _COPY_KIND_BY_ENUM = {"HTOD": "h2d", "DTOH": "d2h", "DTOD": "d2d", "PTOP": "d2d"
                       "UVM_HTOD": "h2d", "UVM_DTOH": "d2h", "UVM_DTOD": "d2d"}
 
 CHUNK_ROWS = 1 << 18
-#: threads `iter_columns` aggregates a table of several windows with, and the rows of their windows
-READ_THREADS = min(4, os.cpu_count() or 1)
-PARALLEL_CHUNK_ROWS = 1 << 16
 
 
 def pid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
@@ -506,12 +502,6 @@ class NsysExport:
         values numpy cannot parse as integers (REAL, text) is fetched row by row instead.
         Prefer raw columns to arithmetic on them: SQLite reads a corrupt text value as 0 inside
         `end - start`, while numpy's parser refuses it (and the slow path reports it).
-
-        A table of several windows is aggregated by up to `READ_THREADS` threads, each on its own
-        read-only connection (SQLite runs a whole window's aggregate without Python's lock): a
-        single big export uses the cores its pass would leave idle (issue 25: 720k ranges 0.75 ->
-        0.4 s on 2 cores). Windows are still yielded in rowid order. So `where` may name the
-        table's own columns only (no temp or attached tables: other connections run it).
         """
         if table not in self.tables:
             return
@@ -523,10 +513,12 @@ class NsysExport:
         agg = ", ".join(f"group_concat(ifnull({e}, -1))" for e in exprs)
         sql = f'SELECT count(*), {agg} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
         plain = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
-        threads = min(READ_THREADS, (int(hi) - int(lo)) // PARALLEL_CHUNK_ROWS + 1)
-        step = chunk_rows if threads < 2 else min(chunk_rows, PARALLEL_CHUNK_ROWS)
-        windows = [(a, a + step, *params) for a in range(int(lo), int(hi) + 1, step)]
-        for args, row in self._aggregates(sql, windows, threads):
+        for a in range(int(lo), int(hi) + 1, chunk_rows):
+            args = (a, a + chunk_rows, *params)
+            try:
+                row = self.con.execute(sql, args).fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
             n = int(row[0])
             if n == 0:
                 continue
@@ -534,49 +526,6 @@ class NsysExport:
                 yield [_parse_ints(v, n) for v in row[1:]]
             except ValueError:
                 yield self._slow_chunk(table, plain, args, len(exprs))
-
-    def _aggregates(self, sql: str, windows: list[tuple], threads: int) -> Iterator[tuple[tuple, tuple]]:
-        """(args, the one row `sql` returns for them) per window, in order: on this connection, or
-        on `threads` threads with a read-only connection each, at most two windows ahead per thread."""
-        try:
-            if threads < 2:
-                for args in windows:
-                    yield args, self.con.execute(sql, args).fetchone()
-                return
-            from concurrent.futures import ThreadPoolExecutor
-            from queue import Empty, SimpleQueue
-
-            spare: SimpleQueue = SimpleQueue()     # connections free for the next window
-            opened: list[sqlite3.Connection] = []
-
-            def run(args: tuple) -> tuple:
-                try:
-                    con = spare.get_nowait()
-                except Empty:
-                    con = connect_readonly(self.path, check_same_thread=False)
-                    opened.append(con)
-                try:
-                    return con.execute(sql, args).fetchone()
-                finally:
-                    spare.put(con)
-
-            try:
-                with ThreadPoolExecutor(threads) as pool:
-                    ahead = [pool.submit(run, a) for a in windows[:2 * threads]]
-                    try:
-                        for k, args in enumerate(windows):
-                            row = ahead[k].result()
-                            if k + 2 * threads < len(windows):
-                                ahead.append(pool.submit(run, windows[k + 2 * threads]))
-                            yield args, row
-                    finally:
-                        for f in ahead:
-                            f.cancel()
-            finally:
-                for con in opened:
-                    con.close()
-        except sqlite3.DatabaseError as exc:
-            raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
 
     def _slow_chunk(self, table: str, sql: str, args: Sequence[object], ncols: int) -> list[np.ndarray]:
         try:
