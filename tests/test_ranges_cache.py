@@ -2,7 +2,8 @@
 pass 1 (steps) and pass 2 (summary); pass 1 keeps the columns in the work dir and pass 2 loads them.
 What comes back must be the very arrays and lists a fresh read gives, on exports with registered
 strings, with texts in the `text` column and with named domains; a rewritten export is read afresh;
-and a real collect writes one cache file per export, in its work dir only.
+and a real collect writes one cache file per export, in its work dir only. The cache keeps the
+ranges' same-thread nesting too: the index pass 2 builds from it equals one nested afresh.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from testdata import data_path  # noqa: E402
 from verlprof.stages.readers.nsys_sqlite import NsysExport, NvtxRanges  # noqa: E402
+from verlprof.stages.readers.nvtx_tree import RangeIndex  # noqa: E402
 
 EXPORTS = ["gpu_captures/whole-emit-nvtx/whole_956.sqlite",          # emit_nvtx, registered strings
            "captures/nsysai_h100_2gpu/h100_2gpu_1s.sqlite",
@@ -49,6 +51,28 @@ def test_cached_ranges_equal_a_fresh_read(rel: str, tmp_path: Path) -> None:
     assert len(list(tmp_path.glob("*.npz"))) == 1
     _assert_same(_read(src, tmp_path), fresh)            # loads
     assert any(d for d in fresh.domain) or rel != EXPORTS[0]   # emit_nvtx names its domain
+
+
+@pytest.mark.parametrize("rel", EXPORTS)
+def test_cached_nesting_equals_nesting_afresh(rel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pass 1 finds the nesting and keeps it; pass 2's index takes it instead of nesting again."""
+    from verlprof.stages.readers import nvtx_tree
+
+    src = data_path(rel)
+    fresh = _read(src, None)
+    assert fresh.parent is None                          # no cache: nothing kept, the index nests
+    a = RangeIndex.build(fresh)
+    _read(src, tmp_path)
+    cached = _read(src, tmp_path)
+    assert cached.parent is not None and cached.parent.dtype == np.int64
+
+    def no_nesting(*_args: object) -> None:
+        raise AssertionError("nested again")
+
+    monkeypatch.setattr(nvtx_tree, "_parents", no_nesting)
+    b = RangeIndex.build(cached)
+    assert np.array_equal(a.parent, b.parent) and np.array_equal(a.depth, b.depth)
+    assert (a.parent >= 0).any() or rel not in EXPORTS[:2]   # the emit_nvtx captures nest deeply
 
 
 def test_text_column_and_rewritten_export(tmp_path: Path) -> None:
