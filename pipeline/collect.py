@@ -149,6 +149,7 @@ class Run:
     checked: dict[str, str] = field(default_factory=dict)     # staged name -> sha256 checked in a pass-2 job
     findings: list[Any] = field(default_factory=list)         # the checker's findings in those files
     pieces: list[Any] = field(default_factory=list)           # merged_trace.Piece of every window, checked
+    spool: Any = None                                         # merged_trace.Spool: the pieces' bodies
 
     @property
     def artifacts(self) -> list[Artifact]:
@@ -188,6 +189,8 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         check(run, scrub_options)
         publish(run)
     finally:
+        if run.spool is not None:
+            run.spool.close()
         if run.staging.exists():
             shutil.rmtree(run.staging, ignore_errors=True)
     if opts.pack:
@@ -433,7 +436,10 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     failed: why). Returns (scrubbed rows, trace facts)."""
     from ..stages.summarize import SummarizeOptions, merge_rows
 
+    from .merged_trace import Spool
+
     run.staging.mkdir(parents=True)
+    run.spool = Spool(run.opts.work_dir)
     step = window.choice.step if window.choice is not None else None
     sopts = SummarizeOptions(step=step if step is not None else run.opts.step, top=run.opts.top,
                              step_range=run.opts.step_range, ranges_cache=ranges_cache(run))
@@ -445,6 +451,8 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
         if res.value is not None and res.value.files:       # shipped from another node
             _write_files(run.staging, res.value.files)
             res.value.files = {}
+        if res.value is not None and res.value.piece is not None:
+            run.spool.keep(res.value.piece)
 
     # One job per source (it opens a raw export once), the largest first so that the last job to
     # start is a small one.
@@ -651,7 +659,7 @@ def write_bundle(run: Run, rows: dict[str, Any], extra: dict[str, Any], scrub_op
         from .merged_trace import write_merged_trace
 
         merged = write_merged_trace(staging, run.pieces, lambda files: check_written(files, scrub_options),
-                                    run.opts.work_dir)
+                                    run.opts.work_dir, run.spool)
         if merged:
             manifest["merged_trace"], run.checked[merged[0]], found = merged
             run.findings += found
