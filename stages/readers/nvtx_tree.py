@@ -24,7 +24,8 @@ class ThreadIndex:
 
     idx: np.ndarray             # global range indices, ascending (= start order on the thread)
     start: np.ndarray           # their starts
-    levels: list[np.ndarray]    # levels[k][b]: max end of ranges b*2^k .. (b+1)*2^k - 1 (whole blocks)
+    maxima: np.ndarray          # maxima[first[k] + b]: max end of ranges b*2^k .. (b+1)*2^k - 1 (whole blocks)
+    first: np.ndarray           # where level k begins in `maxima` (one array: a lookup is one gather)
     bounds: np.ndarray          # (first start, last end) of the thread's ranges
 
     @classmethod
@@ -34,7 +35,8 @@ class ThreadIndex:
         while levels[-1].size > 1:
             prev = levels[-1][: levels[-1].size // 2 * 2]
             levels.append(np.maximum(prev[0::2], prev[1::2]))
-        return cls(idx, start[idx], levels, np.array([start[idx].min(), e.max()], np.int64))
+        first = np.concatenate(([0], np.cumsum([lv.size for lv in levels])[:-1])).astype(np.int64)
+        return cls(idx, start[idx], np.concatenate(levels), first, np.array([start[idx].min(), e.max()], np.int64))
 
     def last_covering(self, before: np.ndarray, at_least: np.ndarray) -> np.ndarray:
         """Per query q, the largest position j < before[q] whose range ends at or after
@@ -61,11 +63,7 @@ class ThreadIndex:
         return np.where(lev >= 0, pos - 1, -1)
 
     def _max(self, k: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = np.empty(k.size, np.int64)
-        for level in np.unique(k).tolist():
-            m = k == level
-            out[m] = self.levels[level][b[m]]
-        return out
+        return self.maxima[self.first[k] + b]
 
 
 @dataclass

@@ -81,10 +81,11 @@ def check_header(path: Path) -> int:
     return size
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open an export read-only without creating journals: inputs may sit on read-only media."""
+def connect_readonly(path: Path, check_same_thread: bool = True) -> sqlite3.Connection:
+    """Open an export read-only without creating journals: inputs may sit on read-only media.
+    `check_same_thread=False`: a reader thread's connection, closed by the thread that made it."""
     uri = f"file:{_quote_uri_path(path)}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True)
+    return sqlite3.connect(uri, uri=True, check_same_thread=check_same_thread)
 
 
 def open_export(path: str | Path) -> tuple[sqlite3.Connection, "ExportInfo"]:

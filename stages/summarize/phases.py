@@ -90,8 +90,8 @@ def _parents_first(r: NvtxRanges, main: dict[int, int]) -> np.ndarray:
 
 def _phase_mask(r: NvtxRanges) -> np.ndarray:
     """Per range: made by verl or the user (not a library NVTX domain); judged once per domain."""
-    verdict = {d: is_phase_range(d) for d in set(r.domain)}
-    return np.fromiter(map(verdict.__getitem__, r.domain), bool, len(r))
+    codes, domains = r.domain_codes()
+    return np.array([is_phase_range(d) for d in domains], bool)[codes] if domains else np.zeros(len(r), bool)
 
 
 def _owner(r: NvtxRanges, parent: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -170,22 +170,21 @@ def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIn
     groups = _phase_groups(r, parent, owner, np.flatnonzero(selected & is_phase))
     phases: list[dict[str, Any]] = []
     for (pid, path), members in groups.items():
-        tree = index.subtrees([j for i in members for j in (i, *adopted.get(i, ()))] if adopted else members)
+        tree = index.subtrees([j for i in members.tolist() for j in (i, *adopted.get(i, ()))] if adopted else members)
         sel_ops = op_slice(tree)
-        starts = [int(r.start[i]) for i in members]
-        ends = [int(r.end[i]) for i in members]
+        starts, ends = r.start[members], r.end[members]
         lvl = mem.get(pid)
         peak = None
         if lvl is not None:
-            peak = max((_mem_peak(lvl, s, e) or 0) for s, e in zip(starts, ends))
+            peak = max((_mem_peak(lvl, s, e) or 0) for s, e in zip(starts.tolist(), ends.tolist()))
         row = _numbers(ops, cat, sel_ops)
-        wall = int(sum(e - s for s, e in zip(starts, ends)))
+        wall = int((ends - starts).sum())
         name = path[-1]
         phases.append({
             **ident.keys(step_of_pid.get(pid, default_step)), "pid": pid,
             "phase": name, "stage": canonical_stage(name, ident.role), "parent": path[-2] if len(path) > 1 else None,
             "depth": len(path) - 1, "path": PATH_SEP.join(path), "instances": len(members),
-            "start_ns": offset + min(starts), "wall_ns": wall, **row,
+            "start_ns": offset + int(starts.min()), "wall_ns": wall, **row,
             **_inherited_numbers(ops, inherited_slice(tree)),
             "idle_ns": max(0, wall - row["gpu_busy_ns"]),
             "api_ns": int(api_ns[tree].sum()), "mem_peak_bytes": peak,
@@ -227,7 +226,7 @@ PATH_SEP = " > "
 
 
 def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.ndarray
-                  ) -> dict[tuple[int, tuple[str, ...]], list[int]]:
+                  ) -> dict[tuple[int, tuple[str, ...]], np.ndarray]:
     """(pid, path) -> the ranges of `ids` with that path in that process (ascending), in the order of
     each group's first range; a path is the normalised names of a range's phase ancestors and itself
     (`step > gen > aten::mm`).
@@ -257,10 +256,10 @@ def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.
         if at.size == 0:
             continue
         base = path_id[up[at]] if lv else np.full(at.size, -1, np.int64)
-        pairs, inv = np.unique(np.stack([base, name[at]], axis=1), axis=0, return_inverse=True)
+        pairs, inv = np.unique((base + 1) * len(names) + name[at], return_inverse=True)   # (base, name) order
         path_id[at] = len(path_up) + inv.reshape(-1)
-        path_up += pairs[:, 0].tolist()
-        path_name += pairs[:, 1].tolist()
+        path_up += (pairs // len(names) - 1).tolist()
+        path_name += (pairs % len(names)).tolist()
     spelled: dict[int, tuple[str, ...]] = {}
 
     def spell(k: int) -> tuple[str, ...]:
@@ -268,12 +267,13 @@ def _phase_groups(r: NvtxRanges, parent: np.ndarray, owner: np.ndarray, ids: np.
             spelled[k] = (spell(path_up[k]) if path_up[k] >= 0 else ()) + (names[path_name[k]],)
         return spelled[k]
 
-    pid = pid_of_gtid(r.gtid[ids])
-    keys, first, inv = np.unique(np.stack([pid, path_id[ids]], axis=1), axis=0, return_index=True,
-                                 return_inverse=True)
+    pids, pid_code = np.unique(pid_of_gtid(r.gtid[ids]), return_inverse=True)
+    keys, first, inv = np.unique(pid_code.reshape(-1) * len(path_up) + path_id[ids], return_index=True,
+                                 return_inverse=True)   # (pid, path) order, as one integer per range
     inv = inv.reshape(-1)
     members = np.split(ids[np.argsort(inv, kind="stable")], np.cumsum(np.bincount(inv, minlength=len(keys)))[:-1])
-    return {(int(keys[g, 0]), spell(int(keys[g, 1]))): members[g].tolist() for g in np.argsort(first).tolist()}
+    return {(int(pids[k // len(path_up)]), spell(int(k % len(path_up)))): members[g]
+            for g, k in ((g, int(keys[g])) for g in np.argsort(first).tolist())}
 
 
 def _main_threads(r: NvtxRanges, index: RangeIndex) -> dict[int, int]:

@@ -160,8 +160,8 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
     marks = [(("step_range", None) if user_re.search(t) else None) if user_re else step_marker(t) for t in names]
     stages = [verl_stage(t, ident.role) for t in names]
     is_marker = np.array([m is not None for m in marks], bool)[codes]
-    dom: dict[str | None, bool] = {}
-    keep = np.fromiter((dom[d] if d in dom else dom.setdefault(d, is_phase_range(d)) for d in r.domain), bool, n)
+    dom_codes, domains = r.domain_codes()
+    keep = np.array([is_phase_range(d) for d in domains], bool)[dom_codes]
     parent = ix.parent
     has_kept_parent = (parent >= 0) & keep[np.maximum(parent, 0)] & ~is_marker[np.maximum(parent, 0)]
     plain = keep & ~is_marker
