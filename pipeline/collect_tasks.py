@@ -5,9 +5,10 @@ every input are known, and the pseudonym map only once the hosts, users and secr
 input are known. So pass 1 (`survey_input`) learns, in one visit of each raw input, everything the
 run must decide together: who recorded it (role/rank), what it reveals for the pseudonym map, and
 its steps. The caller chooses one window and builds one pseudonym map for the whole run. Pass 2
-(`summarize_and_publish`) then visits each input once more to summarize the chosen step, scrub the
-rows and cut, scrub and convert its window trace, all in the worker, so only scrubbed results come
-back (on Ray: only scrubbed bytes leave the node that holds the input).
+(`summarize_and_publish`) then opens each input once more to summarize the chosen step, scrub the
+rows, cut, scrub and convert its window trace and check what it wrote (with the window's piece of
+the merged trace), all in the worker, so only scrubbed and checked results come back (on Ray: only
+scrubbed bytes leave the node that holds the input).
 
 The same functions run inline, in a process pool or as Ray tasks pinned to the input's node.
 """
