@@ -451,7 +451,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
         if res.value is not None and res.value.files:       # shipped from another node
             _write_files(run.staging, res.value.files)
             res.value.files = {}
-        if res.value is not None and res.value.piece is not None:
+        if res.value is not None and res.value.piece is not None and res.value.trace_error is None:
             run.spool.keep(res.value.piece)
 
     # One job per source (it opens a raw export once), the largest first so that the last job to
@@ -466,9 +466,10 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     published = list(by_rel.values())
     for p in published:
         run.counts.update(p.counts)
-        run.checked.update(p.checked)
         run.findings += p.findings
-        run.pieces += [p.piece] if p.piece is not None else []
+        if p.trace_error is None:      # a window that failed on the way is checked at run level
+            run.checked.update(p.checked)
+            run.pieces += [p.piece] if p.piece is not None else []
     rows = merge_rows([p.rows for p in published if p.rows is not None])
     memory = [(i, s) for i, s in surveys if i.kind == MEMORY]
     rows = _add_memory(run, rows, memory, step, popts)
