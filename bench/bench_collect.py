@@ -16,6 +16,7 @@ page cache:
     python bench/bench_collect.py                       # 100 MB
     python bench/bench_collect.py --mb 100 --mb 1100 --many 8
     python bench/bench_collect.py --mb 100 --many 64 --many-jobs 2     # 64 reports: memory stays flat
+    python bench/bench_collect.py --many 8 --repeat 3                 # medians of 3 alternating runs
 
 Targets (issue 24): N reports on C cores >= 0.8 x min(N, C) faster than --jobs 1; 64 reports of
 100 MB with peak RSS < 1 GB; 1 GB collect <= 2x `nsys stats` kernel sum alone, in the same run.
@@ -130,6 +131,9 @@ def main() -> int:
     ap.add_argument("--many-jobs", type=int, action="append",
                     help="--jobs values for the --many run (default: 1 and --jobs)")
     ap.add_argument("--tmp", type=Path, default=None, help="scratch folder (default: a temp dir)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="--many: run every --jobs value this many times, alternating, and compare medians "
+                         "(on a shared machine one run each is noise)")
     args = ap.parse_args()
     sizes = args.mb or [100]
     nsys = _nsys()
@@ -174,16 +178,28 @@ def main() -> int:
             copies.append(dst)
         _warm(copies[:8])
         cores = os.cpu_count() or 1
-        runs = [(j, run_collect(copies, j, tmp)) for j in (args.many_jobs or [1, args.jobs])]
+        jobs = args.many_jobs or [1, args.jobs]
+        runs: dict[int, list[tuple[float, dict]]] = {j: [] for j in jobs}
+        for _ in range(max(1, args.repeat)):
+            for j in jobs:
+                load = os.getloadavg()[0]
+                runs[j].append((load, run_collect(copies, j, tmp)))
         print()
-        print(f"{args.many} reports of 100 MB in one collect ({cores} cores, load average before: "
-              f"{os.getloadavg()[0]:.1f}):")
-        base = next((col["seconds"] for j, col in runs if j == 1), None)
-        for j, col in runs:
+        print(f"{args.many} reports of 100 MB in one collect ({cores} cores; load average before each run in []):")
+
+        def median(j: int) -> dict:
+            return sorted((col for _l, col in runs[j]), key=lambda c: c["seconds"])[(len(runs[j]) - 1) // 2]
+
+        base = median(1)["seconds"] if 1 in runs else None
+        for j in jobs:
+            col = median(j)
             speed = f"speed-up {base / col['seconds']:.2f}x (target >= {0.8 * min(args.many, j, cores):.2f}x)" \
                 if base else ""
+            each = " ".join(f"{c['seconds']:.1f}[{load:.1f}]" for load, c in runs[j])
             print(f"  --jobs {j:<3} {col['seconds']:7.1f} s  peak: collect {col['rss_mb']:.0f} MB, largest worker "
                   f"{col['worker_rss_mb']:.0f} MB  exit {col['exit']}  {speed}")
+            if len(runs[j]) > 1:
+                print(f"           median of {len(runs[j])}: {each}")
             print("           " + " ".join(f"{k}={v:.1f}" for k, v in col["stages"].items()))
     if not args.tmp:
         shutil.rmtree(tmp, ignore_errors=True)

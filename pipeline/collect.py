@@ -70,7 +70,7 @@ from .collect_tasks import (
     survey_input,
 )
 from .collect_manifest import after_run_findings, artifact_statuses, build_manifest, bundle_salt
-from .executors import Executor, Job, TaskResult, make_executor, run_all, run_jobs
+from .executors import Executor, Job, TaskResult, make_executor, run_jobs
 
 NSYS_KINDS = (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
 
@@ -149,6 +149,7 @@ class Run:
     checked: dict[str, str] = field(default_factory=dict)     # staged name -> sha256 checked in a pass-2 job
     findings: list[Any] = field(default_factory=list)         # the checker's findings in those files
     pieces: list[Any] = field(default_factory=list)           # merged_trace.Piece of every window, checked
+    spool: Any = None                                         # merged_trace.Spool: the pieces' bodies
 
     @property
     def artifacts(self) -> list[Artifact]:
@@ -188,6 +189,8 @@ def run_collect(opts: CollectOptions, progress: Any = None, executor: Executor |
         check(run, scrub_options)
         publish(run)
     finally:
+        if run.spool is not None:
+            run.spool.close()
         if run.staging.exists():
             shutil.rmtree(run.staging, ignore_errors=True)
     if opts.pack:
@@ -433,7 +436,10 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     failed: why). Returns (scrubbed rows, trace facts)."""
     from ..stages.summarize import SummarizeOptions, merge_rows
 
+    from .merged_trace import Spool
+
     run.staging.mkdir(parents=True)
+    run.spool = Spool(run.opts.work_dir)
     step = window.choice.step if window.choice is not None else None
     sopts = SummarizeOptions(step=step if step is not None else run.opts.step, top=run.opts.top,
                              step_range=run.opts.step_range, ranges_cache=ranges_cache(run))
@@ -445,6 +451,8 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
         if res.value is not None and res.value.files:       # shipped from another node
             _write_files(run.staging, res.value.files)
             res.value.files = {}
+        if res.value is not None and res.value.piece is not None and res.value.trace_error is None:
+            run.spool.keep(res.value.piece)
 
     # One job per source (it opens a raw export once), the largest first so that the last job to
     # start is a small one.
@@ -458,9 +466,10 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     published = list(by_rel.values())
     for p in published:
         run.counts.update(p.counts)
-        run.checked.update(p.checked)
         run.findings += p.findings
-        run.pieces += [p.piece] if p.piece is not None else []
+        if p.trace_error is None:      # a window that failed on the way is checked at run level
+            run.checked.update(p.checked)
+            run.pieces += [p.piece] if p.piece is not None else []
     rows = merge_rows([p.rows for p in published if p.rows is not None])
     memory = [(i, s) for i, s in surveys if i.kind == MEMORY]
     rows = _add_memory(run, rows, memory, step, popts)
@@ -651,7 +660,7 @@ def write_bundle(run: Run, rows: dict[str, Any], extra: dict[str, Any], scrub_op
         from .merged_trace import write_merged_trace
 
         merged = write_merged_trace(staging, run.pieces, lambda files: check_written(files, scrub_options),
-                                    run.opts.work_dir)
+                                    run.opts.work_dir, run.spool)
         if merged:
             manifest["merged_trace"], run.checked[merged[0]], found = merged
             run.findings += found
@@ -697,64 +706,38 @@ def failure_list(result: CollectResult, limit: int = 3) -> str:
 
 
 def check(run: Run, scrub_options: Any) -> None:
-    """Re-scan every staged file before publishing, in parallel on this machine (the bundle is
-    here, also on Ray). The window traces and the merged trace were checked in pass 2, in
-    parallel where each source lies; their findings count here, and each is re-read only if its
-    bytes are no longer the ones checked (sha256)."""
-    _verify(run.staging, run.progress, scrub_options.pseudonyms, jobs=run.opts.jobs, checked=run.checked,
-            findings=run.findings)
+    """Re-scan every staged file before publishing (the bundle is here, also on Ray). The window
+    traces and the merged trace were checked in pass 2, in parallel where each source lies: their
+    findings count here, and each is read again only if its bytes are no longer the ones checked."""
+    _verify(run.staging, run.progress, scrub_options.pseudonyms, checked=run.checked, findings=run.findings)
 
 
-def _verify(staging: Path, progress: Any, known: Any = None, jobs: int | None = 1,
-            checked: dict[str, str] | None = None, findings: list[Any] | None = None) -> None:
+def _verify(staging: Path, progress: Any, known: Any = None, checked: dict[str, str] | None = None,
+            findings: list[Any] | None = None) -> None:
     """Refuse to publish a bundle in which the checker still finds a secret (the staging folder is
     then removed, so nothing unsafe is ever left at OUT). `checked`: staged names already checked
-    (by sha256), `findings` what that check found. Files are checked in up to `jobs` processes,
-    one per _CHECK_SHARE bytes (a pool costs more than checking a few small files)."""
+    (by sha256), `findings` what that check found; the rest (summaries, manifest, report: small)
+    is checked here."""
     from ..stages.core.hashing import sha256_file
+    from ..stages.scrub import check_paths
 
     task = progress.add_task("check", total=1, last="")
     files = []
     for p in sorted(p for p in staging.rglob("*") if p.is_file() or p.is_symlink()):
         rel = p.relative_to(staging).as_posix()
         if rel not in (checked or {}) or p.is_symlink() or sha256_file(p) != checked[rel]:
-            files.append(str(p))
-    size = sum(os.lstat(f).st_size for f in files)
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(files), -(-size // _CHECK_SHARE)))
-    results = run_all(make_executor(workers), check_files, _balanced(files, workers), known)
+            files.append(p)
     found = [replace(f, path=str(staging / f.path)) for f in findings or []]
-    for r in results:
-        if r.error is not None:
-            raise RefusedError(None, f"refusing to publish: the check could not read the bundle ({r.error})")
-        found += r.value
+    try:
+        found += check_paths(files, known=known) if files else []
+    except Exception as exc:  # noqa: BLE001 - an unreadable bundle is never published
+        raise RefusedError(None, f"refusing to publish: the check could not read the bundle ({exc})") from None
     progress.update(task, completed=1)
     if found:
         where = "; ".join(f"{Path(f.path).relative_to(staging) if Path(f.path).is_relative_to(staging) else f.path}"
                           f" {f.location} ({f.kind})" for f in found[:5])
         raise RefusedError(None, f"refusing to publish: the checker found {len(found)} possible secret(s) "
                              f"in the bundle: {where}")
-
-
-_CHECK_SHARE = 32 << 20     # bytes of staged files per check worker
-
-
-def _balanced(files: list[str], workers: int) -> list[list[str]]:
-    """Files dealt to `workers` shares of about equal bytes, largest first (the all-ranks trace and
-    the window traces dominate; a round-robin by name left one worker with most of them)."""
-    shares: list[list[str]] = [[] for _ in range(workers)]
-    load = [0] * workers
-    for f in sorted(files, key=lambda f: -os.lstat(f).st_size):
-        k = load.index(min(load))
-        shares[k].append(f)
-        load[k] += os.lstat(f).st_size
-    return [sorted(s) for s in shares if s]
-
-
-def check_files(files: list[str], known: Any = None) -> list[Any]:
-    """The checker's findings in some files of a bundle (one worker's share)."""
-    from ..stages.scrub import check_paths
-
-    return check_paths(files, known=known) if files else []
 
 
 def _prepare_out(out: Path) -> None:

@@ -5,9 +5,10 @@ every input are known, and the pseudonym map only once the hosts, users and secr
 input are known. So pass 1 (`survey_input`) learns, in one visit of each raw input, everything the
 run must decide together: who recorded it (role/rank), what it reveals for the pseudonym map, and
 its steps. The caller chooses one window and builds one pseudonym map for the whole run. Pass 2
-(`summarize_and_publish`) then visits each input once more to summarize the chosen step, scrub the
-rows and cut, scrub and convert its window trace, all in the worker, so only scrubbed results come
-back (on Ray: only scrubbed bytes leave the node that holds the input).
+(`summarize_and_publish`) then opens each input once more to summarize the chosen step, scrub the
+rows, cut, scrub and convert its window trace and check what it wrote (with the window's piece of
+the merged trace), all in the worker, so only scrubbed and checked results come back (on Ray: only
+scrubbed bytes leave the node that holds the input).
 
 The same functions run inline, in a process pool or as Ray tasks pinned to the input's node.
 """
@@ -245,14 +246,18 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
     scratch = Path(tempfile.mkdtemp(prefix="verlprof-window-", dir=options.work_dir))
     root = scratch if options.ship else Path(item.trace.out_dir)
     try:
-        out.trace = publish_window((replace(item.trace, out_dir=root), cut), options.scrub)
-        files = {n: root / n for n in sorted(set(out.trace["outputs"].values()))}
-        out.checked = {n: sha256_file(f) for n, f in files.items()}
-        chrome = out.trace["outputs"].get("chrome")
+        facts = publish_window((replace(item.trace, out_dir=root), cut), options.scrub)
+        files = {n: root / n for n in sorted(set(facts["outputs"].values()))}
+        chrome, piece = facts["outputs"].get("chrome"), None
+        to_check = dict(files)
         if chrome:
-            out.piece = make_piece(root / chrome, item.index, out.trace["source"], (out.rows or {}).get("phases") or [])
-            piece = write_alone(scratch / f"piece-{NAME}", out.piece.body)
-        out.findings = check_written({**files, **({f"traces/{NAME}": piece} if chrome else {})}, options.scrub)
+            piece = make_piece(root / chrome, item.index, facts["source"], (out.rows or {}).get("phases") or [])
+            to_check[f"traces/{NAME}"] = write_alone(scratch / f"piece-{NAME}", piece.body)
+        findings = check_written(to_check, options.scrub)
+        # Only now, all of it checked: a window that failed on the way leaves its files to the
+        # run-level check and no piece in the merged trace.
+        out.trace, out.piece, out.findings = facts, piece, findings
+        out.checked = {n: sha256_file(f) for n, f in files.items()}
         if options.ship:
             out.files = {n: f.read_bytes() for n, f in files.items()}
     finally:

@@ -54,9 +54,35 @@ class Piece:
     `,\\n` (no brackets), checked where it was made."""
 
     index: int                                   # the source's place in the run
-    body: bytes = b""                            # the gzip member; b"" when it holds no event
+    body: bytes = b""                            # the gzip member; b"" when it holds no event (or spooled)
     count: int = 0                               # events in it
     processes: list[tuple[str, Any, int, str]] = field(default_factory=list)  # (role, rank, pid, label)
+    at: tuple[int, int] | None = None            # (offset, size) of the body in the run's Spool
+
+
+class Spool:
+    """The pieces' bodies in one temp file as they arrive, so the run holds none in memory (a
+    thousand ranks' windows would not fit); removed when closed."""
+
+    def __init__(self, folder: Path) -> None:
+        self._f = tempfile.TemporaryFile(dir=folder)
+
+    def keep(self, piece: Piece) -> Piece:
+        if piece.body:
+            self._f.seek(0, 2)
+            piece.at = (self._f.tell(), len(piece.body))
+            self._f.write(piece.body)
+            piece.body = b""
+        return piece
+
+    def body(self, piece: Piece) -> bytes:
+        if piece.at is None:
+            return piece.body
+        self._f.seek(piece.at[0])
+        return self._f.read(piece.at[1])
+
+    def close(self) -> None:
+        self._f.close()
 
 
 Check = Callable[[dict[str, Path]], list[Any]]   # {bundle name: file} -> the checker's findings
@@ -133,9 +159,10 @@ def write_alone(path: Path, body: bytes, head_events: Iterable[bytes] = ()) -> P
     return path
 
 
-def write_merged_trace(bundle: Path, pieces: list[Piece], check: Check, scratch: Path) -> tuple[str, str, list[Any]] | None:
-    """Write `bundle/traces/all_ranks.trace.json.gz` from the sources' pieces (fewer than two: no
-    file, None). Returns (its bundle-relative name, its sha256, the checker's findings in the
+def write_merged_trace(bundle: Path, pieces: list[Piece], check: Check, scratch: Path,
+                       spool: Spool | None = None) -> tuple[str, str, list[Any]] | None:
+    """Write `bundle/traces/all_ranks.trace.json.gz` from the sources' pieces (their bodies in
+    `spool` where kept there; fewer than two pieces: no file, None). Returns (its bundle-relative name, its sha256, the checker's findings in the
     head): every byte of the file has then been checked, the pieces where they were made."""
     pieces = sorted(pieces, key=lambda p: p.index)
     if len(pieces) < 2:
@@ -153,7 +180,7 @@ def write_merged_trace(bundle: Path, pieces: list[Piece], check: Check, scratch:
     out = bundle / "traces" / NAME
     digest = hashlib.sha256()
     with atomic_path(out) as tmp, open(tmp, "wb") as f:
-        for member in _document(head, (p.body for p in pieces)):
+        for member in _document(head, (spool.body(p) if spool else p.body for p in pieces)):
             f.write(member)
             digest.update(member)
     return rel, digest.hexdigest(), findings

@@ -96,3 +96,45 @@ def test_run_level_check_trusts_only_the_bytes_checked(tmp_path: Path) -> None:
     # a pass-2 verdict holds only for the bytes it was given: changed bytes are read again
     with pytest.raises(RefusedError, match="traces/w.trace.json.gz"):
         collect._verify(staging, NoProgress(), checked={"traces/w.trace.json.gz": "0" * 64}, findings=[])
+
+
+def test_a_window_that_fails_after_it_is_written_is_checked_at_run_level(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what pass 2 checked to the end is trusted: a window whose piece could not be made
+    keeps no piece in the merged trace and is read by the run-level check."""
+    import verlprof.pipeline.merged_trace as merged
+    import verlprof.stages.scrub as scrub
+
+    src = tmp_path / "run"
+    shutil.copytree(data_dir("gloo_ranks/nsys"), src)
+
+    def broken(chrome: Path, index: int, *args, **kwargs):
+        if index == 0:
+            raise OSError("disk gone")
+        return real_piece(chrome, index, *args, **kwargs)
+
+    seen: list[str] = []
+    at_run_level = [False]
+
+    def recording(paths, *args, **kwargs):
+        if at_run_level[0]:
+            seen.extend(str(p) for p in paths)
+        return real_check(paths, *args, **kwargs)
+
+    def run_level_check(*args, **kwargs):
+        at_run_level[0] = True
+        return real_run_check(*args, **kwargs)
+
+    real_piece, real_check, real_run_check = merged.make_piece, scrub.check_paths, collect.check
+    monkeypatch.setattr(merged, "make_piece", broken)
+    monkeypatch.setattr(scrub, "check_paths", recording)
+    monkeypatch.setattr(collect, "check", run_level_check)
+    res = collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / "out", work_dir=tmp_path / "work",
+                                                     jobs=1))
+    assert res.exit_code == 3
+    failed = [o for o in res.outcomes if o.stage == "traces" and o.status == "failed"]
+    assert len(failed) == 1 and "disk gone" in failed[0].detail
+    windows = [p for p in seen if "/traces/" in p]
+    assert len(windows) == 2 and all(Path(p).name.startswith(failed[0].artifact.split(".")[0]) for p in windows), seen
+    merged_events = _events(tmp_path / "out" / res.manifest["merged_trace"])
+    assert len({e["pid"] // merged.PID_BLOCK for e in merged_events}) == 3
