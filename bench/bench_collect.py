@@ -187,8 +187,8 @@ def main() -> int:
         print()
         print(f"{args.many} reports of 100 MB in one collect ({cores} cores; load average before each run in []):")
 
-        def median(j: int) -> dict:
-            return sorted((col for _l, col in runs[j]), key=lambda c: c["seconds"])[(len(runs[j]) - 1) // 2]
+        def median(j: int) -> dict:   # of an even count, the slower middle run
+            return sorted((col for _l, col in runs[j]), key=lambda c: c["seconds"])[len(runs[j]) // 2]
 
         base = median(1)["seconds"] if 1 in runs else None
         for j in jobs:
