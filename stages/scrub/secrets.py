@@ -22,6 +22,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import os
+import pickle
 import re
 import socket
 import sys
@@ -29,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..core.errors import BadInputError
 from .hidden import (
@@ -295,6 +296,10 @@ class NameRule:
         self.suffixes = tuple(s.lower() for s in policy.name_suffixes)
         self.allow = frozenset(a.upper() for a in policy.allow_names)
         self._cache: dict[str, bool] = {}
+        # Every word `_decide` can match is a substring of the lower-cased name, so one C scan
+        # for any of them rules out almost every name before it is split into words.
+        needles = sorted({n for n in self.words | set(self.suffixes) if n}, key=len, reverse=True)
+        self._any = re.compile("|".join(map(re.escape, needles))) if needles else None
 
     def __call__(self, name: str) -> bool:
         hit = self._cache.get(name)
@@ -306,7 +311,7 @@ class NameRule:
 
     def _decide(self, name: str) -> bool:
         bare = name.strip().strip("\"'").lstrip("-")
-        if not bare or bare.upper() in self.allow:
+        if not bare or self._any is None or not self._any.search(bare.lower()) or bare.upper() in self.allow:
             return False
         words = name_words(bare)
         if len(words) > 1 and words[-1] in _WHERE_WORDS:
@@ -603,6 +608,7 @@ class IdentityCollector:
         self.ids = Identities()
         self._keep_users = frozenset(policy.keep_users)
         self._patterns = _compile_patterns(policy)
+        self._any_hint = _any_hint_gate(self._patterns)
         self._seen: set[int] = set()
         self._visited: set[int] = set()
         self._keepalive: list[Any] = []
@@ -684,6 +690,8 @@ class IdentityCollector:
         if '"Uuid"' in text or "'Uuid'" in text:
             for m in re.finditer(r"(?i)[\"']uuid[\"']\s*:\s*[\"']([0-9a-f\-]{36})", text):
                 self.add_gpu(m.group(1))
+        if self._any_hint is not None and not self._any_hint(text):
+            return
         for name, rx, group, entropy in self._patterns:
             if not _hinted(name, text):
                 continue
@@ -892,6 +900,30 @@ def _compile_patterns(policy: Policy) -> list[tuple[str, re.Pattern[str], int, b
     return out
 
 
+def _any_hint_gate(patterns: Sequence[tuple[str, Any, Any, bool]]) -> Callable[[str], bool] | None:
+    """One C scan that is true when any pattern's hint occurs in a text (`_hinted` of every rule
+    at once): most strings hold none, and then no rule needs to run. None when some rule has no
+    hint (custom rules always run)."""
+    plain: set[str] = set()
+    folded: set[str] = set()
+    for name, *_ in patterns:
+        if name in _PATTERN_HINTS:
+            plain.update(_PATTERN_HINTS[name])
+        elif name in _PATTERN_IHINTS:
+            folded.update(h.lower() for h in _PATTERN_IHINTS[name])
+        else:
+            return None
+    def either(hints: set[str]) -> Any:
+        return re.compile("|".join(re.escape(h) for h in sorted(hints, key=len, reverse=True))) if hints else None
+
+    rx_plain, rx_folded = either(plain), either(folded)     # the folded ones on text.lower(), as _hinted
+
+    def gate(text: str) -> bool:
+        return bool((rx_plain is not None and rx_plain.search(text))
+                    or (rx_folded is not None and rx_folded.search(text.lower())))
+    return gate
+
+
 def _hinted(rule: str, text: str) -> bool:
     hints = _PATTERN_HINTS.get(rule)
     if hints is not None:
@@ -901,6 +933,28 @@ def _hinted(rule: str, text: str) -> bool:
         low = text.lower()
         return any(h in low for h in ihints)
     return True  # custom rules: always run
+
+
+#: verdicts per (policy, known values) in this process: see `_shared_verdicts`
+_VERDICTS: dict[bytes, tuple[dict, dict, dict]] = {}
+
+
+def _shared_verdicts(policy: Policy, ps: Pseudonyms) -> tuple[dict, dict, dict]:
+    """The verdict caches (per string, per adjacent pair, per decoded run) of every Scrubber in
+    this process with the same rules and known values.
+
+    Why: one collect job scrubs the summary rows, the window SQLite and then checks what it wrote,
+    each with its own Scrubber; the same phase names, range texts and kernel names meet all three.
+    A verdict depends only on the policy and the known values (`_apply` reads nothing else; the
+    split halves a Scrubber is told to force are handled before its cache), so each distinct string
+    is judged once per process and the verdict reused by the scrubbers and the checker alike."""
+    key = hashlib.blake2b(pickle.dumps((policy, ps), protocol=pickle.HIGHEST_PROTOCOL), digest_size=16).digest()
+    memo = _VERDICTS.get(key)
+    if memo is None:
+        if len(_VERDICTS) >= 4:          # a long-lived worker meets few rule sets; keep memory bounded
+            _VERDICTS.clear()
+        memo = _VERDICTS[key] = ({}, {}, {})
+    return memo
 
 
 class Scrubber:
@@ -918,9 +972,7 @@ class Scrubber:
         self.ps = pseudonyms or Pseudonyms()
         self.is_secret_name = NameRule(policy)
         self.counts: Counter[tuple[str, str]] = Counter()
-        self._cache: dict[str, tuple[str, tuple[str, ...]]] = {}
-        self._join_cache: dict[tuple[str, str], tuple[bool, bool]] = {}
-        self._decoded_cache: dict[tuple[str, int, bool], bool] = {}
+        self._cache, self._join_cache, self._decoded_cache = _shared_verdicts(policy, self.ps)
         self._forced: dict[str, str] = {}
         self._patterns = _compile_patterns(policy)
         self._keep_users = frozenset(policy.keep_users)
