@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,7 @@ class SourceWork:
     summary: Any = None          # stages.summarize job (NsysItem / TorchItem); None: no span in the window
     trace: Any = None            # stages.traces.TraceJob; None: no window trace wanted
     index: int = 0               # the source's place in the run (its block of pids in the merged trace)
+    piece: bool = True           # make its piece of the merged trace (False: the run's only window, no merge)
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,16 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
     return out
 
 
+def absorb(into: Published, part: Published) -> Published:
+    """`into` with every field `part` set: the summary half and the window half of one source's
+    pass 2, when they ran as two jobs, become one result."""
+    for f in fields(Published):
+        value = getattr(part, f.name)
+        if f.name != "rel" and value:
+            setattr(into, f.name, value)
+    return into
+
+
 def _open_export(item: SourceWork, options: PublishOptions) -> Any:
     """The raw export open for the whole job, or None when it cannot be opened: each part then
     opens it alone and says why in its own field."""
@@ -250,7 +261,7 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
         files = {n: root / n for n in sorted(set(facts["outputs"].values()))}
         chrome, piece = facts["outputs"].get("chrome"), None
         to_check = dict(files)
-        if chrome:
+        if chrome and item.piece:
             piece = make_piece(root / chrome, item.index, facts["source"], (out.rows or {}).get("phases") or [])
             to_check[f"traces/{NAME}"] = write_alone(scratch / f"piece-{NAME}", piece.body)
         findings = check_written(to_check, options.scrub)
