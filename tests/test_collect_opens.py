@@ -73,3 +73,28 @@ def test_each_raw_export_is_opened_once_per_pass(tmp_path: Path, monkeypatch: py
     phases = pd.read_parquet(tmp_path / "out" / "summaries" / "phases.parquet")
     assert phases["source"].nunique() == 4
     assert len(list((tmp_path / "out" / "traces").glob("*.sqlite"))) == 4
+
+
+def test_a_lone_export_on_two_cores_publishes_what_one_core_does(tmp_path: Path) -> None:
+    """One source on several cores: its summary and its window run as two jobs side by side (each
+    opens the export once), and the bundle is the one a single job writes: the same rows, the same
+    window files byte for byte, and no merged trace (one window). Real pool, real exports."""
+    src = tmp_path / "run"
+    src.mkdir()
+    shutil.copy(data_dir("gpu_captures") / "whole-emit-nvtx" / "whole_956.sqlite", src)
+    out = {}
+    for jobs in (1, 2):
+        out[jobs] = tmp_path / f"out{jobs}"
+        # one work dir: it holds the run's pseudonym salt (GPU UUIDs become salted hashes)
+        res = collect.run_collect(collect.CollectOptions(sources=[src], out=out[jobs], work_dir=tmp_path / "work",
+                                                         jobs=jobs))
+        assert res.exit_code == 0
+    for name in ("phases", "kernels", "steps", "ranks"):
+        a = pd.read_parquet(out[1] / "summaries" / f"{name}.parquet")
+        b = pd.read_parquet(out[2] / "summaries" / f"{name}.parquet")
+        assert len(a) and a.equals(b), name
+    one = sorted(p.relative_to(out[1]) for p in (out[1] / "traces").rglob("*") if p.is_file())
+    two = sorted(p.relative_to(out[2]) for p in (out[2] / "traces").rglob("*") if p.is_file())
+    assert one == two and len(one) == 2 and not any("all_ranks" in str(p) for p in one)
+    for rel in one:
+        assert (out[1] / rel).read_bytes() == (out[2] / rel).read_bytes(), rel
