@@ -109,3 +109,32 @@ def test_collect_keeps_ranges_in_the_work_dir_only(tmp_path: Path) -> None:
     with np.load(kept[0]) as z:
         assert z["start"].size == len(_read(src / "whole_956.sqlite", None))
     assert not list(out.rglob("*.npz"))
+
+
+def test_the_cache_keeps_within_its_budget_least_recently_used_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every export (and every rewrite of one) leaves a file; past the budget the least recently
+    used go, the file just written and the ones just loaded stay, and a pruned export is simply
+    read again, equal to a fresh read."""
+    from verlprof.stages.readers import nsys_sqlite
+
+    cache = tmp_path / "ranges"
+    cache.mkdir()
+    (cache / "old-format.npz").write_bytes(b"x" * 1000)          # a file no pass will read again
+    os.utime(cache / "old-format.npz", (1, 1))
+    srcs = [data_path(r) for r in EXPORTS[:3]]
+    for src in srcs:
+        _read(src, cache)
+    files = {f.name: f.stat().st_size for f in cache.glob("*.npz")}
+    assert len(files) == 4                                        # the default budget (1 GiB) holds them all
+    _read(srcs[0], cache)                                         # loaded: now the most recently used
+    sizes = sorted(v for k, v in files.items() if k != "old-format.npz")
+    budget = sizes[-1] + sizes[-2]                                # room for two of the three
+    monkeypatch.setattr(nsys_sqlite, "RANGES_CACHE_BYTES", budget)
+    gone = nsys_sqlite.prune_ranges_cache(cache, budget=budget)
+    left = list(cache.glob("*.npz"))
+    assert not (cache / "old-format.npz").exists() and gone >= 1
+    assert sum(f.stat().st_size for f in left) <= budget
+    kept = nsys_sqlite._ranges_cache_file(cache, srcs[0])
+    assert kept is not None and kept.exists()                     # the one just loaded stayed
+    for src in srcs:                                              # pruned or not: the same ranges
+        _assert_same(_read(src, cache), _read(src, None))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import warnings
@@ -264,7 +265,44 @@ def _save_ranges(path: Path, cols: _RangeColumns) -> None:
                 arrays["parent"] = _narrow(cols.parent)
             np.savez(fh, names=np.frombuffer(names, np.uint8), **arrays)
     except OSError:
-        pass
+        return
+    prune_ranges_cache(path.parent, keep=path)
+
+
+#: what the ranges cache may hold on disk before the least recently used files go
+RANGES_CACHE_BYTES = 1 << 30
+
+
+def prune_ranges_cache(folder: Path, keep: Path | None = None, budget: int | None = None) -> int:
+    """Delete the least recently used cache files (by mtime: a load touches its file) until the
+    folder holds at most `budget` bytes; `keep` (the file just written) stays. Returns how many went.
+
+    Why: each export, and each rewrite of one, leaves its own file (keyed by the file's identity),
+    and files of an older cache format are never read again; unbounded, the work dir would grow
+    with every run profiled. Best effort: a file another worker deletes first, or is loading, only
+    costs that pass a fresh read (`_load_ranges` then returns None)."""
+    budget = RANGES_CACHE_BYTES if budget is None else budget
+    entries = []
+    for f in folder.glob("*.npz"):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        entries.append((st.st_mtime_ns, st.st_size, f))
+    total = sum(size for _t, size, _f in entries)
+    gone = 0
+    for _t, size, f in sorted(entries, key=lambda e: e[0]):
+        if total <= budget:
+            break
+        if keep is not None and f == keep:
+            continue
+        try:
+            f.unlink()
+        except OSError:
+            continue
+        total -= size
+        gone += 1
+    return gone
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:
@@ -286,9 +324,13 @@ def _load_ranges(path: Path) -> _RangeColumns | None:
             arrays = {k: a if a.dtype == bool else a.astype(np.int64) for k, a in ((k, z[k]) for k in _ARRAYS)}
             parent = z["parent"].astype(np.int64) if "parent" in z.files else None
             names = json.loads(z["names"].tobytes())
-        return _RangeColumns(texts=names["texts"], domains=names["domains"], parent=parent, **arrays)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    try:
+        os.utime(path)      # recently used: the last to be pruned
+    except OSError:
+        pass
+    return _RangeColumns(texts=names["texts"], domains=names["domains"], parent=parent, **arrays)
 
 
 @dataclass
