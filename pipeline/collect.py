@@ -71,7 +71,7 @@ from .collect_tasks import (
     survey_input,
 )
 from .collect_manifest import after_run_findings, artifact_statuses, build_manifest, bundle_salt
-from .executors import Executor, InlineExecutor, Job, TaskResult, make_executor, run_jobs
+from .executors import Executor, Job, TaskResult, make_executor, run_jobs
 
 NSYS_KINDS = (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
 
@@ -496,7 +496,7 @@ def _pass2_jobs(run: Run, window: Window, popts: PublishOptions, on_done: Any) -
     todo = sorted((w for w in window.work if w.summary or w.trace), key=lambda w: -size.get(w.rel, 0))
     merge = sum(1 for w in todo if w.trace is not None) > 1
     todo = [replace(w, piece=merge) for w in todo]
-    cores = 1 if isinstance(run.executor, InlineExecutor) else getattr(run.executor, "jobs", 2)
+    cores = getattr(run.executor, "jobs", 2)       # Ray: a node has cores to spare
     if len(todo) == 1 and todo[0].summary is not None and todo[0].trace is not None and cores > 1:
         todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
     jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]

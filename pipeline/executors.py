@@ -45,6 +45,7 @@ class InlineExecutor:
     """Runs everything in this process, in order: for tests, debugging and `--jobs 1`."""
 
     name = "inline"
+    jobs = 1
 
     def map_unordered(self, fn, items, options):
         for i, item in enumerate(items):

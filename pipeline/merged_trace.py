@@ -28,24 +28,12 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 
 from ..stages.core.atomic import atomic_path
-
-try:
-    from isal.igzip import compress as _deflate
-    from isal.igzip import decompress as _inflate
-except ImportError:  # pragma: no cover - zlib reads and writes the same format, slower
-    from gzip import compress as _deflate  # type: ignore[assignment]
-    from gzip import decompress as _inflate  # type: ignore[assignment]
-
+from ..stages.core.gzip_pipe import gunzip, gzip_member
 
 NAME = "all_ranks.trace.json.gz"
 PID_BLOCK = 1 << 16      # pids of one source's piece: (index + 1) * PID_BLOCK + j
 _HEAD = {"displayTimeUnit": "ms", "otherData": {"verlprof": "all ranks, one track group per process"}}
 _SEP = b",\n"
-
-
-def _member(data: bytes) -> bytes:
-    """One deterministic gzip member (mtime 0), ISA-L level 1 as the window traces."""
-    return _deflate(data, 1, mtime=0)
 
 
 @dataclass
@@ -124,12 +112,12 @@ def make_piece(chrome: Path, index: int, source: str, phases: Iterable[Mapping[s
             ev["id"] = (index + 1) << 32 | fid if type(fid) is int and 0 <= fid < 1 << 32 else f"{index}:{fid}"
         out.append(orjson.dumps(ev))
     if out:
-        piece.body, piece.count = _member(_SEP.join(out)), len(out)
+        piece.body, piece.count = gzip_member(_SEP.join(out)), len(out)
     return piece
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    raw = _inflate(path.read_bytes())
+    raw = gunzip(path.read_bytes())
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:   # NaN / Infinity, which Kineto may write and json reads
@@ -141,16 +129,16 @@ def _document(head_events: list[bytes], pieces: Iterable[bytes]) -> Iterable[byt
     """The gzip members of one trace: the head with its events, each non-empty piece after a
     separator, the closing brackets."""
     head = b"{" + b"".join(json.dumps(k).encode() + b": " + json.dumps(v).encode() + b",\n" for k, v in _HEAD.items())
-    yield _member(head + b'"traceEvents": [\n' + _SEP.join(head_events))
+    yield gzip_member(head + b'"traceEvents": [\n' + _SEP.join(head_events))
     first = not head_events
     for body in pieces:
         if not body:
             continue
         if not first:
-            yield _member(_SEP)
+            yield gzip_member(_SEP)
         first = False
         yield body
-    yield _member(b"\n]}\n")
+    yield gzip_member(b"\n]}\n")
 
 
 def write_alone(path: Path, body: bytes, head_events: Iterable[bytes] = ()) -> Path:

@@ -23,6 +23,19 @@ except ImportError:  # pragma: no cover - zlib writes the same format, slower
 _QUEUE = 4     # batches in flight to the compressor thread (~1 MiB each)
 
 
+def gzip_member(data: bytes, level: int = 1) -> bytes:
+    """`data` as one deterministic gzip member (no name, mtime 0), in memory: ISA-L for levels
+    0-3, else zlib. Members concatenated are one valid gzip stream (the merged trace's pieces)."""
+    if level <= 3 and _igzip is not None:
+        return _igzip.compress(data, level, mtime=0)
+    return gzip.compress(data, max(level, 1), mtime=0)
+
+
+def gunzip(data: bytes) -> bytes:
+    """A whole gzip file (every member) inflated in memory, by ISA-L where installed."""
+    return _igzip.decompress(data) if _igzip is not None else gzip.decompress(data)
+
+
 def _gzip_file(raw: BinaryIO, level: int) -> Any:
     """A deterministic gzip stream (no name, mtime 0) on `raw`: ISA-L for levels 0-3, else zlib."""
     if level <= 3 and _igzip is not None:

@@ -186,18 +186,14 @@ class NvtxRanges:
         distinct text (10^6 ranges, a few hundred names; issue 25); the reader has the codes already,
         other builders get them computed here. A text may appear under two codes (two string ids)."""
         if self._codes is None:
-            code: dict[str, int] = {}
-            codes = np.fromiter((code.setdefault(t, len(code)) for t in self.text), np.int64, len(self.text))
-            self._codes = (codes, list(code))
+            self._codes = _codes_of(self.text)
         return self._codes
 
     def domain_codes(self) -> tuple[np.ndarray, list[str | None]]:
         """(code per range, domains): `domain[i] == domains[code[i]]`, as `text_codes` (a capture
         has a handful of domains, judged once each instead of once per range)."""
         if self._domain_codes is None:
-            code: dict[str | None, int] = {}
-            codes = np.fromiter((code.setdefault(d, len(code)) for d in self.domain), np.int64, len(self.domain))
-            self._domain_codes = (codes, list(code))
+            self._domain_codes = _codes_of(self.domain)
         return self._domain_codes
 
     @property
@@ -211,6 +207,13 @@ class NvtxRanges:
 
     def style(self, i: int) -> str:
         return "PushPop" if int(self.event_type[i]) in (NVTX_PUSHPOP, _NVTX_IDS["NvtxtPushPopRange"]) else "StartEnd"
+
+
+def _codes_of(values: list) -> tuple[np.ndarray, list]:
+    """(code per value, distinct values in first-seen order): `values[i] == distinct[code[i]]`."""
+    code: dict = {}
+    codes = np.fromiter((code.setdefault(v, len(code)) for v in values), np.int64, len(values))
+    return codes, list(code)
 
 
 @dataclass
