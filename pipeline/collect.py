@@ -72,6 +72,7 @@ from .collect_tasks import (
 )
 from .collect_manifest import after_run_findings, artifact_statuses, build_manifest, bundle_salt
 from .executors import Executor, Job, TaskResult, make_executor, run_jobs
+from .preload import AFTER_EXPORT, Preload
 
 NSYS_KINDS = (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
 
@@ -280,7 +281,13 @@ def export(run: Run) -> list[Any]:
         run.progress.advance(task)
         run.progress.update(task, last=inputs[res.index].rel[-40:])
 
-    results = run_jobs(run.executor, [run.job(export_stage.export_one, a, eopts, a.rel) for a in inputs], on_done)
+    waits = any(a.kind != ArtifactKind.NSYS_SQLITE for a in inputs) and run.executor.runs_here(len(inputs))
+    preload = Preload(AFTER_EXPORT) if waits else None   # imports while this process waits for nsys
+    try:
+        results = run_jobs(run.executor, [run.job(export_stage.export_one, a, eopts, a.rel) for a in inputs], on_done)
+    finally:
+        if preload is not None:
+            preload.join()   # before anything forks (preload.py says why)
     out = []
     for art, res in zip(inputs, results):
         if res.error is not None:

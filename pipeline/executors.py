@@ -31,6 +31,10 @@ class Executor(Protocol):
         """Run fn(item, options) for every item; yield results as they finish (any order)."""
         ...
 
+    def runs_here(self, n_items: int) -> bool:
+        """True when `n_items` would run in this process (so nothing forks meanwhile)."""
+        ...
+
 
 def _call(fn: Callable[[Any, Any], Any], index: int, item: Any, options: Any) -> TaskResult:
     # Errors become data so one bad input never takes the batch down; VerlprofError's str is one line.
@@ -47,6 +51,10 @@ class InlineExecutor:
     name = "inline"
     jobs = 1
 
+    def runs_here(self, n_items: int) -> bool:
+        """True: `n_items` run in this process (no fork, no other node)."""
+        return True
+
     def map_unordered(self, fn, items, options):
         for i, item in enumerate(items):
             yield _call(fn, i, item, options)
@@ -60,8 +68,12 @@ class ProcessPoolExecutorBackend:
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = max(1, jobs or os.cpu_count() or 1)
 
+    def runs_here(self, n_items: int) -> bool:
+        """True: `n_items` run in this process (one item, or one job: a pool would not pay)."""
+        return n_items <= 1 or self.jobs == 1
+
     def map_unordered(self, fn, items, options):
-        if len(items) <= 1 or self.jobs == 1:
+        if self.runs_here(len(items)):
             yield from InlineExecutor().map_unordered(fn, items, options)
             return
         with ProcessPoolExecutor(max_workers=min(self.jobs, len(items))) as pool:

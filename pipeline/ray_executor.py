@@ -94,6 +94,10 @@ class RayExecutor:
             cpus = 1.0
         return max(2, int(2 * cpus / max(self.num_cpus, 0.01)))
 
+    def runs_here(self, n_items: int) -> bool:
+        """Never: tasks run in Ray's workers, on any node."""
+        return False
+
     def map_unordered(self, fn: Callable[[Any, Any], Any], items: list[Any], options: Any) -> Iterator[TaskResult]:
         if not items:
             return
