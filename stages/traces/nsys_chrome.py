@@ -229,7 +229,7 @@ def _nvtx(db: NsysExport, em: _Emitter) -> None:
     own_sql = "text IS NOT NULL" if t.has("text") else "0"
     exprs = ["rowid", "start", f"({open_sql}) + 2 * ({own_sql})", 'ifnull("end", 0)' if t.has("end") else "0",
              "globalTid", "textId" if t.has("textId") else "NULL", "ifnull(domainId, 0)" if t.has("domainId") else "0"]
-    dom_names = _nvtx_domains(con, t, db.nvtx_types.definitions)
+    dom_names: dict[int, str] | None = None   # read at the first range of a domain (a scan of the table)
     quoted: dict[int, str] = {}          # textId -> its quoted name
     dom_args: dict[int, str] = {0: ""}   # domainId -> the event's args suffix
     seen: set[int] = set()
@@ -252,6 +252,8 @@ def _nvtx(db: NsysExport, em: _Emitter) -> None:
             name_at[at] = [index[mine[r]] for r in rid[at].tolist()]
             names += list(index)
         for d in set(np.unique(dom).tolist()) - dom_args.keys():
+            if dom_names is None:
+                dom_names = _nvtx_domains(con, t, db.nvtx_types.definitions)
             q = con.execute("SELECT json_quote(?)", (dom_names.get(d, str(d)),)).fetchone()[0]
             dom_args[d] = f',"args":{{"domain":{q}}}'
         batch = _NvtxBatch(em.epoch + start, start, end, (flags & 1) != 0, g, names, name_at, dom, dom_args)
