@@ -352,6 +352,37 @@ def test_summary_rows_lose_split_halves_when_given_their_raw_export(tmp_path: Pa
     assert scrub_summary_rows(rows, opts)[0] == rows                   # without the export: no context
 
 
+def test_a_scrubbed_copy_pairs_its_ranges_as_its_source_did(tmp_path: Path) -> None:
+    """Scrub judges split values on the source's adjacent NVTX pairs and again on the copy's; the
+    copy's pairs are derived from the source's (`_copied_pairs`), not read again (issue 25). They
+    are the pairs a read of the copy finds, with the texts the copy holds, when the copy rewrote
+    texts of both kinds (explicit `text` and StringIds values); text in a thread id reads again."""
+    import dataclasses
+
+    from verlprof.stages.scrub.sqlite import _copied_pairs, iter_adjacent_nvtx, reading, scrub_sqlite
+
+    raw = tmp_path / "raw.sqlite"
+    _plant_sqlite(raw, ["reward", *_planted_texts(), "adv"])
+    policy = dataclasses.replace(POLICY, join_adjacent_nvtx=False)   # the copy as it is, no split redaction
+    opts = build_options([find_identities(raw, "nsys_sqlite", policy)], policy, salt="t", include_local=False)
+    out = tmp_path / "out.sqlite"
+    stats = scrub_sqlite(raw, out, Scrubber(opts.policy, opts.pseudonyms))
+    assert stats.changed["NVTX_EVENTS.text"] and stats.changed["StringIds.value"]   # both kinds rewritten
+    with reading(raw) as (conn, _path):
+        source = list(iter_adjacent_nvtx(conn))
+
+    def texts(pairs: list) -> set:
+        return {((a[1], a[2]), (b[1], b[2])) for a, b in pairs}
+
+    con = sqlite3.connect(out)
+    derived = _copied_pairs(con, source, stats.changed)
+    assert derived is not None and texts(derived) == texts(iter_adjacent_nvtx(con))
+    assert texts(derived) != texts(source) and len(derived) == len(source) > 20
+    assert _copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.globalTid": {"7": "x"}}) is None
+    assert _copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.textId": {}}) is None
+    assert _copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.text": None}) is None
+
+
 def test_split_halves_found_in_a_raw_export_are_redacted_wherever_met(tmp_path: Path) -> None:
     """For summaries built from a raw export and scrubbed string by string (no adjacency there):
     the halves are found on the raw export first and then redacted as whole strings."""

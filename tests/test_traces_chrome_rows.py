@@ -1,10 +1,12 @@
 """nsys -> Chrome JSON rows formatted in bulk (issue 25), checked event by event.
 
 The converter builds each event's JSON in SQL (json_quote, printf) and fetches batches, or, for
-NVTX ranges, from columns and names quoted once per distinct name, so every field is checked here against the export's own rows read with plain queries written for this test:
-names with quotes, backslashes, control characters and non-ASCII text, an NVTX range whose end lies
-before its start (written with dur 0 and counted as clamped), one without an end (an instant), and
-the kernels of both GPUs of the public 2-GPU FSDP capture with their args.
+NVTX ranges, from columns and names quoted once per distinct name, assembled by numpy, so every
+field is checked here against the export's own rows read with plain queries written for this test:
+names with quotes, backslashes, control characters, non-ASCII text and 200 kB, an NVTX range whose
+end lies before its start (written with dur 0 and counted as clamped), one without an end (an
+instant), one that began before 1970 on the UTC clock (a negative `ts`), and the kernels of both
+GPUs of the public 2-GPU FSDP capture with their args.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ from testdata import data_path  # noqa: E402
 
 FSDP = "captures/nsysai_h100_2gpu/h100_2gpu_1s.sqlite"
 MASK = (1 << 24) - 1
-TRICKY = ['say "hi"', "back\\slash", "tab\there\nnewline", "ctrl\x01\x1f", "ünï€ 漢字 😀", "sep\u2028x", "a/b"]
+TRICKY = ['say "hi"', "back\\slash", "tab\there\nnewline", "ctrl\x01\x1f", "ünï€ 漢字 😀", "sep\u2028x", "a/b",
+          "long " * 40_000]   # 200 kB: the NVTX rows are assembled in slices of a few MiB
 
 
 def _us(ns: int) -> Decimal:
@@ -39,11 +42,14 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> dict:
     src = tmp / "fsdp.sqlite"
     shutil.copyfile(data_path(FSDP), src)
     con = sqlite3.connect(src)
-    ids = [r[0] for r in con.execute("SELECT rowid FROM NVTX_EVENTS ORDER BY rowid LIMIT ?", (len(TRICKY) + 2,))]
+    ids = [r[0] for r in con.execute("SELECT rowid FROM NVTX_EVENTS ORDER BY rowid LIMIT ?", (len(TRICKY) + 3,))]
     for rid, text in zip(ids, TRICKY):
         con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = ?", (text, rid))
     con.execute('UPDATE NVTX_EVENTS SET "end" = "start" - 5 WHERE rowid = ?', (ids[-2],))
     con.execute('UPDATE NVTX_EVENTS SET "end" = NULL WHERE rowid = ?', (ids[-1],))
+    epoch = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0]
+    con.execute('UPDATE NVTX_EVENTS SET start = ?, "end" = ? WHERE rowid = ?',
+                (-epoch - 1_234_567, -epoch + 2_000, ids[-3]))
     con.commit()
     con.close()
     dst = tmp / "fsdp.trace.json.gz"
@@ -72,6 +78,7 @@ def test_every_nvtx_range_is_its_row(converted: dict) -> None:
     assert sum(want.values()) > 16_000
     names = {e["name"] for e in converted["events"] if e.get("cat") == "nvtx"}
     assert set(TRICKY) <= names  # quoted by SQLite, read back unchanged by json
+    assert [e["ts"] for e in converted["events"] if e.get("cat") == "nvtx" and e["ts"] < 0] == [Decimal("-1234.567")]
     instants = [e for e in converted["events"] if e.get("cat") == "nvtx" and e["ph"] == "i"]
     assert len(instants) == 1 and instants[0]["s"] == "t" and "dur" not in instants[0]
     assert converted["counts"].clamped == 1

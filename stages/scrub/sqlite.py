@@ -18,9 +18,9 @@ import warnings
 from collections import Counter
 from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -206,6 +206,9 @@ class SqliteScrubStats:
     strings_kept: int
     strings_total: int
     columns_dropped: dict[str, list[str]]
+    # "table.column" of every column whose text cells were judged -> {value: what the copy wrote}
+    # for the values it changed, or None where each cell went through the scrubber in SQL
+    changed: dict[str, dict[Any, Any] | None] = field(default_factory=dict)
 
 
 def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubStats:
@@ -231,15 +234,19 @@ def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubSta
             out.execute(f"PRAGMA {pragma}")
         out.execute("ATTACH DATABASE ? AS src", (_uri(src),))
         _register(out, scrubber)
+        pairs = None
         if scrubber.policy.join_adjacent_nvtx:
             # judged on the RAW ranges: once each half is scrubbed alone (the second's own tail
             # redacted by the entropy rule) the first half's prefix no longer shows as a secret
-            halves = split_nvtx_texts(src, scrubber)
+            with reading(src) as (conn, _path):
+                pairs = list(iter_adjacent_nvtx(conn))
+            halves = {raw for a, b in pairs
+                      for raw, hit in zip((a[2], b[2]), scrubber.joined_halves(a[2], b[2])) if hit}
             if halves:
                 scrubber.force_redact(halves)
         stats = _copy(out, src, src_tables, scrubber)
-        if scrubber.policy.join_adjacent_nvtx:
-            redact_split_nvtx(out, scrubber)
+        if pairs is not None:   # and on the copy's pairs: the source's, with the texts the copy wrote
+            redact_split_nvtx(out, scrubber, _copied_pairs(out, pairs, stats.changed))
         return stats
     except sqlite3.DatabaseError as exc:
         raise BadInputError(src, f"corrupt SQLite database ({exc})") from None
@@ -360,14 +367,16 @@ def numbers_only_sql(conn: sqlite3.Connection, schema: str, table: str, columns:
 
 
 def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]], spec: KeepTable,
-            where: str, scrubber: Scrubber, xfer: bool, probed: Future[bool | None] | None = None) -> int:
+            where: str, scrubber: Scrubber, xfer: bool, probed: Future[bool | None] | None,
+            changed: dict[str, dict[Any, Any] | None]) -> int:
     """Copy the rows of src.`table` (filtered by `where`) into main.`table`; return rows copied.
 
     Why this shape (speed, same rules): each DISTINCT text/blob value of a column is judged once
     in Python (counted once per cell), and only the values the rules change are written to a
     temp mapping that SQLite joins in C; columns without any text cell are copied as they are.
     A table with no text at all and no column to drop or rewrite is copied with a bare
-    `INSERT INTO t SELECT * FROM src.t`, which SQLite turns into a page-level transfer.
+    `INSERT INTO t SELECT * FROM src.t`, which SQLite turns into a page-level transfer. What each
+    judged column's values became is noted in `changed` (`SqliteScrubStats.changed`).
     """
     names = [c[0] for c in cols]
     text_cols = _text_columns(out, table, cols, probed)
@@ -379,7 +388,7 @@ def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int,
         if col not in text_cols:
             exprs.append(_q(col))
             continue
-        exprs.append(_mapped_expr(out, table, col, decl, spec, where, scrubber, i))
+        exprs.append(_mapped_expr(out, table, col, decl, spec, where, scrubber, i, changed))
     if xfer and not where and exprs == [_q(c) for c in names]:
         # nothing to drop or rewrite: SQLite's transfer optimisation copies the records undecoded
         return out.execute(f"INSERT INTO main.{_q(table)} SELECT * FROM src.{_q(table)}").rowcount
@@ -389,10 +398,11 @@ def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int,
 
 
 def _mapped_expr(out: sqlite3.Connection, table: str, col: str, decl: str, spec: KeepTable, where: str,
-                 scrubber: Scrubber, i: int) -> str:
+                 scrubber: Scrubber, i: int, noted: dict[str, dict[Any, Any] | None]) -> str:
     """SQL expression for text column `col`: its distinct text/blob values judged once each; the
     changed ones looked up in a temp map. Falls back to the per-cell SQL function when a value
-    cannot travel back to SQLite as a parameter (undecodable bytes in a TEXT cell)."""
+    cannot travel back to SQLite as a parameter (undecodable bytes in a TEXT cell). `noted[loc]`:
+    the changed values and what they became, or None with the per-cell function."""
     qc = _q(col)
     loc = f"{table}.{col}"
     tcond = f"typeof({qc}) {_TEXTLIKE}"
@@ -417,6 +427,7 @@ def _mapped_expr(out: sqlite3.Connection, table: str, col: str, decl: str, spec:
             for v, mine in part:
                 for key, c in mine.items():
                     scrubber.counts[key] += c * (cells.get(v, 1) - 1)
+        noted[loc] = dict(changed)
         if not changed:
             return qc
         m = f"vp_map_{i}"
@@ -425,6 +436,7 @@ def _mapped_expr(out: sqlite3.Connection, table: str, col: str, decl: str, spec:
         out.executemany(f"INSERT INTO temp.{m}(v, o) VALUES (?, ?)", changed)
     except (UnicodeEncodeError, sqlite3.ProgrammingError):
         scrubber.counts = saved
+        noted[loc] = None
         return _select_expr(table, col, decl, spec)
     return (f"CASE WHEN {tcond} THEN coalesce((SELECT o FROM temp.{m} WHERE v = {qc}), {qc}) "
             f"ELSE {qc} END")
@@ -435,6 +447,7 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
     dropped: list[str] = []
     filtered: dict[str, tuple[int, int]] = {}
     cols_dropped: dict[str, list[str]] = {}
+    changed: dict[str, dict[Any, Any] | None] = {}
     plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]] = []
     for t in src_tables:
         spec = keep_spec(t)
@@ -477,7 +490,7 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
                 where = " WHERE name IN (" + ",".join("'" + n.replace("'", "''") + "'" for n in spec.names) + ")"
             elif spec.rows != "all":
                 where = " WHERE 0"  # the filter column is missing: keep nothing rather than everything
-            kept[t] = _insert(out, t, cols, spec, where, scrubber, not cols_dropped.get(t), probes[t])
+            kept[t] = _insert(out, t, cols, spec, where, scrubber, not cols_dropped.get(t), probes[t], changed)
             if where:
                 total = out.execute(f"SELECT count(*) FROM src.{_q(t)}").fetchone()[0]
                 filtered[t] = (kept[t], total)
@@ -506,12 +519,12 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
         names = [c[0] for c in scols]
         if "id" in names:
             strings_kept = _insert(out, STRING_TABLE, scols, spec, " WHERE id IN (SELECT id FROM temp.vp_sids)",
-                                   scrubber, False, strings_probe)
+                                   scrubber, False, strings_probe, changed)
         strings_total = out.execute(f"SELECT count(*) FROM src.{_q(STRING_TABLE)}").fetchone()[0]
         kept[STRING_TABLE] = strings_kept
     out.commit()
     out.execute("DETACH DATABASE src")
-    return SqliteScrubStats(kept, dropped, filtered, strings_kept, strings_total, cols_dropped)
+    return SqliteScrubStats(kept, dropped, filtered, strings_kept, strings_total, cols_dropped, changed)
 
 
 def _referenced_ids(src: Path, plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]]
@@ -665,16 +678,17 @@ def _string_values(conn: sqlite3.Connection, schema: str, ids: set[int]) -> dict
     return out
 
 
-def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
+def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber,
+                      pairs: Iterable[tuple[tuple[int, Any, str], tuple[int, Any, str]]] | None = None) -> int:
     """Redact both halves of every secret split across adjacent NVTX ranges; return halves redacted.
 
     A half held in `text` is replaced in every row holding that text; a half held in StringIds is
     replaced there (every range naming that same string loses it too, which is what a secret half
-    deserves).
+    deserves). `pairs`: the adjacent pairs of `conn` when known without reading it (`_copied_pairs`).
     """
     texts: set[str] = set()
     sids: set[int] = set()
-    for first, second in iter_adjacent_nvtx(conn):
+    for first, second in iter_adjacent_nvtx(conn) if pairs is None else pairs:
         hit = scrubber.joined_halves(first[2], second[2])
         for half, involved in zip((first, second), hit):
             if involved:
@@ -692,6 +706,47 @@ def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber) -> int:
     n += len(sids)
     scrubber.counts[(KIND_SPLIT, SPLIT_LOCATION)] += n
     return n
+
+
+def _copied_pairs(out: sqlite3.Connection, pairs: list[tuple[tuple[int, Any, str], tuple[int, Any, str]]],
+                  changed: dict[str, dict[Any, Any] | None]
+                  ) -> list[tuple[tuple[int, Any, str], tuple[int, Any, str]]] | None:
+    """The adjacent NVTX pairs of the scrubbed copy `out` (main), from `pairs`, those of its source:
+    or None when they must be read from `out` (`iter_adjacent_nvtx`).
+
+    Why: reading a range-heavy table's columns again costs as much as the first read (0.2 s for
+    240k ranges, issue 25). The copy keeps every NVTX row (`KeepTable` rows "all") with its
+    thread and start, and StringIds with their ids, so the neighbours are the source's; only the
+    texts changed: a `text` into what the copy wrote for it (`changed`), a StringIds half into the
+    copy's own StringIds value. That holds when the thread and start columns came through
+    unchanged, `textId` held no text at all (its text would be a half named by value) and every
+    `text` value the copy changed is a str (a blob half reads decoded, it could not be looked up).
+    """
+    spec = keep_spec(NVTX_TABLE)
+    if spec is None or spec.rows != "all":
+        return None
+    loc = f"{NVTX_TABLE}.{{}}".format
+    if loc("textId") in changed or any(changed.get(loc(c), {}) != {} for c in ("globalTid", "start")):
+        return None     # text in the id column, or rewritten times or threads: read the copy
+    texts = changed.get(loc("text"), {})
+    if texts is None or any(not isinstance(v, str) for v in texts):
+        return None
+    ids = {h[1] for p in pairs for h in p if isinstance(h[1], int)}
+    strings = _string_values(out, "main", ids) if ids and STRING_TABLE in list_tables(out) else {}
+
+    def side(half: tuple[int, Any, str]) -> tuple[int, Any, str] | None:
+        rid, sid, text = half
+        val = strings.get(sid) if isinstance(sid, int) else texts.get(text, text)
+        if isinstance(val, bytes):
+            val = val.decode("latin-1")
+        return (rid, sid, val) if isinstance(val, str) and val else None
+
+    out_pairs = []
+    for a, b in pairs:
+        a2, b2 = side(a), side(b)
+        if a2 is not None and b2 is not None:
+            out_pairs.append((a2, b2))
+    return out_pairs
 
 
 def split_nvtx_texts(source: "Path | sqlite3.Connection | NsysExport", scrubber: Scrubber) -> set[str]:
