@@ -38,6 +38,9 @@ class RawInput:
     path: str
     kind: str                    # nsys | torch | memory
     identify: bool = False       # fill role/rank from inside the report (worker_process_<pid>)
+    # which part of pass 1 this job does: None all; "identities" that scan alone; "steps" all but it
+    # (a lone source on several cores runs the two side by side: `collect.identify`)
+    part: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,13 @@ def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
 
 
 def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
-    from ..stages.scrub import ScrubTask, config_task, identities_task
     from ..stages.window import identity_from_artifact, source_steps_item
 
     art = item.artifact
     out = Survey(art)
+    if item.part == "identities":
+        out.identities = _identities(item, art, options, export)
+        return out
     if item.identify:
         from ..stages.readers.report_identity import identify_report
 
@@ -93,12 +98,8 @@ def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
             out.artifact = art
         except VerlprofError as exc:
             out.identify_error = str(exc)
-    try:
-        task = config_task(item.path, art.rel) if item.kind == CONFIG else ScrubTask(
-            item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
-        out.identities = identities_task(task, options.policy, getattr(export, "con", None))
-    except Exception:  # noqa: BLE001 - an unreadable input fails in its own summarize row instead
-        out.identities = None
+    if item.part != "steps":
+        out.identities = _identities(item, art, options, export)
     if item.kind in (NSYS, TORCH):
         try:
             out.steps = source_steps_item((export, identity_from_artifact(art)), options.summarize)
@@ -111,6 +112,18 @@ def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
     if item.kind == TORCH:
         out.versions = _trace_versions(item.path)
     return out
+
+
+def _identities(item: RawInput, art: Artifact, options: SurveyOptions, export: Any) -> Any:
+    """The identities scan of one raw input (None when it cannot be read: its summarize row says why)."""
+    from ..stages.scrub import ScrubTask, config_task, identities_task
+
+    try:
+        task = config_task(item.path, art.rel) if item.kind == CONFIG else ScrubTask(
+            item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
+        return identities_task(task, options.policy, getattr(export, "con", None))
+    except Exception:  # noqa: BLE001 - an unreadable input fails in its own summarize row instead
+        return None
 
 
 def _trace_versions(path: str) -> dict[str, str]:

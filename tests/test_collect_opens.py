@@ -76,8 +76,9 @@ def test_each_raw_export_is_opened_once_per_pass(tmp_path: Path, monkeypatch: py
 
 
 def test_a_lone_export_on_two_cores_publishes_what_one_core_does(tmp_path: Path) -> None:
-    """One source on several cores: its summary and its window run as two jobs side by side (each
-    opens the export once), and the bundle is the one a single job writes: the same rows, the same
+    """One source on several cores: in pass 1 its steps and its identities scan, in pass 2 its summary
+    and its window run as two jobs side by side (each opens the export once), and the bundle is the
+    one a single job writes (the identities found apart give the same pseudonyms): the same rows, the same
     window files byte for byte, and no merged trace (one window). Real pool, real exports."""
     src = tmp_path / "run"
     src.mkdir()
