@@ -84,10 +84,38 @@ def _parents(end: np.ndarray, threads: dict[int, ThreadIndex], n: int) -> np.nda
     return parent
 
 
+#: rounds of pointer jumping before `same_thread_parents` leaves the nesting to the block index
+_JUMP_ROUNDS = 64
+
+
 def same_thread_parents(start: np.ndarray, end: np.ndarray, gtid: np.ndarray, same_thread: np.ndarray) -> np.ndarray:
     """Each range's tightest enclosing range on its own thread (-1: none), for ranges sorted by
-    (thread, start, -end): what `RangeIndex.build` finds, for the reader to keep with the ranges."""
-    return _parents(end, _thread_indexes(start, end, gtid, same_thread), int(start.size))
+    (thread, start, -end): the last earlier range of its thread (of those `same_thread`) ending at
+    or after its end, what `_parents` finds with the block index; for the reader to keep.
+
+    How, without a Python step per range or a descent per level: pointer jumping. Each range
+    starts at its predecessor on the thread; while the range pointed at ends before it does, it
+    jumps to that range's pointer. Every range skipped ends before it (an invariant of each jump),
+    so where the jumps stop is exactly the answer, for any ranges (crossing ones too). Nested
+    ranges stop within a few rounds (720k ranges, depth 4: 0.14 -> 0.03 s); a pathological order
+    that needs more than `_JUMP_ROUNDS` rounds is nested by the block index instead."""
+    idx = np.flatnonzero(same_thread)
+    e, g = end[idx], gtid[idx]
+    p = np.arange(-1, idx.size - 1, dtype=np.int64)
+    if idx.size:
+        p[1:][g[1:] != g[:-1]] = -1
+    act = np.flatnonzero(p >= 0)
+    for _ in range(_JUMP_ROUNDS):
+        act = act[e[p[act]] < e[act]]
+        if not act.size:
+            break
+        p[act] = p[p[act]]
+        act = act[p[act] >= 0]
+    else:
+        return _parents(end, _thread_indexes(start, end, gtid, same_thread), int(start.size))
+    parent = np.full(start.size, -1, np.int64)
+    parent[idx] = np.where(p >= 0, idx[np.maximum(p, 0)], -1)
+    return parent
 
 
 @dataclass
@@ -109,7 +137,8 @@ class RangeIndex:
         n = len(ranges)
         threads = _thread_indexes(ranges.start, ranges.end, ranges.gtid, ranges.same_thread)
         known = ranges.parent is not None and ranges.parent.size == n
-        parent = ranges.parent.copy() if known else _parents(ranges.end, threads, n)
+        parent = (ranges.parent.copy() if known else
+                  same_thread_parents(ranges.start, ranges.end, ranges.gtid, ranges.same_thread))
         ri = cls(ranges, threads, parent, np.zeros(n, np.int64))
         ri._nest()
         return ri
