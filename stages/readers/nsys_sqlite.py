@@ -396,18 +396,21 @@ class NsysExport:
         end = "end" if "end" in cols else "NULL"
         gtid = "ifnull(globalTid, 0)" if "globalTid" in cols else "0"
         domain = "ifnull(domainId, 0)" if "domainId" in cols else "0"
-        maxts = int(self.scalar(f"SELECT max(max(ifnull(start, 0)), max(ifnull({end}, 0))) FROM {NVTX}") or 0)
         same = f"endGlobalTid IS NULL OR endGlobalTid = {gtid}" if "endGlobalTid" in cols else "1"
         # bit 0: ended on its own thread; 1: the text is in its own column; 2: no start; 3: a textId
-        # that is not an integer (the pairs are then left to the split-value scan's own read)
+        # that is not an integer (the pairs are then left to the split-value scan's own read); 4: no end
         flags = " + ".join([f"({same})", "2 * (text IS NOT NULL)" if "text" in cols else "0", "4 * (start IS NULL)",
-                            "8 * (typeof(textId) NOT IN ('integer', 'null'))" if "textId" in cols else "0"])
-        exprs = ["rowid", "start", f"ifnull({end}, {maxts})", "eventType", gtid, flags,
-                 "textId" if "textId" in cols else "NULL", domain]
+                            "8 * (typeof(textId) NOT IN ('integer', 'null'))" if "textId" in cols else "0",
+                            f"16 * ({end} IS NULL)"])
+        exprs = ["rowid", "start", end, "eventType", gtid, flags, "textId" if "textId" in cols else "NULL", domain]
         parts = list(self.iter_columns(NVTX, exprs))   # every event: the pairs need marks too
         if not parts:
             return None
         rid, start, endv, et, g, flag, tid_, dom = (np.concatenate(c) for c in zip(*parts))
+        # a range left open ends at the export's last timestamp (NVIDIA's rule), missing values as 0
+        no_end = (flag & 16) != 0
+        maxts = max(int(np.where((flag & 4) != 0, 0, start).max()), int(np.where(no_end, 0, endv).max()))
+        endv = np.where(no_end, maxts, endv)
         if rid.size > 1 and not bool(np.all(rid[1:] > rid[:-1])):   # scan order is rowid order; never assumed
             by_rid = np.argsort(rid, kind="stable")
             rid, start, endv, et, g, flag, tid_, dom = (a[by_rid] for a in (rid, start, endv, et, g, flag, tid_, dom))
