@@ -116,3 +116,39 @@ def test_pairs_of_the_ranges_read_equal_the_scan(rel: str, tmp_path: Path) -> No
                 cache.mkdir(exist_ok=True)
             with NsysExport.open(db, ranges_cache=cache) as exp:
                 assert exp.adjacent_nvtx_pairs() == expected, (db, cache)
+
+
+def test_pass_two_judges_the_kept_pairs_without_reading_nvtx(tmp_path: Path) -> None:
+    """A raw export with a token split across two adjacent ranges: the summary's scrubber made from
+    the export open in pass 2 (ranges cache filled by pass 1) redacts the same halves as one made
+    from the file's path (its own read), and its connection runs no statement on NVTX_EVENTS."""
+    from verlprof.stages.readers.nsys_sqlite import NsysExport
+    from verlprof.stages.scrub import build_options, load_policy
+    from verlprof.stages.scrub.sqlite import split_nvtx_texts
+    from verlprof.stages.scrub.secrets import Scrubber
+
+    halves = ("hf_Sp1itT0kenPa1r", "tQ9wE8rT7yU6iO5p")     # FAKE: joined, an hf token; alone, nothing
+    db = tmp_path / "raw.sqlite"
+    shutil.copy(data_path(EXPORTS[2]), db)
+    con = sqlite3.connect(db)
+    (a, b), = con.execute("SELECT n1.rowid, n2.rowid FROM NVTX_EVENTS n1 JOIN NVTX_EVENTS n2 ON n2.globalTid = "
+                          "n1.globalTid AND n2.start > n1.start WHERE NOT EXISTS (SELECT 1 FROM NVTX_EVENTS m WHERE "
+                          "m.globalTid = n1.globalTid AND m.start > n1.start AND m.start < n2.start) "
+                          "ORDER BY n1.rowid LIMIT 1").fetchall()
+    for rid, text in ((a, halves[0]), (b, halves[1])):
+        con.execute("UPDATE NVTX_EVENTS SET text = ?, textId = NULL WHERE rowid = ?", (text, rid))
+    con.commit()
+    con.close()
+    opts = build_options([], load_policy(use_local_environment=False), salt="t", include_local=False)
+    by_path = split_nvtx_texts(db, Scrubber(opts.policy, opts.pseudonyms))
+    assert by_path == set(halves)
+    cache = tmp_path / "ranges"
+    cache.mkdir()
+    with NsysExport.open(db, ranges_cache=cache) as first:        # pass 1: reads, keeps
+        first.nvtx_ranges()
+    with NsysExport.open(db, ranges_cache=cache) as second:       # pass 2: loads
+        seen: list[str] = []
+        second.con.set_trace_callback(seen.append)
+        second.nvtx_ranges()
+        assert split_nvtx_texts(second, Scrubber(opts.policy, opts.pseudonyms)) == by_path
+        assert seen and not [s for s in seen if "NVTX_EVENTS" in s]

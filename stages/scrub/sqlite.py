@@ -587,8 +587,9 @@ def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterat
 
     Why pairs in start order: `nvtx.annotate(f"...{tok[:8]}")` then `(f"{tok[8:]}...")` writes a
     token across two ranges that no rule sees whole; verl pushes one range after another per thread.
-    Why distinct: a range-heavy capture holds 10^6 ranges but a few hundred distinct neighbour pairs
-    (issue 25), so the pairs are found with one numpy sort over integer codes and judged once each.
+    The pairs are found over columns by `readers/nvtx_pairs.adjacent_pairs`, which a raw export's
+    ranges read uses too (`NsysExport.adjacent_nvtx_pairs`); this reads any SQLite file with an
+    NVTX table (the window files verlprof writes, the check).
     """
     cols = _adjacent_columns(conn, schema)
     if cols is not None:

@@ -59,13 +59,15 @@ def publish_scrubber(options: ScrubOptions,
     """The one Scrubber for everything collect publishes from raw inputs (rows, metadata, facts).
 
     `raw_exports`: the nsys exports the rows were read from (paths, or connections or exports open
-    in the pass: an `NsysExport` gives the adjacent pairs its NVTX read found, without a second read). Rows have lost which NVTX range followed which, so the halves of a secret split across
+    in the pass: an `NsysExport` gives the adjacent pairs its NVTX read found, without a second
+    read). Rows have lost which NVTX range followed which, so the halves of a secret split across
     adjacent ranges are found on the exports first (`split_nvtx_texts`) and redacted wherever they
     appear later (issue 16)."""
     sc = Scrubber(options.policy, options.pseudonyms)
     if options.policy.join_adjacent_nvtx:
         for raw in raw_exports:
-            sc.force_redact(split_nvtx_texts(raw if isinstance(raw, (sqlite3.Connection, NsysExport)) else Path(raw), sc))
+            src = raw if isinstance(raw, (sqlite3.Connection, NsysExport)) else Path(raw)
+            sc.force_redact(split_nvtx_texts(src, sc))
     return sc
 
 
