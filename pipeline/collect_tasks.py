@@ -239,7 +239,7 @@ def _scrubbed_rows(item: SourceWork, options: PublishOptions, db: Any) -> tuple[
     from ..stages.summarize import summarize_any_item
 
     rows = summarize_any_item(item.summary, options.summarize, export=db)
-    raw = [] if item.kind != NSYS else [db.con if db is not None else item.raw]
+    raw = [] if item.kind != NSYS else [db if db is not None else item.raw]
     sc = publish_scrubber(options.scrub, raw)
     clean, _ = scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
     return clean, Counter(sc.counts)

@@ -115,7 +115,7 @@ def test_the_cache_keeps_within_its_budget_least_recently_used_first(tmp_path: P
     """Every export (and every rewrite of one) leaves a file; past the budget the least recently
     used go, the file just written and the ones just loaded stay, and a pruned export is simply
     read again, equal to a fresh read."""
-    from verlprof.stages.readers import nsys_sqlite
+    from verlprof.stages.readers import ranges_cache
 
     cache = tmp_path / "ranges"
     cache.mkdir()
@@ -129,12 +129,12 @@ def test_the_cache_keeps_within_its_budget_least_recently_used_first(tmp_path: P
     _read(srcs[0], cache)                                         # loaded: now the most recently used
     sizes = sorted(v for k, v in files.items() if k != "old-format.npz")
     budget = sizes[-1] + sizes[-2]                                # room for two of the three
-    monkeypatch.setattr(nsys_sqlite, "RANGES_CACHE_BYTES", budget)
-    gone = nsys_sqlite.prune_ranges_cache(cache, budget=budget)
+    monkeypatch.setattr(ranges_cache, "RANGES_CACHE_BYTES", budget)
+    gone = ranges_cache.prune(cache, budget=budget)
     left = list(cache.glob("*.npz"))
     assert not (cache / "old-format.npz").exists() and gone >= 1
     assert sum(f.stat().st_size for f in left) <= budget
-    kept = nsys_sqlite._ranges_cache_file(cache, srcs[0])
+    kept = ranges_cache.cache_file(cache, srcs[0])
     assert kept is not None and kept.exists()                     # the one just loaded stayed
     for src in srcs:                                              # pruned or not: the same ranges
         _assert_same(_read(src, cache), _read(src, None))

@@ -71,3 +71,48 @@ def test_pairs_equal_sqlite_lag(rel: str, tmp_path: Path) -> None:
         for a, b in got:     # a text-column half carries no id; a StringIds half its id
             for half in (a, b):
                 assert half[1] is None or isinstance(half[1], int)
+
+
+# -- the pairs found by the ranges' read (pass 1 of collect), judged by pass 2 without a second read --
+
+READ_EXPORTS = EXPORTS + ["captures/fuser_2024_6/fuser_report1.sqlite",
+                          "captures/extrap_concurrent_s16/profile16.sqlite",
+                          "captures/pipit_saxpy_mpi/saxpy-mpi-cuda_nsys_perlmutter0.sqlite",
+                          "same_workload/cuda/make_gpu_run_cuda.sqlite"]
+
+
+def _mixed_copy(src: Path, dst: Path) -> Path:
+    """`src` with every way an NVTX event names its text at once: own `text` rows (a third), no text
+    at all (textId NULL), marks (at a range's start) with text of their own, not UTF-8 or a blob or
+    none, and each thread's events spread over a second thread."""
+    _text_column_copy(src, dst)
+    con = sqlite3.connect(dst)
+    con.execute("UPDATE NVTX_EVENTS SET textId = NULL, text = NULL WHERE rowid % 11 = 0")
+    con.execute("UPDATE NVTX_EVENTS SET globalTid = globalTid + 1 WHERE rowid % 5 = 0 AND globalTid IS NOT NULL")
+    rows = con.execute("SELECT start, globalTid FROM NVTX_EVENTS WHERE start IS NOT NULL ORDER BY rowid LIMIT 40").fetchall()
+    for i, (start, gtid) in enumerate(rows):
+        text = {0: b"mark \xff\xfe not utf-8", 1: None}.get(i % 4, f"mark {i}")
+        con.execute("INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) "
+                    "VALUES (?, NULL, 34, CAST(? AS TEXT), ?)", (start, text, gtid))
+    con.execute("INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid) VALUES (?, NULL, 34, ?, ?)",
+                (rows[0][0], b"blob half", rows[0][1]))
+    con.commit()
+    con.close()
+    return dst
+
+
+@pytest.mark.parametrize("rel", READ_EXPORTS)
+def test_pairs_of_the_ranges_read_equal_the_scan(rel: str, tmp_path: Path) -> None:
+    """`NsysExport.adjacent_nvtx_pairs` (found by the ranges' read, kept in the ranges cache) are
+    exactly the pairs `iter_adjacent_nvtx` reads, in the same order with the same rowids, fresh
+    and loaded from the cache, on the real export and on a copy mixing every text form."""
+    from verlprof.stages.readers.nsys_sqlite import NsysExport
+
+    for db in (data_path(rel), _mixed_copy(data_path(rel), tmp_path / "mixed.sqlite")):
+        expected = _scan(db)
+        assert expected, db
+        for cache in (None, tmp_path / f"cache-{db.stem}", tmp_path / f"cache-{db.stem}"):   # fresh, keeps, loads
+            if cache is not None:
+                cache.mkdir(exist_ok=True)
+            with NsysExport.open(db, ranges_cache=cache) as exp:
+                assert exp.adjacent_nvtx_pairs() == expected, (db, cache)

@@ -13,9 +13,6 @@ ever written into an input.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 import sqlite3
 import warnings
@@ -26,8 +23,10 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..core.atomic import atomic_path
 from ..core.errors import BadInputError
+from . import ranges_cache
+from .nvtx_pairs import Pair, adjacent_pairs
+from .ranges_cache import RangeColumns
 from .sqlite_export import open_export
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -216,124 +215,13 @@ def _codes_of(values: list) -> tuple[np.ndarray, list]:
     return codes, list(code)
 
 
-@dataclass
-class _RangeColumns:
-    """`NvtxRanges` as numbers alone: texts and domains as codes into their distinct values. The
-    form `nvtx_ranges` builds them in and keeps between passes (`ranges_cache`)."""
-
-    start: np.ndarray
-    end: np.ndarray
-    gtid: np.ndarray
-    event_type: np.ndarray
-    same_thread: np.ndarray
-    rowid: np.ndarray
-    text_code: np.ndarray
-    texts: list[str]
-    domain_code: np.ndarray
-    domains: list[str | None]
-    parent: np.ndarray | None = None
-
-    def ranges(self) -> NvtxRanges:
-        text = np.array(self.texts, dtype=object)[self.text_code].tolist()
-        domain = (np.array(self.domains, dtype=object)[self.domain_code].tolist() if len(self.domains) > 1
-                  else [self.domains[0]] * int(self.start.size))
-        return NvtxRanges(self.start, self.end, self.gtid, self.event_type, self.same_thread, self.rowid,
-                          text, domain, (self.text_code, self.texts), (self.domain_code, self.domains), self.parent)
-
-
-_ARRAYS = ("start", "end", "gtid", "event_type", "same_thread", "rowid", "text_code", "domain_code")
-_CACHE_FORMAT = "nvtx-ranges-3"
-
-
-def _ranges_cache_file(folder: Path, export: Path) -> Path | None:
-    """The cache file of `export`'s ranges: keyed by the file's identity (path, inode, size, mtime),
-    which an export changes whenever it is rewritten (exports are replaced by rename, never edited
-    in place); None when the export cannot be stat'ed."""
-    try:
-        st = export.stat()
-        key = f"{_CACHE_FORMAT}|{export.resolve()}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}"
-    except OSError:
-        return None
-    return folder / f"{hashlib.sha256(key.encode('utf-8', 'surrogateescape')).hexdigest()[:32]}.npz"
-
-
-def _save_ranges(path: Path, cols: _RangeColumns) -> None:
-    """Write the columns atomically (uncompressed npz, texts as JSON); best effort: a work dir that
-    cannot be written only costs the next pass a fresh read."""
-    names = json.dumps({"texts": cols.texts, "domains": cols.domains}).encode()   # ASCII: lone surrogates escaped
-    try:
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            arrays = {k: _narrow(getattr(cols, k)) for k in _ARRAYS}
-            if cols.parent is not None:
-                arrays["parent"] = _narrow(cols.parent)
-            np.savez(fh, names=np.frombuffer(names, np.uint8), **arrays)
-    except OSError:
-        return
-    prune_ranges_cache(path.parent, keep=path)
-
-
-#: what the ranges cache may hold on disk before the least recently used files go
-RANGES_CACHE_BYTES = 1 << 30
-
-
-def prune_ranges_cache(folder: Path, keep: Path | None = None, budget: int | None = None) -> int:
-    """Delete the least recently used cache files (by mtime: a load touches its file) until the
-    folder holds at most `budget` bytes; `keep` (the file just written) stays. Returns how many went.
-
-    Why: each export, and each rewrite of one, leaves its own file (keyed by the file's identity),
-    and files of an older cache format are never read again; unbounded, the work dir would grow
-    with every run profiled. Best effort: a file another worker deletes first, or is loading, only
-    costs that pass a fresh read (`_load_ranges` then returns None)."""
-    budget = RANGES_CACHE_BYTES if budget is None else budget
-    entries = []
-    for f in folder.glob("*.npz"):
-        try:
-            st = f.stat()
-        except OSError:
-            continue
-        entries.append((st.st_mtime_ns, st.st_size, f))
-    total = sum(size for _t, size, _f in entries)
-    gone = 0
-    for _t, size, f in sorted(entries, key=lambda e: e[0]):
-        if total <= budget:
-            break
-        if keep is not None and f == keep:
-            continue
-        try:
-            f.unlink()
-        except OSError:
-            continue
-        total -= size
-        gone += 1
-    return gone
-
-
-def _narrow(a: np.ndarray) -> np.ndarray:
-    """`a` in the narrowest integer type that holds its values (int64 again on load): codes, types
-    and row ids fit in 1-4 bytes, so the file of 720k ranges is 25 MB instead of 41 MB to write."""
-    if a.dtype == bool or a.size == 0:
-        return a
-    lo, hi = int(a.min()), int(a.max())
-    for t in (np.int8, np.int16, np.int32):
-        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
-            return a.astype(t)
-    return a
-
-
-def _load_ranges(path: Path) -> _RangeColumns | None:
-    """The columns `_save_ranges` wrote, or None (absent, unreadable or not of this format)."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: a if a.dtype == bool else a.astype(np.int64) for k, a in ((k, z[k]) for k in _ARRAYS)}
-            parent = z["parent"].astype(np.int64) if "parent" in z.files else None
-            names = json.loads(z["names"].tobytes())
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    try:
-        os.utime(path)      # recently used: the last to be pruned
-    except OSError:
-        pass
-    return _RangeColumns(texts=names["texts"], domains=names["domains"], parent=parent, **arrays)
+def _as_ranges(cols: RangeColumns) -> NvtxRanges:
+    """The `NvtxRanges` of columns read or loaded: texts and domains expanded from their codes."""
+    text = np.array(cols.texts, dtype=object)[cols.text_code].tolist()
+    domain = (np.array(cols.domains, dtype=object)[cols.domain_code].tolist() if len(cols.domains) > 1
+              else [cols.domains[0]] * int(cols.start.size))
+    return NvtxRanges(cols.start, cols.end, cols.gtid, cols.event_type, cols.same_thread, cols.rowid,
+                      text, domain, (cols.text_code, cols.texts), (cols.domain_code, cols.domains), cols.parent)
 
 
 @dataclass
@@ -349,6 +237,7 @@ class NsysExport:
     nsys_version: str | None = None
     schema_version: str | None = None
     _nvtx: NvtxTypes | None = None
+    _pairs: "tuple[list[Pair] | None] | None" = None    # (adjacent_nvtx_pairs,) once the ranges are read
     ranges_cache: Path | None = None       # folder keeping `nvtx_ranges` between passes (work dir)
 
     # -- opening and probing -----------------------------------------------------------------
@@ -471,43 +360,84 @@ class NsysExport:
         costs no Python call (issue 25: 10^6 ranges). With `ranges_cache` (a folder in the work
         dir) the columns read are kept there, so the next pass over the same export (collect's
         steps, then its summary) loads them instead of reading the export again."""
-        empty = NvtxRanges(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(0, bool),
-                           np.zeros(0, np.int64), [], [])
+        cache = ranges_cache.cache_file(self.ranges_cache, self.path) if self.ranges_cache else None
+        cols = ranges_cache.load(cache) if cache is not None else None
+        if cols is None:
+            cols = self._read_nvtx()
+            if cols is None:
+                self._pairs = (None if self.has(NVTX) else [],)
+                return NvtxRanges(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(0, bool),
+                                  np.zeros(0, np.int64), [], [])
+            if cache is not None:   # the nesting too: the next pass needs it and need not find it again
+                from .nvtx_tree import same_thread_parents
+
+                cols.parent = same_thread_parents(cols.start, cols.end, cols.gtid, cols.same_thread)
+                ranges_cache.save(cache, cols)
+        self._pairs = (cols.pairs,)
+        return _as_ranges(cols)
+
+    def adjacent_nvtx_pairs(self) -> list[Pair] | None:
+        """The distinct text pairs of NVTX events that follow each other on one thread
+        (`nvtx_pairs.adjacent_pairs`: what the split-value scan judges), found by the same read as
+        the ranges and kept with them (pass 1 of collect finds them, pass 2 loads them: the NVTX
+        table is read once per collect). None where that read cannot tell them (a `textId` that is
+        not an integer, StringIds ids below 0, no `eventType`): the caller reads the table itself."""
+        if self._pairs is None:
+            self.nvtx_ranges()
+        assert self._pairs is not None
+        return self._pairs[0]
+
+    def _read_nvtx(self) -> RangeColumns | None:
+        """Read every NVTX event once: the ranges' columns (sorted by thread, start, -end, rowid)
+        and, over all events (marks too), their adjacent text pairs. None without NVTX ranges' columns."""
         if not self.has(NVTX, "start", "eventType"):
-            return empty
-        cache = _ranges_cache_file(self.ranges_cache, self.path) if self.ranges_cache else None
-        got = _load_ranges(cache) if cache is not None else None
-        if got is not None:
-            return got.ranges()
+            return None
         cols = self.columns(NVTX)
         end = "end" if "end" in cols else "NULL"
         gtid = "ifnull(globalTid, 0)" if "globalTid" in cols else "0"
         domain = "ifnull(domainId, 0)" if "domainId" in cols else "0"
         maxts = int(self.scalar(f"SELECT max(max(ifnull(start, 0)), max(ifnull({end}, 0))) FROM {NVTX}") or 0)
-        where = f"eventType IN {in_list(self.nvtx_types.ranges)} AND start IS NOT NULL"
         same = f"endGlobalTid IS NULL OR endGlobalTid = {gtid}" if "endGlobalTid" in cols else "1"
-        own_text = "2 * (text IS NOT NULL)" if "text" in cols else "0"   # bit 1: the text is in its own column
-        exprs = ["rowid", "start", f"ifnull({end}, {maxts})", "eventType", gtid, f"({same}) + {own_text}",
+        # bit 0: ended on its own thread; 1: the text is in its own column; 2: no start; 3: a textId
+        # that is not an integer (the pairs are then left to the split-value scan's own read)
+        flags = " + ".join([f"({same})", "2 * (text IS NOT NULL)" if "text" in cols else "0", "4 * (start IS NULL)",
+                            "8 * (typeof(textId) NOT IN ('integer', 'null'))" if "textId" in cols else "0"])
+        exprs = ["rowid", "start", f"ifnull({end}, {maxts})", "eventType", gtid, flags,
                  "textId" if "textId" in cols else "NULL", domain]
-        parts = list(self.iter_columns(NVTX, exprs, where))
+        parts = list(self.iter_columns(NVTX, exprs))   # every event: the pairs need marks too
         if not parts:
-            return empty
-        rid, start, endv, et, g, same, tid_, dom = (np.concatenate(c) for c in zip(*parts))
-        if not _sorted_by(g, start, -endv, rid):   # an export usually lists them in that order already
-            order = np.lexsort((rid, -endv, start, g))
-            rid, start, endv, et, g, same, tid_, dom = (a[order] for a in (rid, start, endv, et, g, same, tid_, dom))
+            return None
+        rid, start, endv, et, g, flag, tid_, dom = (np.concatenate(c) for c in zip(*parts))
+        if rid.size > 1 and not bool(np.all(rid[1:] > rid[:-1])):   # scan order is rowid order; never assumed
+            by_rid = np.argsort(rid, kind="stable")
+            rid, start, endv, et, g, flag, tid_, dom = (a[by_rid] for a in (rid, start, endv, et, g, flag, tid_, dom))
+        own_group, own_texts = self._own_texts(rid, flag)
+        pairs = self._pairs_of(rid, g, start, flag, tid_, own_group, own_texts)
+        keep = np.isin(et, self.nvtx_types.ranges) & ((flag & 4) == 0)
+        if not keep.all():
+            rid, start, endv, et, g, flag, tid_, dom, own_group = (
+                a[keep] for a in (rid, start, endv, et, g, flag, tid_, dom, own_group))
         uniq, inv = np.unique(tid_, return_inverse=True)
         sids = self.strings(uniq[uniq >= 0].tolist())
         names = [sids.get(int(i), "") for i in uniq.tolist()] or [""]
         text_code = inv.astype(np.int64).reshape(-1)
-        if (same & 2).any():   # unregistered strings: the text itself, in its own column
-            own = dict(self.query(f"SELECT rowid, text FROM {NVTX} WHERE text IS NOT NULL AND {where}"))
-            if own:
-                pos = np.searchsorted(np.sort(rid), list(own))
-                by_rid = np.argsort(rid)[pos]
-                code_of: dict[str, int] = {}
-                text_code[by_rid] = [code_of.setdefault(str(v), len(names) + len(code_of)) for v in own.values()]
-                names += list(code_of)
+        own = own_group >= 0
+        if own.any():   # unregistered strings: the text itself, coded in order of first range
+            groups = own_group[own]
+            _, first = np.unique(groups, return_index=True)
+            code_of: dict[str, int] = {}
+            code_of_group = np.zeros(len(own_texts), np.int64)
+            for gi in groups[np.sort(first)].tolist():
+                v = own_texts[gi]
+                if isinstance(v, str) and _unencodable(v):
+                    raise BadInputError(self.path, "corrupt or unreadable export (NVTX text not UTF-8)")
+                code_of_group[gi] = code_of.setdefault(str(v), len(names) + len(code_of))
+            text_code[own] = code_of_group[groups]
+            names += list(code_of)
+        if not _sorted_by(g, start, -endv, rid):   # an export usually lists them in that order already
+            order = np.lexsort((rid, -endv, start, g))
+            rid, start, endv, et, g, flag, text_code, dom = (
+                a[order] for a in (rid, start, endv, et, g, flag, text_code, dom))
         dom_names = self._domain_names(gtid, domain, cols)
         domains: list[str | None] = [None]
         dom_code = np.zeros(start.size, np.int64)
@@ -516,13 +446,59 @@ class NsysExport:
             dom_code[:] = [code_of_dom.setdefault(dom_names.get(k), len(code_of_dom))
                            for k in zip(dom.tolist(), (g >> PID_SHIFT).tolist())]
             domains = list(code_of_dom)
-        cols_read = _RangeColumns(start, endv, g, et, (same & 1) == 1, rid, text_code, names, dom_code, domains)
-        if cache is not None:   # the nesting too: the next pass needs it and need not find it again
-            from .nvtx_tree import same_thread_parents
+        return RangeColumns(start, endv, g, et, (flag & 1) == 1, rid, text_code, names, dom_code, domains,
+                            pairs=pairs)
 
-            cols_read.parent = same_thread_parents(start, endv, g, cols_read.same_thread)
-            _save_ranges(cache, cols_read)
-        return cols_read.ranges()
+    def _own_texts(self, rid: np.ndarray, flag: np.ndarray) -> tuple[np.ndarray, list]:
+        """(group per event, -1: none; distinct `text` values): events whose text is in their own
+        column, one row per distinct text from SQLite with its rowids (no Python per event).
+        Read as the scrub reads cells (invalid UTF-8 kept as surrogates): the pairs hold these."""
+        group = np.full(rid.size, -1, np.int64)
+        if not (flag & 2).any():
+            return group, []
+        with _scrub_decoding(self.con):
+            rows = self.query(f"SELECT text, count(*), group_concat(rowid) FROM {NVTX} WHERE text IS NOT NULL "
+                              "GROUP BY 1")
+        if not rows:
+            return group, []
+        texts, counts, rowids = zip(*rows)
+        at = np.searchsorted(rid, _parse_ints(",".join(rowids), int(sum(counts))))
+        group[at] = np.repeat(np.arange(len(texts)), np.asarray(counts, np.int64))
+        return group, list(texts)
+
+    def _pairs_of(self, rid: np.ndarray, g: np.ndarray, start: np.ndarray, flag: np.ndarray, tid_: np.ndarray,
+                  own_group: np.ndarray, own_texts: list) -> list[Pair] | None:
+        """The adjacent text pairs of all events, keyed as `scrub/sqlite._adjacent_columns` keys
+        them: own text first, else a StringIds id, else none; None where these columns cannot tell."""
+        cols = self.columns(NVTX)
+        if "text" not in cols and "textId" not in cols:
+            return []
+        if (flag & 8).any():
+            return None
+        has_ids = "textId" in cols and "StringIds" in self.tables
+        if has_ids:
+            low = self.scalar("SELECT min(id) FROM StringIds")
+            if isinstance(low, int) and low < 0:   # -1 would be an id, not "no textId"
+                return None
+        ids = np.where((own_group < 0) & has_ids, tid_, -1)
+        id_keys, code = np.unique(ids, return_inverse=True)
+        keys: list = [None if k == -1 else k for k in id_keys.tolist()]
+        code = code.astype(np.int64).reshape(-1)
+        own = own_group >= 0
+        code[own] = own_group[own] + len(keys)
+        keys += own_texts
+
+        def string_values(want: set[int]) -> dict[int, object]:
+            ids_l = sorted(want)
+            out: dict[int, object] = {}
+            with _scrub_decoding(self.con):
+                for k in range(0, len(ids_l), 900):
+                    part = ids_l[k:k + 900]
+                    out.update(self.query(f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(part))})",
+                                          part))
+            return out
+
+        return adjacent_pairs(rid, g, np.where((flag & 4) != 0, 0, start), code, keys, string_values)
 
     def _domain_names(self, gtid: str, domain: str, cols: tuple[str, ...]) -> dict[tuple[int, int], str]:
         """(domainId, process key) -> domain name, from the NvtxDomainCreate rows."""
@@ -583,6 +559,27 @@ class NsysExport:
             raise BadInputError(self.path, f"table {table} holds non-numeric values where numbers belong") from None
         arr = arr.reshape(len(rows), ncols)
         return [arr[:, j].astype(np.int64) for j in range(ncols)]
+
+
+@contextmanager
+def _scrub_decoding(con: sqlite3.Connection) -> Iterator[None]:
+    """Cells decoded as the scrub decodes them (invalid UTF-8 kept as surrogates), for the texts the
+    split-value scan judges: they must be the strings it would read itself (`scrub.sqlite.reading`)."""
+    factory = con.text_factory
+    con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+    try:
+        yield
+    finally:
+        con.text_factory = factory
+
+
+def _unencodable(text: str) -> bool:
+    """True for a text holding lone surrogates (its bytes were not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _sorted_by(*keys: np.ndarray) -> bool:

@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from ..core.errors import BadInputError
+from ..readers.nsys_sqlite import NsysExport
+from ..readers.nvtx_pairs import adjacent_pairs
 from .secrets import KIND_GPU, KIND_SPLIT, REDACTED, Identities, IdentityCollector, Policy, Scrubber
 from .sqlite_pages import numeric_cells_are_numbers
 
@@ -589,35 +591,8 @@ def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterat
     (issue 25), so the pairs are found with one numpy sort over integer codes and judged once each.
     """
     cols = _adjacent_columns(conn, schema)
-    if cols is None:
-        return
-    rid, gtid, start, code, keys = cols
-    if rid.size < 2:
-        return
-    order = np.lexsort((rid, start, gtid))
-    g, c, r = gtid[order], code[order], rid[order]
-    same = g[1:] == g[:-1]
-    first, second = c[:-1][same], c[1:][same]
-    _, at = np.unique(first * len(keys) + second, return_index=True)
-    has_ids = any(isinstance(k, int) for k in keys)
-    strings = _string_values(conn, schema, {keys[i] for i in np.union1d(first[at], second[at]).tolist()
-                                            if isinstance(keys[i], int)}) if has_ids else {}
-
-    def side(code: int, rid: int) -> tuple[int, Any, str] | None:
-        key = keys[code]
-        val = strings.get(key) if isinstance(key, int) else key
-        if isinstance(val, bytes):
-            val = val.decode("latin-1")
-        if not isinstance(val, str) or not val:
-            return None
-        return (rid, key if isinstance(key, int) else None, val)
-
-    rid_first, rid_second = r[:-1][same], r[1:][same]
-    for i in sorted(at.tolist(), key=lambda j: int(rid_first[j])):
-        a = side(int(first[i]), int(rid_first[i]))
-        b = side(int(second[i]), int(rid_second[i]))
-        if a is not None and b is not None:
-            yield a, b
+    if cols is not None:
+        yield from adjacent_pairs(*cols, lambda ids: _string_values(conn, schema, ids))
 
 
 def _adjacent_columns(conn: sqlite3.Connection, schema: str
@@ -774,19 +749,22 @@ def _copied_pairs(out: sqlite3.Connection, pairs: list[tuple[tuple[int, Any, str
     return out_pairs
 
 
-def split_nvtx_texts(source: Path | sqlite3.Connection, scrubber: Scrubber) -> set[str]:
+def split_nvtx_texts(source: "Path | sqlite3.Connection | NsysExport", scrubber: Scrubber) -> set[str]:
     """The raw texts of a RAW export's NVTX ranges that hold half of a split secret.
 
     For callers that read a raw export and scrub the strings they keep one by one (summary rows):
     `scrubber.force_redact(split_nvtx_texts(raw, scrubber))` first, so a split value is redacted
     there too. `joined_halves` judges each half against its own scrub (`update_actor api_key=...`
     alone keeps its own, finer redaction); the raw text is what the caller will meet.
-    `source`: the export's path, or its connection open in this pass (`reading`).
+    `source`: the export's path, its connection open in this pass (`reading`), or the export open
+    in this pass (`NsysExport`): then the pairs its ranges' read found (kept by collect's pass 1 in
+    the ranges cache) are judged, and the NVTX table is not read again.
     """
     out: set[str] = set()
-    with reading(source) as (conn, path):
+    pairs = source.adjacent_nvtx_pairs() if isinstance(source, NsysExport) else None
+    with reading(source.con if isinstance(source, NsysExport) else source) as (conn, path):
         try:
-            for first, second in iter_adjacent_nvtx(conn):
+            for first, second in (pairs if pairs is not None else iter_adjacent_nvtx(conn)):
                 for raw, involved in zip((first[2], second[2]), scrubber.joined_halves(first[2], second[2])):
                     if involved:
                         out.add(raw)

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
+from ..readers.nsys_sqlite import NsysExport
 from .secrets import Pseudonyms, Scrubber, load_policy
 from .sqlite import split_nvtx_texts
 from .tasks import ScrubOptions, ScrubResult
@@ -54,17 +55,17 @@ def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
 
 
 def publish_scrubber(options: ScrubOptions,
-                     raw_exports: Iterable[str | Path | sqlite3.Connection] = ()) -> Scrubber:
+                     raw_exports: Iterable[str | Path | sqlite3.Connection | NsysExport] = ()) -> Scrubber:
     """The one Scrubber for everything collect publishes from raw inputs (rows, metadata, facts).
 
-    `raw_exports`: the nsys exports the rows were read from (paths, or connections open in the
-    pass). Rows have lost which NVTX range followed which, so the halves of a secret split across
+    `raw_exports`: the nsys exports the rows were read from (paths, or connections or exports open
+    in the pass: an `NsysExport` gives the adjacent pairs its NVTX read found, without a second read). Rows have lost which NVTX range followed which, so the halves of a secret split across
     adjacent ranges are found on the exports first (`split_nvtx_texts`) and redacted wherever they
     appear later (issue 16)."""
     sc = Scrubber(options.policy, options.pseudonyms)
     if options.policy.join_adjacent_nvtx:
         for raw in raw_exports:
-            sc.force_redact(split_nvtx_texts(raw if isinstance(raw, sqlite3.Connection) else Path(raw), sc))
+            sc.force_redact(split_nvtx_texts(raw if isinstance(raw, (sqlite3.Connection, NsysExport)) else Path(raw), sc))
     return sc
 
 
