@@ -275,7 +275,8 @@ class _NvtxBatch:
     digits of `ts` and `dur` (microseconds with three decimals, `us`), made column by column
     with integer arithmetic; and `tail` (`,"args":{"domain":..}}`), one per domain. A NUL byte
     never occurs in the parts (names and domains come from `json_quote`, which escapes every
-    control character), so dropping the NULs leaves exactly the text the `%` templates wrote."""
+    control character), so dropping the NULs leaves exactly each event's JSON: `us` for the
+    numbers, as the other tables' SQL writes them (tests/test_traces_chrome_rows.py)."""
 
     _ROWS_BYTES = 1 << 23     # at most ~8 MiB of matrix at a time
 
