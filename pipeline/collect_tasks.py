@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -262,7 +263,11 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
     """Scrub and convert a cut raw window (WORK dir) into the bundle, make the window's piece of
     the merged trace, and check both, so the run-level check and merge have no window left to
     read. When the bundle is elsewhere the files are written into a scratch folder and returned
-    as bytes."""
+    as bytes.
+
+    The scrubbed window SQLite is checked on a thread while it is converted to Chrome JSON (the
+    conversion only reads it): SQLite and zlib work without the GIL, and a lone source's summary
+    job leaves the second core idle by then (720k: 0.75 -> 0.45 s for conversion and check)."""
     from ..stages.traces import publish_window
 
     from .merged_trace import NAME, make_piece, write_alone
@@ -270,14 +275,23 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
     scratch = Path(tempfile.mkdtemp(prefix="verlprof-window-", dir=options.work_dir))
     root = scratch if options.ship else Path(item.trace.out_dir)
     try:
-        facts = publish_window((replace(item.trace, out_dir=root), cut), options.scrub)
-        files = {n: root / n for n in sorted(set(facts["outputs"].values()))}
-        chrome, piece = facts["outputs"].get("chrome"), None
-        to_check = dict(files)
-        if chrome and item.piece:
-            piece = make_piece(root / chrome, item.index, facts["source"], (out.rows or {}).get("phases") or [])
-            to_check[f"traces/{NAME}"] = write_alone(scratch / f"piece-{NAME}", piece.body)
-        findings = check_written(to_check, options.scrub)
+        with ThreadPoolExecutor(1) as pool:
+            early: dict[str, Future[list[Any]]] = {}
+
+            def check_early(name: str) -> None:
+                early[name] = pool.submit(check_written, {name: root / name}, options.scrub)
+
+            facts = publish_window((replace(item.trace, out_dir=root), cut), options.scrub, on_scrubbed=check_early)
+            files = {n: root / n for n in sorted(set(facts["outputs"].values()))}
+            chrome, piece = facts["outputs"].get("chrome"), None
+            to_check = dict(files)
+            if chrome and item.piece:
+                piece = make_piece(root / chrome, item.index, facts["source"], (out.rows or {}).get("phases") or [])
+                to_check[f"traces/{NAME}"] = write_alone(scratch / f"piece-{NAME}", piece.body)
+            found = check_written({n: f for n, f in to_check.items() if n not in early}, options.scrub)
+            found += [f for fut in early.values() for f in fut.result()]
+        order = {n: i for i, n in enumerate(to_check)}   # as one checker over `to_check` reports them
+        findings = sorted(found, key=lambda f: order.get(f.path.partition("!")[0], len(order)))
         # Only now, all of it checked: a window that failed on the way leaves its files to the
         # run-level check and no piece in the merged trace.
         out.trace, out.piece, out.findings = facts, piece, findings

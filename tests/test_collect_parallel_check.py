@@ -138,3 +138,38 @@ def test_a_window_that_fails_after_it_is_written_is_checked_at_run_level(tmp_pat
     assert len(windows) == 2 and all(Path(p).name.startswith(failed[0].artifact.split(".")[0]) for p in windows), seen
     merged_events = _events(tmp_path / "out" / res.manifest["merged_trace"])
     assert len({e["pid"] // merged.PID_BLOCK for e in merged_events}) == 3
+
+
+def test_the_window_sqlite_checked_while_it_is_converted_reports_as_one_check(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scrubbed window SQLite is checked on a thread while it is converted: a secret planted in
+    it (after its scrub, before its conversion, so the Chrome JSON holds it too) is found in both
+    files, in the order one checker over both files reports them, and the bundle is refused."""
+    import sqlite3
+
+    import verlprof.stages.traces as traces
+
+    src = tmp_path / "run"
+    src.mkdir()
+    shutil.copy(next(data_dir("gloo_ranks/nsys").glob("*.sqlite")), src)
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"    # FAKE, a GitHub token's shape
+
+    def planting(item, scrub, flows=True, on_scrubbed=None):
+        def plant(name: str) -> None:
+            con = sqlite3.connect(item[0].out_dir / name)
+            con.execute("UPDATE StringIds SET value = ? WHERE id = (SELECT textId FROM NVTX_EVENTS "
+                        "WHERE textId IS NOT NULL LIMIT 1)", (token,))
+            con.commit()
+            con.close()
+            on_scrubbed(name)
+        return real(item, scrub, flows, plant)
+
+    real = traces.publish_window
+    monkeypatch.setattr(traces, "publish_window", planting)
+    with pytest.raises(RefusedError) as err:
+        collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / "out", work_dir=tmp_path / "work",
+                                                   jobs=1))
+    found = str(err.value).split("in the bundle: ", 1)[1].split("; ")
+    stem = next(src.glob("*.sqlite")).stem
+    assert [f.split()[0] for f in found] == [f"traces/{stem}.sqlite", f"traces/{stem}.trace.json.gz!{stem}.trace.json"]
+    assert all("pattern:github" in f for f in found) and token not in str(err.value)

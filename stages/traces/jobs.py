@@ -21,7 +21,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from .nsys_chrome import ChromeCounts, nsys_sqlite_to_chrome
 from .nsys_window import WindowCounts, window_nsys_sqlite
@@ -139,9 +139,12 @@ def cut_window(job: TraceJob, options: Any = None, db: Any = None) -> dict[str, 
     return {"raw": str(raw), "counts": counts}
 
 
-def publish_window(item: tuple[TraceJob, dict[str, Any]], scrub: Any, flows: bool = True) -> dict[str, Any]:
+def publish_window(item: tuple[TraceJob, dict[str, Any]], scrub: Any, flows: bool = True,
+                   on_scrubbed: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Scrub a cut raw window into the bundle (`job.out_dir`) and, for nsys, convert the scrubbed
     window to Chrome JSON; the raw window is removed. `out["scrub"]` is the scrub result's report.
+    `on_scrubbed(name)`: told the bundle name of the scrubbed window SQLite as soon as it is
+    written, before the conversion (which only reads it), so a caller can check it meanwhile.
 
     Nothing unscrubbed reaches `out_dir`: the only file written there from the raw window is the
     scrubber's output, and the Chrome JSON is made from that.
@@ -166,6 +169,8 @@ def publish_window(item: tuple[TraceJob, dict[str, Any]], scrub: Any, flows: boo
         raise BadInputError(None, f"{job.source_rel}: its window could not be scrubbed ({res.detail})")
     out["scrub"] = res.to_report()
     if job.kind == "nsys":
+        if on_scrubbed is not None:
+            on_scrubbed(sqlite_rel)
         c = nsys_sqlite_to_chrome(job.out_dir / sqlite_rel, job.out_dir / chrome_rel, flows=flows)
         out["outputs"] = {"sqlite": sqlite_rel, "chrome": chrome_rel}
         out["counts"] = {"sqlite": cut["counts"], "chrome": dataclasses.asdict(c)}

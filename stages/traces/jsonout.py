@@ -13,10 +13,11 @@ mtime 0 (a gzip header normally stores the temp file's name and the time of writ
 are written with the standard library's `json.dumps` separators (`"key": value`), because
 HolisticTraceAnalysis finds a trace's rank with the regex `"rank":\\s+(\\d+)`. Compression is
 level 9 by default, as kineto writes its traces (a torch window stays no bigger than the step
-kineto wrote); the nsys converter asks for zlib's default level 6, because on range-heavy traces
-(10^5-10^6 near-identical events) level 9 took 2.6x as long (83 vs 32 ms/MB on a loaded 2-core
-machine) for a file only 6% smaller (2.21 vs 2.34 MB for 240k NVTX ranges), and it was the largest
-part of writing the window (issue 25).
+kineto wrote); the nsys converter asks for level 1 (ISA-L where installed, gzip_pipe.py): on
+range-heavy traces (10^5-10^6 near-identical events) zlib's level 9 took 2.6x the time of level 6
+for a file 6% smaller, and level 6 deflated the 25 MB of a 240k-range window in 0.39 s of CPU
+against ISA-L level 1's 0.03 s, for a file 11% larger (2.61 vs 2.34 MB); on two cores shared by
+a collect's summary and window jobs that CPU was the largest part of writing the window (issue 25).
 """
 from __future__ import annotations
 
