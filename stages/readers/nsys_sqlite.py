@@ -27,7 +27,7 @@ from ..core.errors import BadInputError
 from . import ranges_cache
 from .nvtx_pairs import Pair, adjacent_pairs
 from .ranges_cache import RangeColumns
-from .sqlite_export import open_export
+from .sqlite_export import open_export, rowid_windows
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -529,17 +529,17 @@ class NsysExport:
         """
         if table not in self.tables:
             return
-        bounds = self.query(f'SELECT min(rowid), max(rowid) FROM "{table}"')
-        lo, hi = bounds[0] if bounds else (None, None)
-        if lo is None:
-            return
         cond = f" AND ({where})" if where else ""
         agg = ", ".join(f"group_concat(ifnull({e}, -1))" for e in exprs)
-        sql = f'SELECT count(*), {agg} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
-        plain = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid >= ? AND rowid < ?{cond}'
-        for a in range(int(lo), int(hi) + 1, chunk_rows):
-            args = (a, a + chunk_rows, *params)
+        sql = f'SELECT count(*), {agg} FROM "{table}" WHERE rowid BETWEEN ? AND ?{cond}'
+        plain = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid BETWEEN ? AND ?{cond}'
+        windows = rowid_windows(self.con, f'"{table}"', chunk_rows)
+        while True:
             try:
+                window = next(windows, None)
+                if window is None:
+                    return
+                args = (*window, *params)
                 row = self.con.execute(sql, args).fetchone()
             except sqlite3.DatabaseError as exc:
                 raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None

@@ -16,6 +16,7 @@ import sqlite3
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from ..core.errors import BadInputError
 from .files import require_nonempty_file
@@ -158,3 +159,22 @@ def text_of(value: object) -> str:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", "replace")
     return str(value)
+
+
+MAX_ROWID = (1 << 63) - 1
+
+
+def rowid_windows(con: sqlite3.Connection, table_sql: str, chunk: int) -> Iterator[tuple[int, int]]:
+    """(first, last) rowids, inclusive, of successive windows of `table_sql` that hold rows.
+
+    Why not `range(min(rowid), max(rowid) + 1, chunk)`: rowids may have gaps, and a corrupt or
+    hand-made file can hold a rowid near 2**63, whose span would be 10^13 empty windows (a fuzzed
+    export ran for minutes). After each window the next one starts at the next rowid that exists
+    (one index seek), so there are never more windows than rows / chunk plus one per gap."""
+    first = con.execute(f"SELECT min(rowid) FROM {table_sql}").fetchone()[0]
+    while first is not None:
+        last = min(int(first) + chunk - 1, MAX_ROWID)
+        yield int(first), last
+        if last >= MAX_ROWID:
+            return
+        first = con.execute(f"SELECT min(rowid) FROM {table_sql} WHERE rowid > ?", (last,)).fetchone()[0]

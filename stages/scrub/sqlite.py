@@ -27,6 +27,7 @@ import numpy as np
 from ..core.errors import BadInputError
 from ..readers.nsys_sqlite import NsysExport
 from ..readers.nvtx_pairs import adjacent_pairs
+from ..readers.sqlite_export import rowid_windows
 from .secrets import KIND_GPU, KIND_SPLIT, REDACTED, Identities, IdentityCollector, Policy, Scrubber
 from .sqlite_pages import numeric_cells_are_numbers
 
@@ -623,14 +624,13 @@ def _adjacent_columns(conn: sqlite3.Connection, schema: str
         none_id = min(-1, int(low) - 1) if isinstance(low, int) else -1
     sid = (f"CASE WHEN {'text IS NULL AND ' if 'text' in names else ''}typeof(textId) = 'integer' "
            f"THEN textId ELSE {none_id} END" if has_ids else str(none_id))
-    lo, hi = conn.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
-    if lo is None:
-        return None
     parts = []
-    for a in range(int(lo), int(hi) + 1, _ADJ_CHUNK):
-        part = _int_window(conn, table, ("globalTid" if "globalTid" in names else "0", "start", sid), a)
+    for window in rowid_windows(conn, table, _ADJ_CHUNK):
+        part = _int_window(conn, table, ("globalTid" if "globalTid" in names else "0", "start", sid), window)
         if part is not None:
             parts.append(part)
+    if not parts:
+        return None
     rid, gtid, start, ids = (np.concatenate(c) for c in zip(*parts))
     if rid.size > 1 and not bool(np.all(rid[1:] > rid[:-1])):   # scan order is rowid order; never assumed
         by_rid = np.argsort(rid, kind="stable")
@@ -651,13 +651,14 @@ def _adjacent_columns(conn: sqlite3.Connection, schema: str
     return rid, gtid, start, code, keys
 
 
-def _int_window(conn: sqlite3.Connection, table: str, exprs: tuple[str, ...], lo: int) -> list[np.ndarray] | None:
+def _int_window(conn: sqlite3.Connection, table: str, exprs: tuple[str, ...],
+                window: tuple[int, int]) -> list[np.ndarray] | None:
     """rowid and `exprs` (NULL as 0) of the rows of one rowid window, as int64 arrays; None if empty.
     A window holding non-integers (a hand-made file) is read again through CAST."""
     for cast in (False, True):
         cols = ["rowid", *(f"ifnull(CAST({e} AS INTEGER), 0)" if cast else f"ifnull({e}, 0)" for e in exprs)]
         n, *joined = conn.execute(f"SELECT count(*), {', '.join(f'group_concat({c})' for c in cols)} FROM {table} "
-                                  "WHERE rowid >= ? AND rowid < ?", (lo, lo + _ADJ_CHUNK)).fetchone()
+                                  "WHERE rowid BETWEEN ? AND ?", window).fetchone()
         if not n:
             return None
         with warnings.catch_warnings():
