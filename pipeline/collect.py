@@ -381,10 +381,16 @@ def _pass1_parts(run: Run, inputs: list[RawInput]) -> list[RawInput]:
     (identify, NVTX read, nesting) and its identities scan run as two jobs side by side, each
     opening the export once (in one job the second core idles; 720k ranges: the scan is 0.3 s of
     the pass's 1.7 s). Pass 2 splits a lone source the same way (`_pass2_jobs`)."""
-    cores = getattr(run.executor, "jobs", 2)       # Ray: a node has cores to spare
-    if len(inputs) == 1 and inputs[0].kind == NSYS and cores > 1:
+    if _splits_lone_source(run, len(inputs)) and inputs[0].kind == NSYS:
         return [replace(inputs[0], part="steps"), replace(inputs[0], part="identities")]
     return inputs
+
+
+def _splits_lone_source(run: Run, n_sources: int) -> bool:
+    """True when a pass runs a lone source as two jobs side by side: one source, several cores
+    (Ray: a node has cores to spare). In one job the second core idles (DESIGN.md, the exception
+    to one open per pass)."""
+    return n_sources == 1 and getattr(run.executor, "jobs", 2) > 1
 
 
 def _joined_survey(steps: TaskResult, identities: TaskResult) -> TaskResult:
@@ -525,8 +531,7 @@ def _pass2_jobs(run: Run, window: Window, popts: PublishOptions, on_done: Any) -
     todo = sorted((w for w in window.work if w.summary or w.trace), key=lambda w: -size.get(w.rel, 0))
     merge = sum(1 for w in todo if w.trace is not None) > 1
     todo = [replace(w, piece=merge) for w in todo]
-    cores = getattr(run.executor, "jobs", 2)       # Ray: a node has cores to spare
-    if len(todo) == 1 and todo[0].summary is not None and todo[0].trace is not None and cores > 1:
+    if _splits_lone_source(run, len(todo)) and todo[0].summary is not None and todo[0].trace is not None:
         todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
     jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
     return todo, run_jobs(run.executor, jobs, on_done)

@@ -322,15 +322,12 @@ class NsysExport:
         return int(v) if v is not None else None
 
     def strings(self, ids: "Sequence[int] | np.ndarray") -> dict[int, str]:
-        """StringIds values for `ids` (looked up in batches; unknown ids are left out)."""
-        out: dict[int, str] = {}
-        uniq = sorted({int(i) for i in ids if i is not None and int(i) >= 0})
-        for k in range(0, len(uniq), 900):
-            part = uniq[k:k + 900]
-            marks = ",".join("?" * len(part))
-            for i, v in self.query(f"SELECT id, value FROM StringIds WHERE id IN ({marks})", part):
-                out[int(i)] = "" if v is None else str(v)
-        return out
+        """StringIds values for `ids` as text (unknown ids are left out)."""
+        try:
+            found = string_values(self.con, {int(i) for i in ids if i is not None and int(i) >= 0})
+        except sqlite3.DatabaseError as exc:
+            raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
+        return {int(i): "" if v is None else str(v) for i, v in found.items()}
 
     def copy_kind_names(self) -> dict[int, str]:
         """copyKind id -> h2d | d2h | d2d (others: `other`), from ENUM_CUDA_MEMCPY_OPER when present."""
@@ -491,17 +488,14 @@ class NsysExport:
         code[own] = own_group[own] + len(keys)
         keys += own_texts
 
-        def string_values(want: set[int]) -> dict[int, object]:
-            ids_l = sorted(want)
-            out: dict[int, object] = {}
-            with _scrub_decoding(self.con):
-                for k in range(0, len(ids_l), 900):
-                    part = ids_l[k:k + 900]
-                    out.update(self.query(f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(part))})",
-                                          part))
-            return out
+        def scrub_decoded(want: set[int]) -> dict[int, object]:
+            try:
+                with _scrub_decoding(self.con):
+                    return string_values(self.con, want)
+            except sqlite3.DatabaseError as exc:
+                raise BadInputError(self.path, f"corrupt or unreadable export ({exc})") from None
 
-        return adjacent_pairs(rid, g, np.where((flag & 4) != 0, 0, start), code, keys, string_values)
+        return adjacent_pairs(rid, g, np.where((flag & 4) != 0, 0, start), code, keys, scrub_decoded)
 
     def _domain_names(self, gtid: str, domain: str, cols: tuple[str, ...]) -> dict[tuple[int, int], str]:
         """(domainId, process key) -> domain name, from the NvtxDomainCreate rows."""
@@ -562,6 +556,19 @@ class NsysExport:
             raise BadInputError(self.path, f"table {table} holds non-numeric values where numbers belong") from None
         arr = arr.reshape(len(rows), ncols)
         return [arr[:, j].astype(np.int64) for j in range(ncols)]
+
+
+def string_values(con: sqlite3.Connection, ids: "set[int]", schema: str = "main") -> dict[int, object]:
+    """The StringIds values (as stored: text, blob or None) of `ids`, read in chunks of bound
+    parameters (SQLite allows 999 a statement); unknown ids are left out. The one lookup of names
+    by id: the summarizer's, the NVTX read's and the split-value scan's."""
+    out: dict[int, object] = {}
+    ordered = sorted(ids)
+    for k in range(0, len(ordered), 900):
+        part = ordered[k:k + 900]
+        out.update(con.execute(f'SELECT id, value FROM {schema}."StringIds" WHERE id IN ({",".join("?" * len(part))})',
+                               part).fetchall())
+    return out
 
 
 @contextmanager

@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from ..core.errors import BadInputError
-from ..readers.nsys_sqlite import NsysExport
-from ..readers.nvtx_pairs import adjacent_pairs
+from ..readers.nsys_sqlite import NsysExport, string_values
+from ..readers.nvtx_pairs import Pair, adjacent_pairs
 from ..readers.sqlite_export import rowid_windows
 from .secrets import KIND_GPU, KIND_SPLIT, REDACTED, Identities, IdentityCollector, Policy, Scrubber
 from .sqlite_pages import numeric_cells_are_numbers
@@ -241,8 +241,7 @@ def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubSta
             # redacted by the entropy rule) the first half's prefix no longer shows as a secret
             with reading(src) as (conn, _path):
                 pairs = list(iter_adjacent_nvtx(conn))
-            halves = {raw for a, b in pairs
-                      for raw, hit in zip((a[2], b[2]), scrubber.joined_halves(a[2], b[2])) if hit}
+            halves = _split_halves(pairs, scrubber)
             if halves:
                 scrubber.force_redact(halves)
         stats = _copy(out, src, src_tables, scrubber)
@@ -581,7 +580,7 @@ SPLIT_LOCATION = "NVTX_EVENTS.text (joined with the next range of its thread)"
 _ADJ_CHUNK = 1 << 18     # rows per rowid window of the NVTX column read
 
 
-def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[tuple[int, Any, str], tuple[int, Any, str]]]:
+def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterator[Pair]:
     """Each DISTINCT pair ((rowid, textId, text), (rowid, textId, text)) of texts of NVTX events that
     follow each other on one thread (ordered by start), once, with the rowids of its first
     occurrence; text from the `text` column (textId None) or else from StringIds via `textId`.
@@ -594,7 +593,7 @@ def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterat
     """
     cols = _adjacent_columns(conn, schema)
     if cols is not None:
-        yield from adjacent_pairs(*cols, lambda ids: _string_values(conn, schema, ids))
+        yield from adjacent_pairs(*cols, lambda ids: string_values(conn, ids, schema))
 
 
 def _adjacent_columns(conn: sqlite3.Connection, schema: str
@@ -669,19 +668,8 @@ def _int_window(conn: sqlite3.Connection, table: str, exprs: tuple[str, ...],
     raise sqlite3.DatabaseError(f"{table}: integers that do not read as integers")
 
 
-def _string_values(conn: sqlite3.Connection, schema: str, ids: set[int]) -> dict[int, Any]:
-    """StringIds values of the given ids, read in chunks of bound parameters."""
-    out: dict[int, Any] = {}
-    ids_l = sorted(ids)
-    for k in range(0, len(ids_l), 900):
-        part = ids_l[k:k + 900]
-        out.update(conn.execute(f"SELECT id, value FROM {schema}.{_q(STRING_TABLE)} WHERE id IN "
-                                f"({','.join('?' * len(part))})", part).fetchall())
-    return out
-
-
 def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber,
-                      pairs: Iterable[tuple[tuple[int, Any, str], tuple[int, Any, str]]] | None = None) -> int:
+                      pairs: Iterable[Pair] | None = None) -> int:
     """Redact both halves of every secret split across adjacent NVTX ranges; return halves redacted.
 
     A half held in `text` is replaced in every row holding that text; a half held in StringIds is
@@ -710,9 +698,9 @@ def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber,
     return n
 
 
-def _copied_pairs(out: sqlite3.Connection, pairs: list[tuple[tuple[int, Any, str], tuple[int, Any, str]]],
+def _copied_pairs(out: sqlite3.Connection, pairs: list[Pair],
                   changed: dict[str, dict[Any, Any] | None]
-                  ) -> list[tuple[tuple[int, Any, str], tuple[int, Any, str]]] | None:
+                  ) -> list[Pair] | None:
     """The adjacent NVTX pairs of the scrubbed copy `out` (main), from `pairs`, those of its source:
     or None when they must be read from `out` (`iter_adjacent_nvtx`).
 
@@ -734,7 +722,7 @@ def _copied_pairs(out: sqlite3.Connection, pairs: list[tuple[tuple[int, Any, str
     if texts is None or any(not isinstance(v, str) for v in texts):
         return None
     ids = {h[1] for p in pairs for h in p if isinstance(h[1], int)}
-    strings = _string_values(out, "main", ids) if ids and STRING_TABLE in list_tables(out) else {}
+    strings = string_values(out, ids) if ids and STRING_TABLE in list_tables(out) else {}
 
     def side(half: tuple[int, Any, str]) -> tuple[int, Any, str] | None:
         rid, sid, text = half
@@ -762,17 +750,17 @@ def split_nvtx_texts(source: "Path | sqlite3.Connection | NsysExport", scrubber:
     in this pass (`NsysExport`): then the pairs its ranges' read found (kept by collect's pass 1 in
     the ranges cache) are judged, and the NVTX table is not read again.
     """
-    out: set[str] = set()
     pairs = source.adjacent_nvtx_pairs() if isinstance(source, NsysExport) else None
     with reading(source.con if isinstance(source, NsysExport) else source) as (conn, path):
         try:
-            for first, second in (pairs if pairs is not None else iter_adjacent_nvtx(conn)):
-                for raw, involved in zip((first[2], second[2]), scrubber.joined_halves(first[2], second[2])):
-                    if involved:
-                        out.add(raw)
+            return _split_halves(pairs if pairs is not None else iter_adjacent_nvtx(conn), scrubber)
         except sqlite3.DatabaseError as exc:
             raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
-    return out
+
+
+def _split_halves(pairs: Iterable[Pair], scrubber: Scrubber) -> set[str]:
+    """The texts of `pairs` that are half of a secret the two make together (`joined_halves`)."""
+    return {raw for a, b in pairs for raw, hit in zip((a[2], b[2]), scrubber.joined_halves(a[2], b[2])) if hit}
 
 
 # --------------------------------------------------------------------------------------------
