@@ -215,7 +215,10 @@ def process_stage_totals(phases: Any) -> pd.DataFrame:
     keys = ["source", *PROCESS_KEYS, "step"]
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in df.to_dict("records"):   # one conversion, then plain dicts (fast at 1,000 ranks)
-        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+        # A known process's step is one step however many files captured it (verl's discrete
+        # mode: one report per stage call): its files' rows form one group.
+        key = tuple(r[k] for k in keys)
+        groups.setdefault(key if r["pid"] == _NONE else (_NONE, *key[1:]), []).append(r)
     out: list[dict[str, Any]] = []
     for key, recs in groups.items():
         ident = dict(zip(keys, key))

@@ -30,6 +30,10 @@ Profiling options:
   --capture-range    torch.cuda.profiler.start()/stop() around each step (verl's continuous nsys
                      mode; DistProfiler.start/stop when verl imports), for
                      nsys --capture-range=cudaProfilerApi --capture-range-end=repeat-shutdown:<steps>
+  --discrete         one capture range around each worker stage call instead (verl's discrete nsys
+                     mode, NsightToolConfig(discrete=True): one report per stage call), for
+                     nsys --capture-range=cudaProfilerApi --capture-range-end=repeat-shutdown:<4*steps>
+                     (CPU: --capture-range=nvtx --nvtx-capture=verlprof_capture, see DiscreteCapture)
   --straggler-rank R --straggler-ms 50
                      rank R sleeps that long inside update_actor > actor_update, the other ranks
                      wait for it in the FSDP collectives
@@ -64,6 +68,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--emit-nvtx", action="store_true")
     p.add_argument("--capture-range", action="store_true")
+    p.add_argument("--discrete", action="store_true")
     p.add_argument("--straggler-rank", type=int, default=None)
     p.add_argument("--straggler-ms", type=float, default=50.0)
     p.add_argument("--same-gpu", action="store_true")
@@ -218,15 +223,60 @@ def annotate(color, role):
         def wrapper(self, *a, **k):
             if not self.profiler.active:
                 return fn(self, *a, **k)
+            capture = DiscreteCapture(self.use_cuda) if ARGS.discrete else None
+            if capture:  # DistProfiler.annotate with discrete=True: one capture range per call
+                capture.start()
             h = MARKS.start(role, color)
             try:
                 return fn(self, *a, **k)
             finally:
                 MARKS.end(h)
+                if capture:
+                    capture.stop()
 
         return wrapper
 
     return deco
+
+
+class DiscreteCapture:
+    """One capture range around one stage call (verl's discrete mode). On CUDA what verl does:
+    cudaProfilerStart/Stop, for nsys --capture-range=cudaProfilerApi. On a CPU machine, where that
+    API does nothing, a push/pop range `verlprof_capture` opened on a helper thread triggers
+    nsys --capture-range=nvtx --nvtx-capture=verlprof_capture (with NSYS_NVTX_PROFILER_REGISTER_ONLY=0);
+    on its own thread it encloses nothing of the worker's ranges (they nest per thread)."""
+
+    def __init__(self, use_cuda):
+        self.use_cuda = use_cuda
+        self._go = self._done = self._thread = None
+
+    def start(self):
+        if self.use_cuda:
+            torch.cuda.profiler.start()
+            return
+        import threading
+
+        import nvtx
+
+        self._go, self._done = threading.Event(), threading.Event()
+
+        def hold():
+            nvtx.push_range("verlprof_capture")
+            self._go.set()
+            self._done.wait()
+            nvtx.pop_range()
+
+        self._thread = threading.Thread(target=hold, name="capture", daemon=True)
+        self._thread.start()
+        self._go.wait()
+
+    def stop(self):
+        if self.use_cuda:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            return
+        self._done.set()
+        self._thread.join()
 
 
 class FallbackProfiler:

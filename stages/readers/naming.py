@@ -179,15 +179,25 @@ def _b_relocated(m: re.Match[str]) -> NameInfo:
 _NSYS_USER = re.compile(r"(?:^|/)(?P<stem>[^/]+)\.(?P<ext>nsys-rep|qdstrm)$")
 
 
+_REPEAT_K = re.compile(r"\.(\d{1,6})$")
+
+
+def _repeat_k(stem: str) -> int | None:
+    """nsys numbers the reports of `--capture-range-end=repeat` `<name>.<k>` whatever `-o` said:
+    a hint of the capture order (the reports' own content decides, stages/window/steps.py)."""
+    m = _REPEAT_K.search(stem)
+    return int(m.group(1)) if m else None
+
+
 def _b_nsys_user(m: re.Match[str]) -> NameInfo:
-    return NameInfo(_NSYS_EXT[m["ext"]], "nsys_user")
+    return NameInfo(_NSYS_EXT[m["ext"]], "nsys_user", capture_range=_repeat_k(m["stem"]))
 
 
 _SQLITE_USER = re.compile(r"(?:^|/)(?P<stem>[^/]+)\.sqlite$")
 
 
 def _b_sqlite_user(m: re.Match[str]) -> NameInfo:
-    return NameInfo(ArtifactKind.NSYS_SQLITE, "nsys_sqlite_user")
+    return NameInfo(ArtifactKind.NSYS_SQLITE, "nsys_sqlite_user", capture_range=_repeat_k(m["stem"]))
 
 
 _MEMORY_VERL = re.compile(
@@ -364,13 +374,15 @@ PATTERNS: tuple[NamePattern, ...] = (
         doc="verl relocate_results: `[<role>_]<host>_worker_process_<pid>[.<k>]`."),
     NamePattern(
         "nsys_user", _NSYS_USER, _b_nsys_user,
-        examples=(("profile_run.nsys-rep", {"kind": ArtifactKind.NSYS_REPORT}),
-                  ("sub/dir/report1.qdstrm", {"kind": ArtifactKind.NSYS_QDSTRM})),
+        examples=(("profile_run.nsys-rep", {"kind": ArtifactKind.NSYS_REPORT, "capture_range": None}),
+                  ("sub/dir/report1.qdstrm", {"kind": ArtifactKind.NSYS_QDSTRM}),
+                  ("capture_0042.3.nsys-rep", {"capture_range": 3})),
         not_examples=("report.nsys-rep.tmp", "report.sqlite", "report.nsysrep", ".nsys-rep/x"),
         doc="Any other report (a user `nsys profile -o NAME`)."),
     NamePattern(
         "nsys_sqlite_user", _SQLITE_USER, _b_sqlite_user,
-        examples=(("whole/whole_1873.sqlite", {"kind": ArtifactKind.NSYS_SQLITE, "pid": None}),),
+        examples=(("whole/whole_1873.sqlite", {"kind": ArtifactKind.NSYS_SQLITE, "pid": None, "capture_range": None}),
+                  ("node_a.12.sqlite", {"capture_range": 12, "pid": None})),
         not_examples=("db.sqlite-journal", "db.sqlite-wal", "db.sqlite3"),
         doc="Any other SQLite export (validated by header in gather)."),
     NamePattern(

@@ -108,6 +108,11 @@ class SourceSteps:
     # (pid, first start, last end) of every process's GPU work (kernels, memcpys, memsets): "the
     # whole capture" runs from the first to the last event of any kind.
     gpu_spans: tuple[tuple[int, int, int], ...] = ()
+    # What ties the reports of one profiled process together, read from the report itself (a hash
+    # of the recording host and the pid of the one process whose ranges or GPU work it holds): the
+    # capture-range reports of a series share it whatever their files are called. None when the
+    # report holds several processes, or none.
+    series: str | None = None
 
     @property
     def has_step_ranges(self) -> bool:
@@ -139,7 +144,29 @@ def nsys_source_steps(path: "str | Path | NsysExport", ident: SourceIdentity, st
         notes = () if offset is not None else ("no TARGET_INFO_SESSION_START_TIME: times are relative",)
         src = source_steps_from_ranges(ident, str(path), offset or 0, ranges, notes, step_range)
         src = gpu_only_spans(db, src, offset or 0)
-        return replace(src, tool_version=db.nsys_version)
+        return replace(src, tool_version=db.nsys_version, series=report_series(db, src))
+
+
+def report_series(db: NsysExport, src: "SourceSteps") -> str | None:
+    """The series key of one report, from its content: the recording host (`TARGET_INFO_SYSTEM_ENV`
+    row `Hostname`, hashed: the key never leaves the run) and the pid of the one process whose
+    ranges or GPU work the report holds. nsys writes one report per capture range of a process
+    (`-o worker_process_%p` -> `.1`, `.2` ...): they share this key, and their session start times
+    (`offset_ns`) give their order, whatever a user renamed the files to."""
+    import hashlib
+
+    pids = {p for p, _a, _b in src.pid_spans} | {p for p, _a, _b in src.gpu_spans}
+    if not pids and src.steps:
+        pids = {s.pid for s in src.steps if s.pid is not None}
+    if not pids and src.top:
+        pids = {t.pid for t in src.top if t.pid is not None}
+    if len(pids) != 1:
+        return None
+    host = ""
+    if db.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
+        rows = db.query("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1")
+        host = str(rows[0][0]) if rows and rows[0][0] is not None else ""
+    return f"{hashlib.sha256(host.encode()).hexdigest()[:12]}:{pids.pop()}"
 
 
 def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: NvtxRanges,
@@ -302,11 +329,47 @@ def _numbers(count: int, ident: SourceIdentity, first_default: int = 1) -> list[
     return list(range(start, start + count))
 
 
-def _capture_step(ident: SourceIdentity, first: SourceIdentity, i: int) -> int:
+def capture_series(sources: Sequence[SourceSteps]) -> list[list[int]]:
+    """The capture-range series among nsys sources, each as source indexes in capture order.
+
+    Reports belong to one series when their content says they come from one process (`series`:
+    recording host and pid read from the report); the file name (`<base>.<k>`) is only a hint, used
+    where a report cannot say (several processes, none): a renamed series (`capture_0042.<k>`) is
+    the same series as `worker_process_<pid>.<k>`. A lone report is a series when its name says it
+    is one capture range of several. Order: session start (each capture-range report has its own),
+    then the name's k."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, src in enumerate(sources):
+        if src.ident.source_kind != "nsys" or (src.steps and not src.has_step_ranges):
+            continue
+        if src.series is not None:
+            groups.setdefault(("content", src.series), []).append(i)
+        elif src.ident.capture_range is not None:
+            groups.setdefault(("name", _chain_key(src)), []).append(i)
+    chains = []
+    for members in groups.values():
+        if len(members) == 1 and sources[members[0]].ident.capture_range is None:
+            continue  # one report of its process, its name says nothing of capture ranges
+        members.sort(key=lambda j: (sources[j].offset_ns, sources[j].ident.capture_range or 0,
+                                    sources[j].ident.source))
+        chains.append(members)
+    return chains
+
+
+def _capture_orders(sources: Sequence[SourceSteps], members: Sequence[int]) -> list[int]:
+    """The capture number of each member (1-based): the names' `.<k>` where they agree with the
+    session-start order (a series gathered without its first reports keeps its numbers), else the
+    position in that order."""
+    ks = [sources[j].ident.capture_range for j in members]
+    if all(k is not None for k in ks) and all(a < b for a, b in zip(ks, ks[1:])):  # type: ignore[operator]
+        return [int(k) for k in ks]  # type: ignore[arg-type]
+    return list(range(1, len(members) + 1))
+
+
+def _capture_step(ident: SourceIdentity, first: SourceIdentity, k: int) -> int:
     """Step of a one-step capture-range file: config's k-th profiled step, a name hint, else k."""
     if ident.step_hint is not None:
         return ident.step_hint
-    k = ident.capture_range or (i + 1)
     ps = ident.profiled_steps or first.profiled_steps
     if ps:
         return ps[k - 1] if k <= len(ps) else ps[-1] + (k - len(ps))
@@ -342,27 +405,28 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
     out: dict[int, SourceSteps] = {}
     # Reference timeline: controller-style step ranges of whole (non capture-range) sources.
     reference: list[StepSpan] = []
-    chains: dict[str, list[int]] = {}
+    chains = capture_series(sources)
+    in_chain = {j for members in chains for j in members}
     for i, src in enumerate(sources):
         if src.ident.source_kind != "nsys" or (src.steps and not src.has_step_ranges):
             out[i] = src  # torch / snapshot spans come numbered
             continue
-        if src.ident.capture_range is not None:
-            chains.setdefault(_chain_key(src), []).append(i)
+        if i in in_chain:
             continue
         if src.has_step_ranges:
             steps = _renumber_step_ranges(src)
             out[i] = replace(src, steps=tuple(steps))
             reference.extend(steps)
-    for members in chains.values():
-        members.sort(key=lambda j: sources[j].ident.capture_range or 0)
+    for members in chains:
         units = _chain_units(sources, members, bool(reference))
         n_groups = max((u[5] for u in units), default=-1) + 1
         first = sources[members[0]].ident
-        if n_groups == len(members):  # one step per file: step k is capture range k (unless config says)
-            nums = [_capture_step(sources[j].ident, first, i) for i, j in enumerate(members)]
+        ks = _capture_orders(sources, members)
+        if n_groups == len(members):  # one step per file: step k is capture k (unless config says)
+            nums = [_capture_step(sources[j].ident, first, k) for k, j in zip(ks, members)]
         else:
-            nums = _numbers(n_groups, first, first.capture_range or 1)
+            # discrete: more files than steps, the names count calls, not steps
+            nums = _numbers(n_groups, first, ks[0] if n_groups > len(members) else 1)
         per_member: dict[int, list[StepSpan]] = {j: [] for j in members}
         for j, lo, hi, pid, boundary, group in units:
             per_member[j].append(StepSpan(nums[group], lo, hi, boundary, sources[j].ident.source, (), pid))
@@ -451,11 +515,28 @@ def _chain_units(sources: Sequence[SourceSteps], members: list[int], aligned_lat
             seen = set()
         groups[-1].append((j, t))
         seen.add(key)
+    # A process's step is the span of its stage calls in that step, across the files (first call's
+    # start to last call's end, on the run's clock): every file of the step carries that span, so
+    # the waiting between calls is the step's `other` and no stage outlasts its step.
     for gi, g in enumerate(groups):
+        by_role: dict[tuple[int | None, str | None], list[TopRange]] = {}
+        for j, t in g:
+            by_role.setdefault((t.pid, call_role(t, sources[j].ident)), []).append(t)
+        spans = {k: (min(t.start_ns for t in ts), max(t.end_ns for t in ts)) for k, ts in by_role.items()}
         for j in dict.fromkeys(m for m, _ in g):
-            ts = [t for m, t in g if m == j]
-            units.append((j, min(t.start_ns for t in ts), max(t.end_ns for t in ts), ts[0].pid, "discrete", gi))
+            keys = {(t.pid, call_role(t, sources[j].ident)) for m, t in g if m == j}
+            lo, hi = min(spans[k][0] for k in keys), max(spans[k][1] for k in keys)
+            units.append((j, lo, hi, next(iter(keys))[0], "discrete", gi))
     return units
+
+
+def call_role(t: TopRange, ident: SourceIdentity) -> str | None:
+    """The role of one stage call of a discrete series: the worker range's own role
+    (`actor_update` -> actor, `generate_sequences` -> rollout), else the source's role."""
+    from ..readers.naming import role_of_scope
+    from ..readers.report_identity import WORKER_RANGE_ROLES
+
+    return WORKER_RANGE_ROLES.get(t.name) or role_of_scope(t.stage) or ident.role
 
 
 def _align(src: SourceSteps, reference: Sequence[StepSpan]) -> list[StepSpan]:
