@@ -338,14 +338,22 @@ def capture_series(sources: Sequence[SourceSteps]) -> list[list[int]]:
     the same series as `worker_process_<pid>.<k>`. A lone report is a series when its name says it
     is one capture range of several. Order: session start (each capture-range report has its own),
     then the name's k."""
+    by_content: dict[str, list[int]] = {}
     groups: dict[tuple[str, str], list[int]] = {}
     for i, src in enumerate(sources):
         if src.ident.source_kind != "nsys" or (src.steps and not src.has_step_ranges):
             continue
         if src.series is not None:
-            groups.setdefault(("content", src.series), []).append(i)
+            by_content.setdefault(src.series, []).append(i)
         elif src.ident.capture_range is not None:
             groups.setdefault(("name", _chain_key(src)), []).append(i)
+    for key, members in by_content.items():
+        if _disjoint(sources, members):
+            groups[("content", key)] = members
+        else:  # one process's reports that overlap in time (copies, two tools): not one series
+            for i in members:
+                if sources[i].ident.capture_range is not None:
+                    groups.setdefault(("name", _chain_key(sources[i])), []).append(i)
     chains = []
     for members in groups.values():
         if len(members) == 1 and sources[members[0]].ident.capture_range is None:
@@ -354,6 +362,12 @@ def capture_series(sources: Sequence[SourceSteps]) -> list[list[int]]:
                                     sources[j].ident.source))
         chains.append(members)
     return chains
+
+
+def _disjoint(sources: Sequence[SourceSteps], members: Sequence[int]) -> bool:
+    """Whether the reports follow one another in time, as the capture ranges of one process do."""
+    spans = sorted(sources[j].span or (sources[j].offset_ns, sources[j].offset_ns) for j in members)
+    return all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
 
 
 def _capture_orders(sources: Sequence[SourceSteps], members: Sequence[int]) -> list[int]:
