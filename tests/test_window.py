@@ -280,3 +280,29 @@ def test_the_window_line_of_hundreds_of_steps_stays_one_short_line() -> None:
     assert choice.step == 2
     assert len(choice.reason) < 200, choice.reason
     assert "1: 400 ms" in choice.reason and "783: 200 ms" in choice.reason and "775 more" in choice.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# --step-range inside capture-range reports (issue 31)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_step_range_applies_inside_capture_range_reports():
+    """The ranges --step-range matches are the steps, numbered across the series."""
+    files = sorted(RAY.glob("*.sqlite"), key=lambda p: int(p.name.split(".")[1]))
+    srcs = [nsys_source_steps(p, identity_from_path(p), step_range="^update_actor$") for p in files]
+    resolved, choice = run_window(srcs)
+    want = [tuple(r) for p in files for r in
+            _ranges(p).query("name == 'update_actor'")[["abs_start", "abs_end"]].itertuples(index=False)]
+    got = sorted((s.step, s.start_ns, s.end_ns, s.boundary, s.label) for src in resolved for s in src.steps)
+    assert [(a, b) for _k, a, b, *_x in got] == sorted(want)
+    assert [k for k, *_x in got] == [1, 2, 3]
+    assert {(b, lab) for *_x, b, lab in got} == {("step_range", "update_actor")}
+    assert choice.step == 2 and "marked by update_actor" in choice.reason
+
+
+def test_step_range_that_matches_nothing_is_said_in_the_window_line():
+    files = sorted(RAY.glob("*.sqlite"))
+    srcs = [nsys_source_steps(p, identity_from_path(p), step_range="no_such_range") for p in files]
+    _resolved, choice = run_window(srcs)
+    assert f"--step-range 'no_such_range' matched no range in {len(files)} of {len(files)} sources" in choice.reason

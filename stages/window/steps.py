@@ -56,6 +56,8 @@ _STEP_IN_NAME = re.compile(r"(?:^|[^a-z])step[_-]?(\d+)(?:[^0-9]|$)", re.IGNOREC
 MARKER_BOUNDARIES = frozenset({"nvtx_step", "profiler_step", "step_name", "step_range"})
 #: Marker boundaries numbered by their order in the source (the others carry their own number).
 _ORDERED_MARKERS = frozenset({"nvtx_step", "step_range"})
+#: The note a source carries when the user's --step-range matched none of its ranges.
+STEP_RANGE_UNMATCHED = "--step-range matched no range:"
 NO_MARKERS = ("no step markers (verl `step` ranges, capture-range files, ProfilerStep#N or step<N> ranges); "
               "pass --step-range REGEX to name the range that marks a step")
 
@@ -206,6 +208,8 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
         return [TopRange(r.text[i], stages[codes[i]], offset + int(r.start[i]), offset + int(r.end[i]), int(pids[i]))
                 for i in np.flatnonzero(mask).tolist()]
 
+    if user_re is not None and not steps:
+        notes = notes + (f"{STEP_RANGE_UNMATCHED} {step_range!r}",)
     top, unsteady = ranges_of(is_top), ranges_of(is_unsteady)
     span = (offset + int(r.start.min()), offset + int(r.end.max()))
     pid_spans = tuple((int(p), offset + int(r.start[pids == p].min()), offset + int(r.end[pids == p].max()))
@@ -442,8 +446,9 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
             # discrete: more files than steps, the names count calls, not steps
             nums = _numbers(n_groups, first, ks[0] if n_groups > len(members) else 1)
         per_member: dict[int, list[StepSpan]] = {j: [] for j in members}
-        for j, lo, hi, pid, boundary, group in units:
-            per_member[j].append(StepSpan(nums[group], lo, hi, boundary, sources[j].ident.source, (), pid))
+        for j, lo, hi, pid, boundary, group, *label in units:
+            per_member[j].append(StepSpan(nums[group], lo, hi, boundary, sources[j].ident.source, (), pid,
+                                          label[0] if label else None))
         for j in members:
             if per_member[j] or not reference:
                 out[j] = replace(sources[j], steps=tuple(per_member[j]))
@@ -494,9 +499,12 @@ def _chain_units(sources: Sequence[SourceSteps], members: list[int], aligned_lat
     """Step units of one capture-range series, each tagged with its step group (0, 1, ...)."""
     units: list[_Unit] = []
     if any(sources[j].has_step_ranges for j in members):
+        # the markers' steps, numbered across the series; the user's --step-range ranges keep
+        # their own boundary (the window line then says the matched ranges are the steps)
         for j in members:
             for s in sorted(sources[j].steps, key=lambda s: s.start_ns):
-                units.append((j, s.start_ns, s.end_ns, s.pid, "capture_range", len(units)))
+                boundary = "step_range" if s.boundary == "step_range" else "capture_range"
+                units.append((j, s.start_ns, s.end_ns, s.pid, boundary, len(units), s.label))
         return units
     if aligned_later:
         return []  # no own boundaries: aligned on the controller's step ranges instead
@@ -659,6 +667,13 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
                      and s.boundary in ("profiler_step", "step_range")})
     if labels:
         reason += f"; marked by {', '.join(labels[:3])}"
+    unmatched = [src for src in sources if any(n.startswith(STEP_RANGE_UNMATCHED) for n in src.notes)]
+    if unmatched:
+        pattern = next(n for n in unmatched[0].notes if n.startswith(STEP_RANGE_UNMATCHED))
+        pattern = pattern[len(STEP_RANGE_UNMATCHED):].strip()
+        used = sorted({s.boundary for src in unmatched for s in src.steps}) or ["none"]
+        reason += (f"; --step-range {pattern} matched no range in {len(unmatched)} of {len(sources)} sources "
+                   f"(their steps: {', '.join(used)})")
     flags = sorted({f for s in all_spans if s.step == chosen for f in s.flags})
     if flags:
         warnings.append(f"step {chosen} contains {', '.join(flags)} ranges: not a steady-state step")
