@@ -611,14 +611,16 @@ def _source_outcomes(run: Run, window: Window, published: list[Published], rows:
         elif art.rel in with_rows:
             out.append(StageOutcome("summarize", art.rel, "done"))
         else:
-            out.append(StageOutcome("summarize", art.rel, "skipped", _not_in_window(steps_of.get(art.rel), step)))
+            out.append(StageOutcome("summarize", art.rel, "skipped", _not_in_window(
+                steps_of.get(art.rel), step, window.choice.reason if window.choice is not None else None)))
     return out
 
 
-def _not_in_window(steps: list[int] | None, step: int | None) -> str:
-    """Why a readable source gave no rows, in the user's words (steps, not spans)."""
+def _not_in_window(steps: list[int] | None, step: int | None, why: str | None = None) -> str:
+    """Why a readable source gave no rows, in the user's words (steps, not spans); `why`: the
+    window line, when no step was chosen."""
     if step is None:
-        return "no step found in this run (no step ranges, no step in the file names)"
+        return why or "no step found in this run (no step ranges, no step in the file names)"
     if not steps:
         return f"no step found in it; the summary is of step {step}"
     held = f"step {steps[0]}" if len(steps) == 1 else "steps " + ", ".join(map(str, steps))

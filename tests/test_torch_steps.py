@@ -82,3 +82,45 @@ def test_window_summarizes_a_snapshot_beside_its_trace() -> None:
     assert res.errors == [] and res.choice.step == 2
     mem = [r for r in res.rows["phases"] if r["source_kind"] == "memory"]
     assert mem and {r["step"] for r in mem} == {2} and all(r["mem_peak_bytes"] for r in mem)
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole capture covers its GPU work; an empty capture says so (issue 31)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_whole_capture_holds_the_gpu_work_after_its_ranges():
+    """A CUDA-graph replay range of 3.5 ms whose kernels run 114 ms: the whole-capture window runs
+    from the first event to the end of the last kernel (from the JSON itself)."""
+    import gzip
+    import json
+
+    from testdata import data_path
+    from verlprof.stages.window import identity_from_path, run_window, source_steps_item
+
+    path = data_path("graph-replay/graph_replay.pt.trace.json.gz")
+    doc = json.load(gzip.open(path))
+    base = int(doc["baseTimeNanoseconds"])
+    ev = doc["traceEvents"]
+    cpu = [e for e in ev if e.get("cat") == "user_annotation"]
+    gpu = [e for e in ev if e.get("cat") == "kernel"]
+    lo = min(min(e["ts"] for e in cpu), min(e["ts"] for e in gpu))
+    hi = max(max(e["ts"] + e["dur"] for e in cpu), max(e["ts"] + e["dur"] for e in gpu))
+    ident = identity_from_path(path)
+    resolved, choice = run_window([source_steps_item((str(path), ident))])
+    (span,) = resolved[0].steps
+    assert span.boundary == "whole_file" and choice.step == span.step
+    assert abs(span.start_ns - (base + round(lo * 1000))) <= 1000
+    assert abs(span.end_ns - (base + round(hi * 1000))) <= 1000
+    busy = sum(e["dur"] for e in gpu) * 1000
+    assert busy <= span.wall_ns          # GPU % of the step can no longer pass 100
+
+
+def test_capture_with_no_gpu_work_and_no_ranges_says_so():
+    from testdata import data_path
+    from verlprof.stages.window import identity_from_path, run_window, source_steps_item
+
+    path = data_path("idle-capture/idle_5815.sqlite")
+    _resolved, choice = run_window([source_steps_item((str(path), identity_from_path(path)))])
+    assert choice.step is None
+    assert choice.reason == "nothing to summarize: no GPU work and no ranges in idle_5815.sqlite"

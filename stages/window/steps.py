@@ -593,6 +593,12 @@ def _flag_unsteady(src: SourceSteps) -> SourceSteps:
 # ----------------------------------------------------------------------------------------------
 
 
+def is_empty(src: SourceSteps) -> bool:
+    """A source with nothing to summarize: no ranges and no GPU work (an idle capture range, a
+    report of a process that never reached CUDA or NVTX)."""
+    return src.span is None and not src.gpu_spans and not src.steps
+
+
 def step_walls(sources: Iterable[SourceSteps]) -> dict[int, int]:
     """Step number -> wall ns: the longest span any source saw for that step."""
     walls: dict[int, int] = {}
@@ -623,8 +629,14 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
     walls = step_walls(sources)
     all_spans = tuple(s for src in sources for s in src.steps)
     if not walls:
-        return WindowChoice(None, "no step boundaries found (no step ranges, capture ranges or step names)",
-                            all_spans, ("no steps found",))
+        empty = [src for src in sources if is_empty(src)]
+        if empty and len(empty) == len(sources):
+            what = empty[0].ident.source if len(empty) == 1 else f"any of its {len(empty)} sources"
+            return WindowChoice(None, f"nothing to summarize: no GPU work and no ranges in {what}",
+                                all_spans, ("the capture holds no GPU work and no ranges",))
+        extra = f"; {len(empty)} of {len(sources)} sources hold no GPU work and no ranges" if empty else ""
+        return WindowChoice(None, "no step boundaries found (no step ranges, capture ranges or step names)"
+                            + extra, all_spans, ("no steps found",))
     nums = sorted(walls)
     listing = _listing(nums, walls)
     warnings: list[str] = []

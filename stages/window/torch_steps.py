@@ -130,15 +130,20 @@ def trace_source_steps(data: TraceData, ident: SourceIdentity, path: str | Path,
             u, c = np.unique(r.pid, return_counts=True)
             pid = int(u[c.argmax()])
         base = data.base_ns
+        gpu = None
+        if data.n_gpu:  # the whole capture holds the GPU work its ranges launched (graph replays
+            ts = np.frombuffer(data.gpu_ts, np.int64)  # run long after the CPU range that queued them)
+            gpu = (int(ts.min()) + base, int((ts + np.frombuffer(data.gpu_dur, np.int64)).max()) + base)
         if src.span is not None:
             lo, hi = src.span
+            if gpu is not None:
+                lo, hi = min(lo, gpu[0]), max(hi, gpu[1])
         elif data.profiler_span is not None:
             lo, hi = (x + base for x in data.profiler_span)
-        elif data.n_gpu:
-            ts = np.frombuffer(data.gpu_ts, np.int64)
-            lo, hi = int(ts.min()) + base, int((ts + np.frombuffer(data.gpu_dur, np.int64)).max()) + base
+        elif gpu is not None:
+            lo, hi = gpu
         else:
-            return replace(src, steps=()), notes + ["no ranges and no GPU activity: no step span"]
+            return replace(src, steps=()), notes + ["no ranges and no GPU activity: nothing to summarize"]
         if hint is None:
             notes.append("no step<N> in the file name and no step ranges: the whole file is one step")
         spans = [StepSpan(hint if hint is not None else 1, lo, hi, "whole_file" if hint is None else "file_name",
