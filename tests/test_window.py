@@ -306,3 +306,26 @@ def test_step_range_that_matches_nothing_is_said_in_the_window_line():
     srcs = [nsys_source_steps(p, identity_from_path(p), step_range="no_such_range") for p in files]
     _resolved, choice = run_window(srcs)
     assert f"--step-range 'no_such_range' matched no range in {len(files)} of {len(files)} sources" in choice.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# fully-async training: steps by parameter version (issue 31)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fully_async_steps_are_parameter_versions():
+    """verl's fully-async trainer: a step ends at each weight sync (`timing_s/param_sync`) and is
+    numbered by the parameter version; its `step` ranges (2 per version here) are parts of it."""
+    from testdata import data_path
+
+    path = data_path("fully-async/fully_async_trainer_13021.sqlite")
+    nv = _ranges_any(path)
+    syncs = nv[nv["name"] == "timing_s/param_sync"].sort_values("abs_start")
+    steps = nv[nv["name"] == "step"].sort_values("abs_start")
+    resolved, choice = run_window([_steps(path)])
+    spans = sorted(resolved[0].steps, key=lambda s: s.step)
+    assert [s.step for s in spans] == [1, 2, 3] and {s.boundary for s in spans} == {"param_sync"}
+    assert [s.end_ns for s in spans] == list(syncs["abs_end"])
+    # version k starts with the first training step after sync k-1: steps 1, 3, 5
+    assert [s.start_ns for s in spans] == list(steps["abs_start"].iloc[[0, 2, 4]])
+    assert choice.step == 2 and "parameter version 2" in choice.reason

@@ -373,6 +373,34 @@ def _steps_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Arti
     return out
 
 
+def _ranks_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Artifact]:
+    """Rollout engine traces: one file per GPU of a replica, its tensor-parallel rank in the name.
+    With the replica's GPU count from the config (tp x dp x pp), the file's global rank is
+    replica x that + tp rank, as verl's `relocate_rollout_traces` numbers them; two TP ranks of one
+    replica are two ranks. The config's token window (`profile_token_start/end`) is noted on them."""
+    if cfg is None:
+        return arts
+    out: list[Artifact] = []
+    for a in arts:
+        if a.naming in ("rollout_replica", "rollout_replica_relocated"):
+            notes = dict(n.split("=", 1) for n in a.notes if "=" in n)
+            replica, tp = _int_note(notes.get("replica")), _int_note(notes.get("tp_rank"))
+            world = cfg.rollout_world_size
+            if a.rank is None and replica is not None and world:
+                rank = replica if world == 1 else (replica * world + tp if tp is not None else None)
+                if rank is not None:
+                    a = a.replace(rank=rank, world_size=a.world_size, notes=a.notes + ("rank_from_config",))
+            if cfg.rollout_token_window is not None:
+                lo, hi = cfg.rollout_token_window
+                a = a.replace(notes=a.notes + (f"token_window={'' if lo is None else lo}-{'' if hi is None else hi}",))
+        out.append(a)
+    return out
+
+
+def _int_note(v: str | None) -> int | None:
+    return int(v) if v is not None and v.isdigit() else None
+
+
 def _display_root(src: Path) -> str:
     """A safe display name: relative to the cwd when inside it, else Ray session or base name."""
     try:
@@ -510,7 +538,7 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
 
     arts = _unique_rels(arts)
     arts = _pair_exports(arts, skipped)
-    arts = _steps_from_config(arts, config)
+    arts = _ranks_from_config(_steps_from_config(arts, config), config)
     arts.sort(key=lambda a: (a.source_index, a.rel))
     if config is not None:
         hyd = next((a for a in arts if a.path == config.path), None)

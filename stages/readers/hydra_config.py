@@ -67,6 +67,12 @@ class RunConfig:
     role_ranks: dict[str, tuple[int, ...] | None] = field(default_factory=dict)  # None = all ranks
     total_training_steps: int | None = None
     legacy: bool = False                                  # read from verl <= 0.5 keys
+    # GPUs one rollout replica spans (tp x dp x pp, verl's RolloutReplica.world_size), when the
+    # config says: a replica's engine traces are ranks replica x this + tp rank.
+    rollout_world_size: int | None = None
+    # The rollout engine's token window (`profile_token_start`/`_end` of the rollout profiler's
+    # tool config, verl >= 0.9): it profiles response tokens start..end only. None when unset.
+    rollout_token_window: tuple[int | None, int | None] | None = None
     warnings: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -395,7 +401,21 @@ def parse_run_config(raw: dict[str, Any], path: Path, rel: str) -> RunConfig:
     if legacy and discrete is None and role_discrete:
         discrete = any(role_discrete.values())
     tts = _as_int(get("trainer.total_training_steps"))
+    sizes = [_as_int(get(f"actor_rollout_ref.rollout.{k}")) for k in
+             ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")]
+    world = None
+    if sizes[0] is not None:
+        world = 1
+        for n in sizes:
+            world *= n if n else 1
+    rtool = role_tools.get("rollout") or tool
+    window = None
+    if rtool:
+        a = _as_int(get(f"actor_rollout_ref.rollout.profiler.tool_config.{rtool}.profile_token_start"))
+        b = _as_int(get(f"actor_rollout_ref.rollout.profiler.tool_config.{rtool}.profile_token_end"))
+        window = (a, b) if a is not None or b is not None else None
     return RunConfig(path=path, rel=rel, tool=tool, steps=steps, profile_continuous_steps=continuous,
                      save_path=save_path, discrete=discrete, enabled_roles=tuple(enabled),
                      role_tools=role_tools, role_discrete=role_discrete, role_ranks=role_ranks,
-                     total_training_steps=tts, legacy=legacy, warnings=tuple(warnings), raw=raw)
+                     total_training_steps=tts, legacy=legacy, warnings=tuple(warnings), raw=raw,
+                     rollout_world_size=world, rollout_token_window=window)

@@ -116,6 +116,7 @@ class NameInfo:
     notes: tuple[str, ...] = ()
     needs_sniff: bool = False        # name alone is not enough: peek at the content
     host_span: tuple[int, int] | None = None   # where `host` sits in the base name (for masking)
+    tp_rank: int | None = None       # a rollout engine trace's GPU within its replica (tensor-parallel rank)
 
 
 @dataclass(frozen=True)
@@ -232,13 +233,19 @@ _TP_RANK = (re.compile(r"(?:^|[-_.])TP-(\d+)", re.IGNORECASE),
 _HOST_PID_WORKER = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
 
 
+#: SGLang adds these only when that parallel size is > 1: then the GPU's index within the replica is
+#: not the tp rank, and (as verl's `rollout_trace_local_rank`) no rank is guessed.
+_MULTI_DIM = re.compile(r"(?:^|[-_.])(?:DP|PP|EP)-\d+", re.IGNORECASE)
+
+
 def _engine_fields(name: str) -> dict[str, object]:
-    """tp rank / host / pid that engine trace names carry (vLLM old: `<host>_<pid>.<ms>.pt.trace`)."""
+    """tp rank / host / pid that engine trace names carry (vLLM old: `<host>_<pid>.<ms>.pt.trace`),
+    read as verl reads them (`verl/utils/profiler/config.py: rollout_trace_local_rank`)."""
     out: dict[str, object] = {}
     hp = _HOST_PID_WORKER.match(name)
     if hp:
         out["host"], out["pid"], out["host_span"] = hp["host"], int(hp["pid"]), hp.span("host")
-    else:
+    elif not _MULTI_DIM.search(name):
         for rx in _TP_RANK:
             t = rx.search(name)
             if t:
@@ -261,7 +268,8 @@ def _b_replica_dir(m: re.Match[str]) -> NameInfo:
     notes = (f"tp_rank={f['tp_rank']}",) if "tp_rank" in f else ()
     return NameInfo(ArtifactKind.TORCH_TRACE, "rollout_replica", role="rollout", scope="rollout",
                     replica=int(m["replica"]), host=f.get("host"), pid=f.get("pid"),  # type: ignore[arg-type]
-                    notes=notes, host_span=_shift(f.get("host_span"), _name_offset(m, "name")))
+                    notes=notes, host_span=_shift(f.get("host_span"), _name_offset(m, "name")),
+                    tp_rank=f.get("tp_rank"))  # type: ignore[arg-type]
 
 
 _REPLICA_RELOCATED = re.compile(
@@ -274,7 +282,8 @@ def _b_replica_relocated(m: re.Match[str]) -> NameInfo:
     return NameInfo(ArtifactKind.TORCH_TRACE, "rollout_replica_relocated", role="rollout",
                     scope="rollout", replica=int(m["replica"]), rank=_int(m["g"]),
                     host=f.get("host"), pid=f.get("pid"), notes=notes,  # type: ignore[arg-type]
-                    host_span=_shift(f.get("host_span"), _name_offset(m, "name")))
+                    host_span=_shift(f.get("host_span"), _name_offset(m, "name")),
+                    tp_rank=f.get("tp_rank"))  # type: ignore[arg-type]
 
 
 # verl 0.9 build_trace_basename. Tokens cannot hold '_' (sanitised), and a token may not look
@@ -318,6 +327,20 @@ def _b_torch_verl_old(m: re.Match[str]) -> NameInfo:
     return NameInfo(ArtifactKind.TORCH_TRACE, "torch_verl_old", role=_role(prefix, scope),
                     prefix=prefix, scope=scope, rank=int(m["rank"]), pid=int(m["pid"]),
                     timestamp=m["ts"], notes=notes)
+
+
+# verl 0.7 and main of early 2026 (`get_torch_profiler`): `<save_path>/<role>/[<prefix>_]prof_rank-<R>.json.gz`,
+# where <role> is the profiled scope (a stage in discrete mode: `actor_update`; `e2e` ...). No step,
+# pid or time in the name: each profiled call rewrites the file, so it holds the last one.
+_TORCH_VERL_PHASE = re.compile(
+    r"(?:^|/)(?:(?P<dir>[^/]+)/)?(?:(?P<prefix>[^/]+?)_)?prof_rank-(?P<rank>\d+)\.json(?:\.gz)?$")
+
+
+def _b_torch_verl_phase(m: re.Match[str]) -> NameInfo:
+    scope, prefix = m["dir"], m["prefix"]
+    return NameInfo(ArtifactKind.TORCH_TRACE, "torch_verl_phase", role=_role(prefix, scope), prefix=prefix,
+                    scope=scope, rank=int(m["rank"]),
+                    notes=("rewritten each profiled call: holds the last one",))
 
 
 # torch.profiler.tensorboard_trace_handler: `<worker_name>.<ms>.pt.trace.json[.gz]`, whose default
@@ -410,7 +433,9 @@ PATTERNS: tuple[NamePattern, ...] = (
              {"replica": 0, "host": "host1", "pid": 4242, "role": "rollout"}),
             ("profile/agent_loop_rollout_replica_3/1764660000.123-TP-1.trace.json.gz",
              {"replica": 3, "notes": ("tp_rank=1",)}),
-            ("agent_loop_rollout_replica_1/sub/inst-rank-0.17646.pt.trace.json", {"replica": 1}),
+            ("agent_loop_rollout_replica_1/sub/inst-rank-0.17646.pt.trace.json", {"replica": 1, "tp_rank": 0}),
+            ("agent_loop_rollout_replica_2/rank1.pt.trace.json.gz", {"replica": 2, "tp_rank": 1}),
+            ("agent_loop_rollout_replica_0/1764.1-TP-1-DP-1.trace.json.gz", {"replica": 0, "tp_rank": None}),
         ),
         not_examples=("agent_loop_rollout_replica_x/a.json.gz", "agent_loop_rollout_replica_0/a.txt",
                       "agent_loop_rollout_replica_0.json.gz"),
@@ -456,6 +481,17 @@ PATTERNS: tuple[NamePattern, ...] = (
         ),
         not_examples=("e2e/prof_rank0_1_2.json.gz", "e2e/prof_rank-0_1.json.gz", "prof_rank-a_1_2.json.gz"),
         doc="verl <= 0.6 get_torch_profiler: `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`."),
+    NamePattern(
+        "torch_verl_phase", _TORCH_VERL_PHASE, _b_torch_verl_phase,
+        examples=(
+            ("outputs/profile/actor_update/prof_rank-3.json.gz",
+             {"scope": "actor_update", "role": "actor", "rank": 3, "pid": None, "step": None}),
+            ("e2e/actor_rollout_ref_prof_rank-0.json.gz",
+             {"scope": "e2e", "prefix": "actor_rollout_ref", "role": "actor_rollout_ref", "rank": 0}),
+            ("prof_rank-1.json", {"scope": None, "rank": 1}),
+        ),
+        not_examples=("e2e/prof_rank0.json.gz", "e2e/prof_rank-a.json.gz", "e2e/prof_rank-0.json.gz.tmp"),
+        doc="verl 0.7 / early-2026 get_torch_profiler: `<role>/[<prefix>_]prof_rank-<R>.json.gz`."),
     NamePattern(
         "torch_tensorboard", _TENSORBOARD, _b_tensorboard,
         examples=(("node1_4242.1764660000000.pt.trace.json.gz", {"host": "node1", "pid": 4242}),

@@ -53,7 +53,7 @@ _CAPTURE_RE = re.compile(r"^(?P<base>.+?)\.(?P<k>\d+)(?:\.nsys-rep|\.sqlite|\.qd
 _STEP_IN_NAME = re.compile(r"(?:^|[^a-z])step[_-]?(\d+)(?:[^0-9]|$)", re.IGNORECASE)
 
 #: Boundaries that come from a real step marker inside a source (not from file grouping).
-MARKER_BOUNDARIES = frozenset({"nvtx_step", "profiler_step", "step_name", "step_range"})
+MARKER_BOUNDARIES = frozenset({"nvtx_step", "profiler_step", "step_name", "step_range", "param_sync"})
 #: Marker boundaries numbered by their order in the source (the others carry their own number).
 _ORDERED_MARKERS = frozenset({"nvtx_step", "step_range"})
 #: The note a source carries when the user's --step-range matched none of its ranges.
@@ -208,6 +208,8 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
         return [TopRange(r.text[i], stages[codes[i]], offset + int(r.start[i]), offset + int(r.end[i]), int(pids[i]))
                 for i in np.flatnonzero(mask).tolist()]
 
+    if user_re is None:
+        steps = _by_parameter_version(r, steps, offset, ident.source)
     if user_re is not None and not steps:
         notes = notes + (f"{STEP_RANGE_UNMATCHED} {step_range!r}",)
     top, unsteady = ranges_of(is_top), ranges_of(is_unsteady)
@@ -216,6 +218,41 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
                       for p in np.unique(pids[keep])) if keep.any() else ()
     return SourceSteps(ident, path, offset, tuple(steps), tuple(top), tuple(unsteady), span, notes,
                        pid_spans=pid_spans)
+
+
+#: verl's fully-async trainer syncs the weights to the rollouter inside this range
+#: (`FullyAsyncTrainer._trigger_parameter_sync_after_step`: `marked_timer("timing_s/param_sync")`),
+#: right after raising `current_param_version`.
+PARAM_SYNC_RANGE = "timing_s/param_sync"
+
+
+def _by_parameter_version(r: NvtxRanges, steps: list[StepSpan], offset: int, source: str) -> list[StepSpan]:
+    """Fully-async training: a step ends at each weight sync and is numbered by the parameter
+    version it made. A process whose ranges hold `timing_s/param_sync` gets one step per sync k
+    (version k: syncs are counted from the trace's first, the trainer's `current_param_version`
+    starting at 0), from the first `step` range after sync k-1 (or the trace's first) to the end of
+    sync k; its `step` ranges (several per version, `trigger_parameter_sync_step`) are then parts of
+    it, not steps. Steps after the last sync belong to no version yet and are left out."""
+    codes, names = r.text_codes()
+    sync_code = [i for i, t in enumerate(names) if t == PARAM_SYNC_RANGE]
+    if not sync_code:
+        return steps
+    is_sync = codes == sync_code[0]
+    out: list[StepSpan] = []
+    synced: set[int] = set()
+    for pid in np.unique(r.pid[is_sync]).tolist():
+        mine = [s for s in steps if s.pid == pid and s.boundary == "nvtx_step"]
+        idx = np.flatnonzero(is_sync & (r.pid == pid))
+        idx = idx[np.argsort(r.start[idx], kind="stable")]
+        prev_end = None
+        for k, i in enumerate(idx.tolist(), start=1):
+            end = offset + int(r.end[i])
+            starts = [s.start_ns for s in mine if (prev_end is None or s.start_ns >= prev_end) and s.start_ns < end]
+            lo = min(starts) if starts else (prev_end if prev_end is not None else offset + int(r.start[i]))
+            out.append(StepSpan(k, lo, end, "param_sync", source, (), int(pid), f"{PARAM_SYNC_RANGE} #{k}"))
+            prev_end = end
+        synced.add(int(pid))
+    return out + [s for s in steps if s.pid not in synced]
 
 
 def gpu_only_spans(db: NsysExport, src: SourceSteps, offset: int) -> SourceSteps:
@@ -679,6 +716,9 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
                      and s.boundary in ("profiler_step", "step_range")})
     if labels:
         reason += f"; marked by {', '.join(labels[:3])}"
+    if any(s.boundary == "param_sync" for s in all_spans if s.step == chosen):
+        reason += (f"; fully-async: step {chosen} is parameter version {chosen}, from the weight sync before "
+                   f"it to the end of its own ({PARAM_SYNC_RANGE})")
     unmatched = [src for src in sources if any(n.startswith(STEP_RANGE_UNMATCHED) for n in src.notes)]
     if unmatched:
         pattern = next(n for n in unmatched[0].notes if n.startswith(STEP_RANGE_UNMATCHED))
