@@ -165,6 +165,7 @@ def hydra_overrides(save_path: str) -> list[str]:
         "trainer.total_epochs=1",
         f"trainer.total_training_steps={TOTAL_STEPS}",
         "trainer.val_before_train=false",
+        "trainer.resume_mode=disable",  # doctor's pin: a leftover checkpoint would skip the profiled steps
         "trainer.logger=[console,wandb]",
         "trainer.project_name=verlprof_sample",
         "trainer.experiment_name=tiny_run",

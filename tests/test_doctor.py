@@ -7,6 +7,8 @@ typer's CliRunner on an app built with ``doctor_cmd.register``. No mocks.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 import os
 import time
@@ -263,10 +265,30 @@ def test_rollout_discrete_torch_is_fine(tmp_path):
 
 
 def test_rollout_with_nsys_tool(tmp_path):
-    cfg = make_cfg(tmp_path, words=["actor_rollout_ref.rollout.profiler.enable=True"])
+    # a separate rollout server (hybrid_engine=False: standalone replicas) profiles torch/npu only
+    cfg = make_cfg(tmp_path, {"actor_rollout_ref.hybrid_engine": False},
+                   words=["actor_rollout_ref.rollout.profiler.enable=True"])
+    assert [x.severity for x in D.check_phase_owners(cfg) if x.code == "phase-rollout-tool"] == ["error"]
+    # so does the fully-async trainer's rollouter (its config has `async_training`)
+    cfg = make_cfg(tmp_path, {"async_training": {"trigger_parameter_sync_step": 4}},
+                   words=["actor_rollout_ref.rollout.profiler.enable=True"])
     assert [x.severity for x in D.check_phase_owners(cfg) if x.code == "phase-rollout-tool"] == ["error"]
     cfg = make_cfg(tmp_path, {"actor_rollout_ref.actor.profiler.enable": False})
     assert "phase-rollout-tool" not in codes(D.check_phase_owners(cfg))
+
+
+def test_rollout_in_the_hybrid_worker_is_captured_by_its_nsys(tmp_path):
+    """Hybrid engine (verl's default, RolloutMode.HYBRID): generation runs in the actor_rollout_ref
+    worker, whose nsys capture holds it; no "generation is not profiled" error."""
+    cfg = make_cfg(tmp_path, words=["actor_rollout_ref.rollout.profiler.enable=True"])
+    found = D.check_phase_owners(cfg)
+    assert "phase-rollout-tool" not in codes(found)
+    assert codes(found, "info").count("phase-rollout-hybrid") == 1
+    # ... only while the worker's capture is on: nsys follows the actor's profiler there
+    cfg = make_cfg(tmp_path, {"actor_rollout_ref.actor.profiler.enable": False},
+                   words=["actor_rollout_ref.rollout.profiler.enable=True"])
+    f = [x for x in D.check_phase_owners(cfg) if x.code == "phase-rollout-tool"]
+    assert f and f[0].severity == "error" and f[0].fix == "actor_rollout_ref.actor.profiler.enable=True"
 
 
 def test_ref_colocated_follows_actor(tmp_path):
@@ -647,3 +669,12 @@ def test_cli_bad_inputs_say_one_line_on_stderr(tmp_path):
     assert res.exit_code == 2 and "not valid YAML" in res.stderr
     res = invoke()
     assert res.exit_code == 2 and "nothing to check" in res.stderr
+
+
+def test_shipped_sample_passes_the_doctor():
+    """`verlprof doctor samples/tiny_run` agrees with what collect makes of the same sample (it
+    summarises generate_sequences from the workers' nsys captures): no error, exit 0."""
+    sample = Path(__file__).resolve().parents[1] / "samples" / "tiny_run"
+    res = invoke(str(sample))
+    assert res.exit_code == 0, res.output
+    assert "0 error(s)" in res.output and "phase-rollout-hybrid" in res.output

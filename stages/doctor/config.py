@@ -257,6 +257,17 @@ def ref_colocated(cfg: ProfileConfig) -> bool:
     return _truthy(cfg.get("actor_rollout_ref.hybrid_engine", True)) or lora_enabled(cfg)
 
 
+def rollout_in_worker(cfg: ProfileConfig) -> bool:
+    """Generation runs inside the actor's worker process (verl's `RolloutMode.HYBRID`: the hybrid
+    engine fuses rollout and training engine in one process), so a capture of that worker (nsys)
+    holds it. A separate rollout server (`hybrid_engine=False`: standalone replicas on their own
+    GPUs; the fully-async trainer's `async_training` rollouter) is profiled only by its own
+    profiler, which supports torch and npu alone."""
+    if cfg.has("async_training"):
+        return False
+    return _truthy(cfg.get("actor_rollout_ref.hybrid_engine", True))
+
+
 def _discrete(cfg: ProfileConfig, prefix: str, tool: Optional[str]) -> bool:
     if tool == "nsys":
         return nsys_discrete(cfg)

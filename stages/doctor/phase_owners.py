@@ -18,6 +18,7 @@ from .config import (
     ref_colocated,
     ref_needed,
     role_tool,
+    rollout_in_worker,
     server_profiles,
 )
 from .findings import Finding
@@ -37,14 +38,32 @@ def check_phase_owners(cfg: ProfileConfig) -> list[Finding]:
     gtool = global_tool(cfg)
     steps = profile_steps(cfg)
 
-    # generation: a separate server, torch/npu only, discrete only
+    # generation: in the hybrid worker (its nsys capture holds it), or a separate server (torch/npu
+    # only, discrete only)
     if _truthy(cfg.get(f"{ROLLOUT}.enable")):
         explicit = cfg.explicit(f"{ROLLOUT}.enable") or "generation" in cfg.phases
         tool = role_tool(cfg, ROLLOUT)
-        if tool not in ("torch", "npu", None):
+        if tool not in ("torch", "npu", None) and rollout_in_worker(cfg):
+            # hybrid engine: generation runs in the actor_rollout_ref worker, whose capture holds it
+            if tool == "nsys" and _truthy(cfg.get(f"{ACTOR}.enable")):
+                out.append(Finding("phase-rollout-hybrid", "info",
+                                   "generation runs inside the hybrid actor_rollout_ref worker (hybrid_engine): "
+                                   "the worker's nsys capture holds it; the rollout server's own profiler "
+                                   "(torch and npu only) is not used", "", f"{ROLLOUT}.tool"))
+            elif tool == "nsys":
+                out.append(Finding("phase-rollout-tool", "error" if explicit else "info",
+                                   "generation is not profiled: it runs in the hybrid worker, whose nsys capture "
+                                   f"follows the actor's profiler, and {ACTOR}.enable is off",
+                                   f"{ACTOR}.enable=True", f"{ACTOR}.enable"))
+            else:
+                out.append(Finding("phase-rollout-tool", "error" if explicit else "info",
+                                   f"generation is not profiled: the rollout profiler supports torch and npu "
+                                   f"(and nsys in the hybrid worker), the tool is {tool}",
+                                   f"{ROLLOUT}.tool=torch {ROLLOUT}.tool_config.torch.discrete=True", f"{ROLLOUT}.tool"))
+        elif tool not in ("torch", "npu", None):
             out.append(Finding("phase-rollout-tool", "error" if explicit else "info",
-                               f"generation is not profiled: the rollout server supports only torch and npu "
-                               f"profilers, the tool is {tool}",
+                               f"generation is not profiled: the separate rollout server (hybrid_engine=False or "
+                               f"fully-async) supports only torch and npu profilers, the tool is {tool}",
                                f"{ROLLOUT}.tool=torch {ROLLOUT}.tool_config.torch.discrete=True", f"{ROLLOUT}.tool"))
         elif tool in ("torch", "npu") and not _discrete(cfg, ROLLOUT, tool):
             k = f"{ROLLOUT}.tool_config.{tool}.discrete"
