@@ -344,7 +344,9 @@ def identity_from_artifact(a: Any) -> SourceIdentity:
         step_hint=a.step, capture_range=a.capture_range,
         profiled_steps=tuple(range(steps[0], steps[1] + 1)) if steps else None,
         step_range=tuple(steps) if steps else None,  # type: ignore[arg-type]
-        world_size=getattr(a, "world_size", None))
+        world_size=getattr(a, "world_size", None),
+        token_window=next((n.split("=", 1)[1] for n in getattr(a, "notes", ()) if n.startswith("token_window=")),
+                          None))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -719,6 +721,12 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
     if any(s.boundary == "param_sync" for s in all_spans if s.step == chosen):
         reason += (f"; fully-async: step {chosen} is parameter version {chosen}, from the weight sync before "
                    f"it to the end of its own ({PARAM_SYNC_RANGE})")
+    windows = sorted({src.ident.token_window for src in sources if src.ident.token_window
+                      and any(s.step == chosen for s in src.steps)})
+    if windows:
+        said = ", ".join(f"{w.split('-')[0] or 'the first'} to {w.split('-')[1] or 'the last'}" for w in windows)
+        reason += (f"; the rollout engine traces hold response tokens {said} only (profile_token_start/end), "
+                   "not the whole generation")
     unmatched = [src for src in sources if any(n.startswith(STEP_RANGE_UNMATCHED) for n in src.notes)]
     if unmatched:
         pattern = next(n for n in unmatched[0].notes if n.startswith(STEP_RANGE_UNMATCHED))

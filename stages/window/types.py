@@ -44,6 +44,9 @@ class SourceIdentity:
     # Added later (additive): the number of ranks, where the file name or the file itself says
     # (`rank0-of-4`, a torch trace's `distributedInfo.world_size`); not a row key.
     world_size: int | None = None
+    # Added later (additive): a rollout engine trace's token window ("start-end" of verl's
+    # profile_token_start/end): the engine profiled those response tokens only.
+    token_window: str | None = None
 
     def keys(self, step: int | None) -> dict[str, Any]:
         """The key columns (`source, source_kind, role, rank, pid, step`) of a summary row."""
