@@ -678,3 +678,35 @@ def test_shipped_sample_passes_the_doctor():
     res = invoke(str(sample))
     assert res.exit_code == 0, res.output
     assert "0 error(s)" in res.output and "phase-rollout-hybrid" in res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# verl's newest profiler keys (issue 31)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_newest_profiler_keys_are_explained(tmp_path):
+    cfg = make_cfg(tmp_path, {
+        "actor_rollout_ref.actor.profiler.relocate_results": True,
+        "actor_rollout_ref.actor.profiler.finish_hook_cmd": "tar czf /tmp/t.tgz $VERL_PROFILE_DIR",
+    })
+    found = {f.code: f for f in D.check_profiler_keys(cfg)}
+    assert found["profiler-relocate"].severity == "info"
+    assert "rollout-replica<R>[-globalrank<G>]_<name>" in found["profiler-relocate"].message
+    assert found["profiler-finish-hook"].severity == "warning"
+    assert "rollout-token-window" not in found and "torch-schedule" not in found
+
+
+def test_torch_schedule_and_token_window(tmp_path):
+    cfg = make_cfg(tmp_path, {
+        "global_profiler.tool": "torch",
+        "actor_rollout_ref.actor.profiler.tool_config.torch.schedule": {"wait": 1, "warmup": 0, "active": 2,
+                                                                         "repeat": 1},
+        "actor_rollout_ref.rollout.profiler.tool_config.torch.profile_token_start": 8,
+        "actor_rollout_ref.rollout.profiler.tool_config.torch.profile_token_end": 24,
+    })
+    found = {f.code: f for f in D.check_profiler_keys(cfg)}
+    assert "wait 1, warmup 0, active 2, repeat 1" in found["torch-schedule"].message
+    assert "response tokens 8 to 24 only" in found["rollout-token-window"].message
+    # none of them when the keys are absent (older releases) or unset
+    assert D.check_profiler_keys(make_cfg(tmp_path)) == []

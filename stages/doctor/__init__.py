@@ -35,6 +35,7 @@ from .override_syntax import parse_overrides
 from .overrides import check_overrides, composition_findings
 from .phase_owners import check_phase_owners
 from .pins import check_pins
+from .profiler_keys import check_profiler_keys
 
 __all__ = [
     "RunFolder", "after_run_checks", "load_run_folder", "scan_run_folder", "CONFIG_CHECKS",
@@ -46,5 +47,5 @@ __all__ = [
     "DEFAULT_ENTRYPOINT", "entry_config", "compose_overrides", "hydra_version", "apply_to_tree", "config_for",
     "load_keytree", "release_for", "shipped_releases", "LaunchCheck", "check_launch", "installed_version",
     "unknown_findings", "soften_unknown", "LaunchLine", "read_launch_script", "read_launch_text", "split_launch_words",
-    "composition_findings",
+    "composition_findings", "check_profiler_keys",
 ]

@@ -13,6 +13,7 @@ from .nsys_capture import (
 from .overrides import check_overrides
 from .phase_owners import check_phase_owners
 from .pins import check_pins
+from .profiler_keys import check_profiler_keys
 
 CONFIG_CHECKS = (
     check_pins,
@@ -22,6 +23,7 @@ CONFIG_CHECKS = (
     check_capture_range_end,
     check_startup_step,
     check_discard_environment,
+    check_profiler_keys,
 )
 
 
