@@ -418,7 +418,7 @@ def pseudonym_map(run: Run, surveys: list[tuple[RawInput, Survey]]) -> Any:
 def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_options: Any) -> Window:
     """Number the steps of every source, choose ONE step for the run, and plan pass 2."""
     from ..stages.summarize import summarize_job
-    from ..stages.window import run_window, window_spans
+    from ..stages.window import pick_window
 
     errors: dict[str, str] = {}
     found: list[tuple[RawInput, Any]] = []
@@ -431,10 +431,11 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
             found.append((item, s.steps))
     if not found:
         return Window(None, [], [], errors)
-    resolved, choice = run_window([s for _i, s in found], run.opts.step)
+    win = pick_window([s for _i, s in found], run.opts.step)
+    resolved, choice = list(win.sources), win.choice
     work = []
-    for (item, _s), src in zip(found, resolved):
-        spans = window_spans(src, choice.step)
+    for k, ((item, _s), src) in enumerate(zip(found, resolved)):
+        spans = win.spans_of(k)
         summary = summarize_job(item.path, src.ident if item.kind == TORCH else _ident(item), src, choice.step)
         trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
         work.append(SourceWork(item.artifact.rel, item.kind, item.path,

@@ -18,7 +18,7 @@ from ..stages.core.done_records import DoneRecords, default_work_dir
 from ..stages.core.errors import VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.core.model import Artifact
-from ..stages.window import SourceIdentity, SourceSteps, run_window, source_steps_item
+from ..stages.window import SourceIdentity, SourceSteps, pick_window, source_steps_item
 from .executors import Executor, InlineExecutor, TaskResult, make_executor, run_all
 
 
@@ -118,7 +118,8 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
         if not unreadable_raises:
             return summarize_stage.SummarizeResult([], None, {}, errors)  # type: ignore[arg-type]
         raise VerlprofError(None, f"no readable input: {errors[0][0]}: {errors[0][1]}")
-    resolved, choice = run_window(srcs, options.step)
+    win = pick_window(srcs, options.step)
+    resolved, choice = list(win.sources), win.choice
     jobs = [summarize_stage.summarize_job(p, ident, src, choice.step) for (p, ident), src in zip(kept, resolved)]
     jobs = [j for j in jobs if j.spans]
     parts = []

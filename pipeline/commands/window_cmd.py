@@ -84,7 +84,7 @@ def window(
         render_phase_table,
         steps_rows,
     )
-    from ...stages.window import identity_from_path, run_window, source_steps_item
+    from ...stages.window import identity_from_path, pick_window, source_steps_item
     from ..executors import make_executor
     from ..stage_runs import summarize_sources
 
@@ -102,8 +102,8 @@ def window(
         for source, err in res.errors:
             console.print(f"[yellow]skipped {source}: {err}[/yellow]")
     else:
-        resolved, choice = run_window([source_steps_item((str(p), ident), options) for p, ident in idents],
-                                      options.step)
+        win = pick_window([source_steps_item((str(p), ident), options) for p, ident in idents], options.step)
+        resolved, choice = list(win.sources), win.choice
         rows = {"steps": steps_rows(resolved, choice)}
     t = Table(title="profiled steps", title_justify="left")
     for col in ("source", "pid", "step", "wall ms", "boundary", "chosen", "flags"):

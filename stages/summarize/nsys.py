@@ -32,7 +32,7 @@ from ..window import (
     StepSpan,
     WindowChoice,
     gpu_only_spans,
-    run_window,
+    pick_window,
     source_steps_from_ranges,
     window_spans,
 )
@@ -98,10 +98,9 @@ def scan_nsys(path: "str | Path | NsysExport", ident: SourceIdentity, options: S
         if spans is None:
             src = source_steps_from_ranges(ident, str(path), offset, r, (), options.step_range)
             src = gpu_only_spans(db, src, offset)
-            resolved, choice = run_window([src], options.step)
-            src = resolved[0]
-            spans = window_spans(src, choice.step)
-            own_steps_rows = steps_rows(resolved, choice)
+            win = pick_window([src], options.step)
+            src, spans = win.sources[0], win.spans_of(0)
+            own_steps_rows = steps_rows(list(win.sources), win.choice)
         index = RangeIndex.build(r)
         rel_spans = [(s.start_ns - offset, s.end_ns - offset, s.pid, s.step) for s in spans]
         pids = r.pid

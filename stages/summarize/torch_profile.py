@@ -54,13 +54,12 @@ from ..window import (
     SourceIdentity,
     SourceSteps,
     StepSpan,
-    run_window,
+    pick_window,
     snapshot_spans,
     thread_gtids,
     trace_ident,
     trace_ranges,
     trace_source_steps,
-    window_spans,
 )
 from .phases import UNATTRIBUTED, level_peak, phase_rows
 from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
@@ -324,9 +323,9 @@ def summarize_torch_trace(path: str | Path, ident: SourceIdentity, options: Summ
         from .nsys import steps_rows
 
         src, notes = trace_source_steps(data, ident, p, options.step_range)
-        resolved, choice = run_window([src], options.step)
-        spans = window_spans(resolved[0], choice.step)
-        steps_rows_ = steps_rows(resolved, choice)
+        win = pick_window([src], options.step)
+        spans = win.spans_of(0)
+        steps_rows_ = steps_rows(list(win.sources), win.choice)
     stated = trace_ident(replace(ident, rank=None), data.metadata).rank
     ident = trace_ident(ident, data.metadata)
     phases, kernels = _rows(prep, ident, list(spans), options.top)
@@ -463,8 +462,8 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
     steps: list[dict[str, Any]] = []
     if spans is None:
         src = SourceSteps.from_spans(ident, snapshot_spans(snap, annots, ident), str(path))
-        resolved, choice = run_window([src], options.step)
-        spans, steps = window_spans(resolved[0], choice.step), steps_rows(resolved, choice)
+        win = pick_window([src], options.step)
+        spans, steps = win.spans_of(0), steps_rows(list(win.sources), win.choice)
     phases: list[dict[str, Any]] = []
     for s in spans:
         groups: dict[tuple, list[Annotation]] = {}

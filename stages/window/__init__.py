@@ -1,6 +1,7 @@
 """window: find the steps in every source and choose the steady-state one (step 2 by default),
 with one line saying why."""
 from .steps import (
+    ChosenWindow,
     SourceSteps,
     TopRange,
     compile_step_range,
@@ -9,6 +10,7 @@ from .steps import (
     identity_from_path,
     is_phase_range,
     nsys_source_steps,
+    pick_window,
     run_window,
     source_steps_from_ranges,
     window_spans,
@@ -27,7 +29,7 @@ from .types import DEFAULT_STEP, SourceIdentity, SourceKind, StepArg, StepSpan, 
 
 __all__ = [
     "SourceSteps", "TopRange", "compile_step_range", "gpu_only_spans", "identity_from_artifact", "identity_from_path", "is_phase_range",
-    "nsys_source_steps", "run_window", "source_steps_from_ranges", "window_spans", "DEFAULT_STEP",
+    "nsys_source_steps", "pick_window", "ChosenWindow", "run_window", "source_steps_from_ranges", "window_spans", "DEFAULT_STEP",
     "SourceIdentity", "SourceKind", "StepArg", "StepSpan", "WindowChoice", "memory_source_steps",
     "snapshot_spans", "source_steps_item", "thread_gtids", "torch_source_steps", "trace_ident", "trace_ranges",
     "trace_source_steps",

@@ -747,7 +747,28 @@ def window_spans(src: SourceSteps, step: int | None) -> list[StepSpan]:
     return [s for s in src.steps if s.step == step]
 
 
-def run_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> tuple[list[SourceSteps], WindowChoice]:
-    """Resolve step numbers across sources and choose the step: the whole window stage."""
+@dataclass(frozen=True)
+class ChosenWindow:
+    """The window of a run: every source's steps numbered across the run, the one step chosen
+    (with its one line why), and each source's spans of that step."""
+
+    sources: tuple[SourceSteps, ...]
+    choice: WindowChoice
+
+    def spans_of(self, i: int) -> list[StepSpan]:
+        """Source i's spans of the chosen step (one per process; empty when it lacks the step)."""
+        return window_spans(self.sources[i], self.choice.step)
+
+
+def pick_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> ChosenWindow:
+    """THE function that chooses the window, for collect, `window`, `summarize` and a lone
+    source alike: number the steps across all sources (`resolve_steps`), choose one step
+    (`choose_window`), and hand each source's spans of it (`ChosenWindow.spans_of`)."""
     resolved = resolve_steps(sources)
-    return resolved, choose_window(resolved, step)
+    return ChosenWindow(tuple(resolved), choose_window(resolved, step))
+
+
+def run_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> tuple[list[SourceSteps], WindowChoice]:
+    """`pick_window` as the (sources, choice) pair older callers unpack."""
+    w = pick_window(sources, step)
+    return list(w.sources), w.choice
