@@ -167,3 +167,26 @@ def test_bad_snapshots(tmp_path: Path, blob: bytes, what: str) -> None:
     with pytest.raises(BadInputError) as ei:
         summarize_memory_snapshot(p, IDENT, SummarizeOptions())
     assert str(p) in str(ei.value) and what in str(ei.value) and "\n" not in str(ei.value)
+
+
+def test_snapshot_without_times_takes_its_folders_step(tmp_path):
+    """torch before 2.2 wrote trace entries without `time_us` (and no external annotations): the
+    snapshot still belongs to the step its verl folder names (`step2/`), not to no step."""
+    import pickle
+
+    from testdata import data_dir
+    from verlprof.stages.gather import gather
+    from verlprof.stages.window import identity_from_artifact, source_steps_item
+
+    src = next(data_dir("h200-torch-2.11/step2").iterdir())
+    snap = pickle.loads(src.read_bytes())
+    for trace in snap["device_traces"]:
+        for ev in trace:
+            ev.pop("time_us", None)
+    snap.pop("external_annotations", None)
+    dst = tmp_path / "profile" / "step2" / src.name
+    dst.parent.mkdir(parents=True)
+    dst.write_bytes(pickle.dumps(snap))
+    (art,) = [a for a in gather([tmp_path / "profile"], with_hashes=False).artifacts]
+    steps = source_steps_item((str(art.path), identity_from_artifact(art))).steps
+    assert [(s.step, s.boundary) for s in steps] == [(2, "snapshot_dir")]

@@ -184,6 +184,9 @@ def snapshot_spans(snap: dict[str, Any], annots: list[Annotation], ident: Source
                  and isinstance(ev.get("time_us"), (int, float))]
         if times:
             spans = [StepSpan(ident.step_hint, min(times), max(times), "snapshot_dir", ident.source, (), ident.pid)]
+        else:  # torch < 2.2 entries carry no time_us: the folder (`step<N>/`) still names the step
+            spans = [StepSpan(ident.step_hint, 0, 0, "snapshot_dir", ident.source, (), ident.pid,
+                              "no times in the snapshot: the step of its folder")]
     return [s for s in spans if s.step >= 1] or spans[-1:]
 
 
