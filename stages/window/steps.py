@@ -13,13 +13,21 @@ Step boundaries, by source:
   torch's `ProfilerStep#N` (-> step N+1, `profiler_step`), `step<N>` names (-> step N,
   `step_name`) and ranges matching the user's `--step-range REGEX` (numbered in order,
   `step_range`; when given, only they cut steps).
-- capture-range reports `<base>.<k>`: the files of one `<base>` are ordered by k and their step
-  units (step ranges, else the whole file) numbered in that order, from the config's profiled
-  steps when known -> boundary `capture_range`.
+- capture-range reports: a series is found from the reports' content (`report_series`: the
+  recording host and the one process whose ranges or GPU work a report holds; members follow one
+  another in time), ordered by session start; the name's `<base>.<k>` is only a hint (it orders
+  ties, gives the capture numbers where they agree with the session order, and groups reports
+  whose content cannot say). Their step units (step ranges, else the whole file) are numbered in
+  that order, from the config's profiled steps when known -> boundary `capture_range`; the user's
+  `--step-range` ranges keep `step_range`, numbered across the series.
 - files without step ranges (discrete mode: one file per stage call; continuous windows of a
   worker): top-level stage ranges are aligned on absolute time with a controller's `step` ranges
   when one is present (`aligned`), else cut where the stage sequence starts repeating (`discrete`
-  / `stage_sequence`). Only verl's own stage names take part in that: a capture of another
+  / `stage_sequence`). In a discrete series a role's step is the span of its calls in that step,
+  across the files (first call's start to last call's end): the waiting between calls is its
+  `other`, and no stage outlasts it.
+- verl's fully-async trainer: a step per weight sync (`timing_s/param_sync`), numbered by the
+  parameter version it made -> boundary `param_sync`. Only verl's own stage names take part in that: a capture of another
   framework (torch emit_nvtx op ranges, Megatron, vLLM) has no step structure verlprof could know,
   so without markers its window is the whole capture (`whole_file`, one span per process) and the
   reason says so; steps are never invented.
@@ -27,7 +35,11 @@ Step boundaries, by source:
   snapshots (`snapshot_dir`) do, through `SourceSteps.from_spans`.
 
 Per-source discovery is a plain picklable function (`torch_steps.source_steps_item`, every format)
-so the pipeline runs it anywhere; choosing is a cheap pure function over all sources (`choose_window`).
+so the pipeline runs it anywhere; choosing is one cheap pure function over all sources
+(`pick_window`: numbering, `choose_window`, and each source's spans of the chosen step), which every
+caller uses. A whole capture (no markers) runs from its first event to the end of the GPU work it
+launched; a source with no GPU work and no ranges makes the window line say there is nothing to
+summarize.
 """
 from __future__ import annotations
 
