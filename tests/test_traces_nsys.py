@@ -318,7 +318,7 @@ def test_window_holds_the_gpu_work_launched_in_the_step_even_after_its_cpu_range
     from testdata import data_path
     from verlprof.stages.summarize import SummarizeOptions
     from verlprof.stages.summarize.nsys import scan_nsys
-    from verlprof.stages.summarize.projection import KIND_KERNEL
+    from verlprof.stages.readers.events import KIND_KERNEL
     from verlprof.stages.window import identity_from_path, run_window, window_spans
     from verlprof.stages.window.steps import nsys_source_steps
 
@@ -346,8 +346,8 @@ def test_window_holds_the_gpu_work_launched_in_the_step_even_after_its_cpu_range
     assert [(s.start_ns - epoch, s.end_ns - epoch) for s in spans] == [(lo, hi)]
     scan = scan_nsys(src, ident, SummarizeOptions(step=2, step_range=step_range), spans)
     ops = scan.projection.ops
-    kern = ops["kind"] == KIND_KERNEL
-    assert sorted(ops["start"][kern].tolist()) == [s for _c, s, _e in launched]
+    kern = ops.kind == KIND_KERNEL
+    assert sorted(ops.start[kern].tolist()) == [s for _c, s, _e in launched]
 
     win = tmp_path / "w.sqlite"
     counts = window_nsys_sqlite(src, win, spans[0].start_ns, spans[0].end_ns)
