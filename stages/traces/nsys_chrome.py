@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import orjson
 
 from ..core.atomic import atomic_path, temp_sibling
 from ..core.errors import BadInputError, VerlprofError
+from ..readers.json_codec import dumps
 from ..readers.nsys_sqlite import PID_DIV, PID_SHIFT, NsysExport, NvtxTypes, TableInfo, in_list, qi, tid_of_gtid
 from .jsonout import ChromeTraceWriter
 
@@ -92,7 +92,7 @@ def us(ns: int) -> str:
 
 
 def _js(value: object) -> str:
-    return orjson.dumps(value).decode()
+    return dumps(value).decode()
 
 
 # Rows are formatted into event JSON by SQLite itself and fetched in batches: a range costs about a
