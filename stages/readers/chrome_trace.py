@@ -69,7 +69,7 @@ CAT_KIND: dict[str, int] = {
 
 
 # gc=False: these structs never form reference cycles, and keeping millions of them out of the
-# cyclic garbage collector makes decoding about 3x faster.
+# cyclic garbage collector makes decoding several times faster.
 class _Args(msgspec.Struct, gc=False):
     """The `args` fields verlprof reads; msgspec skips every other key without building it."""
 

@@ -95,8 +95,8 @@ def _js(value: object) -> str:
     return dumps(value).decode()
 
 
-# Rows are formatted into event JSON by SQLite itself and fetched in batches: a range costs about a
-# microsecond instead of ~20 in a Python call per row (issue 25: 10^6 ranges). The SQL below writes
+# Rows are formatted into event JSON by SQLite itself and fetched in batches, not by a Python call
+# per row (issue 25: 10^6 ranges). The SQL below writes
 # exactly what `us`, `_js` (SQLite's json_quote escapes as orjson does) and the f-strings wrote
 # before, so the files are byte-for-byte the same.
 _BATCH = 4096
@@ -214,8 +214,8 @@ def _nvtx(db: NsysExport, em: _Emitter) -> None:
     """NVTX ranges (complete events) and marks or open ranges (instants), in rowid order.
 
     Why not formatted in SQL like the other tables: a range-heavy window holds 10^5-10^6 ranges
-    of a few hundred names, and per-row `json_quote`, `printf` and the StringIds join cost SQLite
-    about 4 us a row (issue 25). Here the numbers are read as columns (`iter_columns`), each
+    of a few hundred names, and per-row `json_quote`, `printf` and the StringIds join are most of
+    SQLite's time (issue 25). Here the numbers are read as columns (`iter_columns`), each
     distinct name and domain is quoted once (by SQLite's own `json_quote`, so the bytes are those
     the SQL wrote), and the events are assembled by numpy (`_NvtxBatch`): the same events, byte
     for byte, with no Python object per event."""
@@ -269,7 +269,7 @@ class _NvtxBatch:
     """The Chrome events of one batch of NVTX rows, built as a byte matrix: one row per event,
     its parts in fixed columns and padded with NUL bytes, which are dropped at the end.
 
-    Why: formatting 10^5-10^6 events one by one in Python cost ~1 us each (issue 25). An event is
+    Why: formatting 10^5-10^6 events one by one in Python costs a call each (issue 25). An event is
     `head` (`{"ph":..,"name":..,"pid":..,"tid":..,"ts":` and the sign), which depends only on
     (name, thread, instant, sign): one per distinct combination, quoted and formatted once; the
     digits of `ts` and `dur` (microseconds with three decimals, `us`), made column by column
