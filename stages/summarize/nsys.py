@@ -36,7 +36,7 @@ from ..window import (
 from .kernel_category import categorize
 from .phases import phase_rows
 from .projection import ProjectionResult, project
-from .steps import steps_rows
+from .steps import steps_rows, with_phase_identity
 from .types import SummarizeOptions, SummaryRows
 
 _HOST_MEM_KINDS = (0, 1)  # pageable, pinned: not device memory
@@ -113,7 +113,7 @@ def scan_nsys(path: "str | Path | NsysExport", ident: SourceIdentity, options: S
             elif row.get("rank") is not None:
                 row["rank_source"] = "artifact"
         facts = {"nsys_version": db.nsys_version, "schema_version": db.schema_version}
-    rows: SummaryRows = {"phases": phases, "kernels": kernels, "steps": own_steps_rows}
+    rows: SummaryRows = {"phases": phases, "kernels": kernels, "steps": with_phase_identity(own_steps_rows, phases)}
     return NsysScan(rows, src, r, res, facts)
 
 

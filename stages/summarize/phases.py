@@ -11,7 +11,14 @@ range on its thread; a range with none on a thread other than its process's main
 the innermost range open on the main thread at its start. Phases group by the path of normalised
 names along that nesting (`core/phases.normalize_range_name`), counting `instances`, and a phase's
 figures hold the work of every range nested in it; library-domain ranges (NCCL, cuBLAS) take no
-place in a path. Inherited figures (`*_inherited`): each GPU operation gets
+place in a path. Nesting you can trust: a range adopted from another thread counts only its time
+inside the range it nests in (`_clipped_ends`), and a phase's `wall_ns` is the union of its
+instances' intervals, so ranges of one path that overlap in time (the same name on several worker
+threads under one main-thread range) count their common time once: no row is longer than its
+parent row. A phase's `launch_span_ns` is its launch-time span: the union over its instances of
+[start, the end of the last GPU operation the instance launched, or its own end when later]
+(`_launch_span`); every operation a phase's GPU figures count lies inside it, so GPU % =
+gpu_busy(_inherited)_ns / launch_span_ns never exceeds 100. Inherited figures (`*_inherited`): each GPU operation gets
 one home range: NVIDIA's, except that (a) an operation launched from a thread with no open range
 goes to the innermost range open on its process's main thread at launch time (autograd's backward
 thread -> `## backward ##` / `update_actor`), the rule the nesting follows too, and (b) backward
@@ -130,6 +137,7 @@ def phase_rows(model: EventModel, spans: list[Span], top: int) -> tuple[list[dic
     parent = _nesting(r, index, main)
     owner = _owner(r, parent, _parents_first(r, main))
     adopted = _adopted(index, parent)
+    end = _clipped_ends(r, index, parent)
     step_of_pid = {s.pid: s.step for s in spans}
     default_step = spans[0].step if spans else None
 
@@ -143,22 +151,25 @@ def phase_rows(model: EventModel, spans: list[Span], top: int) -> tuple[list[dic
     for (pid, path), members in groups.items():
         tree = index.subtrees([j for i in members.tolist() for j in (i, *adopted.get(i, ()))] if adopted else members)
         sel_ops = _runs_of(rng, tree)
+        inh_ops = iorder[_runs_of(irng_sorted, tree)]
         starts, ends = r.start[members], r.end[members]
         lvl = model.memory.get(pid)
         peak = None
         if lvl is not None:
             peak = max(max(0, lvl.peak(s, e)) for s, e in zip(starts.tolist(), ends.tolist()))
         row = _numbers(ops, cat, sel_ops)
-        wall = int((ends - starts).sum())
+        wall = intervals.union_length(starts, end[members])
+        span = _launch_span(r, ops, starts, end[members], np.concatenate((rng[sel_ops], irng[inh_ops])),
+                            np.concatenate((sel_ops, inh_ops)))
         name = path[-1]
         phases.append({
             **ident.keys(step_of_pid.get(pid, default_step)), "pid": pid,
             "phase": name, "stage": canonical_stage(name, ident.role), "parent": path[-2] if len(path) > 1 else None,
             "depth": len(path) - 1, "path": PATH_SEP.join(path), "instances": len(members),
             "start_ns": offset + int(starts.min()), "wall_ns": wall, **row,
-            **_inherited_numbers(ops, iorder[_runs_of(irng_sorted, tree)]),
+            **_inherited_numbers(ops, inh_ops),
             "idle_ns": max(0, wall - row["gpu_busy_ns"]),
-            "api_ns": int(model.api_ns[tree].sum()), "mem_peak_bytes": peak,
+            "api_ns": int(model.api_ns[tree].sum()), "mem_peak_bytes": peak, "launch_span_ns": span,
         })
     # GPU work in the step that no range launched (other threads, no NVTX): one row per process.
     un = np.flatnonzero(rng < 0)
@@ -171,14 +182,51 @@ def phase_rows(model: EventModel, spans: list[Span], top: int) -> tuple[list[dic
         left = _in_span(ops, un_inh, olo, ohi, s.pid)
         row = _numbers(ops, cat, ids)
         wall = s.hi - s.lo
+        both = np.concatenate((ids, left))
+        span = intervals.union_length(np.append(ops.start[both], s.lo), np.append(ops.end[both], s.hi))
         phases.append({
             **ident.keys(s.step), "pid": s.pid if s.pid is not None else int(ops.pid[ids[0]]),
             "phase": UNATTRIBUTED, "stage": "other", "parent": None, "depth": 0, "path": UNATTRIBUTED,
             "instances": 1, "start_ns": offset + s.lo, "wall_ns": wall, **row, **_inherited_numbers(ops, left),
             "idle_ns": max(0, wall - row["gpu_busy_ns"]), "api_ns": None, "mem_peak_bytes": None,
+            "launch_span_ns": span,
         })
     kernels = _kernel_rows(ident, r, ops, cat, names, owner, step_of_pid, default_step, spans, top)
     return phases, kernels
+
+
+def _clipped_ends(r: NvtxRanges, index: RangeIndex, parent: np.ndarray) -> np.ndarray:
+    """Each range's end as the model's nesting counts it: a range adopted from another thread
+    (`_nesting`: it nests in the main-thread range open at its start) and everything nested in it
+    on its thread end no later than that range, so a child's time lies inside its parent's."""
+    end = r.end
+    adopted = np.flatnonzero((index.parent < 0) & (parent >= 0))
+    if adopted.size == 0 or not (end[adopted] > end[parent[adopted]]).any():
+        return end
+    end = end.copy()
+    end[adopted] = np.minimum(end[adopted], end[parent[adopted]])
+    up = index.parent
+    has = np.flatnonzero(up >= 0)
+    while True:   # down each thread's nesting, one level a round
+        new = np.minimum(end[has], end[up[has]])
+        if not (new < end[has]).any():
+            return end
+        end[has] = new
+
+
+def _launch_span(r: NvtxRanges, ops: GpuOps, starts: np.ndarray, ends: np.ndarray, home: np.ndarray,
+                 ids: np.ndarray) -> int:
+    """A phase's launch-time span: the union over its instances [starts, ends] of [start, the end of
+    the last GPU operation the instance launched, or its own end when later]. `ids` are the
+    operations its figures count and `home` their home ranges (each inside one instance, found by
+    the home's start); the operations' own intervals join the union, so a clock that puts a GPU start
+    before its launch still leaves every counted operation inside the span."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order].copy()
+    if ids.size:
+        at = np.clip(np.searchsorted(s, r.start[home], "right") - 1, 0, s.size - 1)
+        np.maximum.at(e, at, ops.end[ids])
+    return intervals.union_length(np.concatenate((s, ops.start[ids])), np.concatenate((e, ops.end[ids])))
 
 
 def _runs_of(sorted_keys: np.ndarray, ids: Iterable[int]) -> np.ndarray:

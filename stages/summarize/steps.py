@@ -6,7 +6,7 @@ share this module instead of one importing the other.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..window import SourceIdentity, SourceSteps, StepSpan, WindowChoice
 
@@ -48,3 +48,31 @@ def step_label(s: StepSpan, ident: SourceIdentity) -> str:
     return f"{s.boundary.replace('_', ' ')} {s.step}"
 
 
+
+
+def with_phase_identity(steps: list[dict[str, Any]], phases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps rows with the process identity their source's phases rows carry (issue 32).
+
+    Why: a step is found per source (an export, a trace), before the summary learns each process's
+    rank (`report_identity.process_ranks`: RANK env, CUDA device ...; a trace's distributedInfo), so
+    a steps row keeps only what the file name said. Here each row takes the `rank` of its source's
+    phases rows of the same `pid`; a row with no pid (a step of the whole capture) becomes one row
+    per process its source's phases rows name. Rows of sources without phases rows stay as they are."""
+    procs: dict[Any, dict[Any, Any]] = {}
+    for row in phases:
+        if row.get("pid") is not None:
+            mine = procs.setdefault(row.get("source"), {})
+            if mine.get(row["pid"]) is None:
+                mine[row["pid"]] = row.get("rank")
+    out: list[dict[str, Any]] = []
+    for row in steps:
+        mine = procs.get(row.get("source"))
+        if not mine:
+            out.append(row)
+        elif row.get("pid") is None:
+            out.extend({**row, "pid": pid, "rank": rank} for pid, rank in sorted(mine.items()))
+        elif row["pid"] in mine:
+            out.append({**row, "rank": mine[row["pid"]]})
+        else:
+            out.append(row)
+    return out

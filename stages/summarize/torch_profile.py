@@ -76,7 +76,7 @@ from ..window import (
     window_spans,
 )
 from .phases import UNATTRIBUTED, phase_rows
-from .steps import steps_rows
+from .steps import steps_rows, with_phase_identity
 from .types import SummarizeOptions, SummaryRows
 
 _FAR = 1 << 62                     # a span that holds every time on a trace's clock
@@ -332,7 +332,8 @@ def summarize_torch_trace(path: str | Path, ident: SourceIdentity, options: Summ
         row["rank_source"] = ("unknown: no rank in the file name or the trace's distributedInfo" if ident.rank is None
                               else "distributedInfo" if stated == ident.rank else "artifact")
     warnings = [{"source": ident.source, "message": w} for w in data.warnings + notes]
-    return {"phases": phases, "kernels": kernels, "steps": steps_rows_, "warnings": warnings}
+    return {"phases": phases, "kernels": kernels, "steps": with_phase_identity(steps_rows_, phases),
+            "warnings": warnings}
 
 
 def _model_spans(spans: Sequence[StepSpan], base: int) -> list[Span]:

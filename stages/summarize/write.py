@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..core.atomic import atomic_path
 from ..window import WindowChoice
+from .steps import with_phase_identity
 from .types import SummaryRows
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def write_summaries(rows_by_schema: SummaryRows, out_dir: str | Path, metadata: 
 
     out = Path(out_dir)
     written: dict[str, Path] = {}
+    rows_by_schema = _steps_with_identity(rows_by_schema)
     for name in SCHEMAS:
         table = to_table(name, rows_by_schema.get(name, []), metadata)
         final = out / f"{name}.parquet"
@@ -71,3 +73,12 @@ def write_summaries(rows_by_schema: SummaryRows, out_dir: str | Path, metadata: 
     return written
 
 
+
+
+def _steps_with_identity(rows: SummaryRows) -> SummaryRows:
+    """steps rows with the pid/rank of their source's phases rows (`steps.with_phase_identity`)."""
+    steps, phases = rows.get("steps"), rows.get("phases")
+    if not steps or not phases:
+        return rows
+    as_rows = (lambda t: t.to_pylist() if hasattr(t, "to_pylist") else t)
+    return {**rows, "steps": with_phase_identity(as_rows(steps), as_rows(phases))}
