@@ -34,6 +34,7 @@ from ..core.errors import BadInputError, VerlprofError
 from ..readers.json_codec import dumps
 from ..readers.nsys_sqlite import PID_DIV, PID_SHIFT, NsysExport, NvtxTypes, TableInfo, in_list, qi, tid_of_gtid
 from .jsonout import ChromeTraceWriter
+from .nsys_window import window_nsys_sqlite
 
 API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 GPU_TABLES = {
@@ -67,8 +68,6 @@ def nsys_sqlite_to_chrome(src: Path, dst_json_gz: Path, start_ns_abs: int | None
     if (start_ns_abs is None) != (end_ns_abs is None):
         raise VerlprofError(src, "give both window bounds or neither")
     if start_ns_abs is not None and end_ns_abs is not None:
-        from .nsys_window import window_nsys_sqlite
-
         dst.parent.mkdir(parents=True, exist_ok=True)
         part = temp_sibling(dst.with_name(dst.name + ".window.sqlite"))
         try:
