@@ -7,7 +7,7 @@ each other; only this module knows them both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Union
 
 from ..readers.nsys_sqlite import NsysExport
 from ..window import SourceIdentity, SourceSteps, WindowChoice, window_spans

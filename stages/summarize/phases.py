@@ -158,9 +158,10 @@ def phase_rows(model: EventModel, spans: list[Span], top: int) -> tuple[list[dic
         if lvl is not None:
             peak = max(max(0, lvl.peak(s, e)) for s, e in zip(starts.tolist(), ends.tolist()))
         row = _numbers(ops, cat, sel_ops)
-        wall = intervals.union_length(starts, end[members])
-        span = _launch_span(r, ops, starts, end[members], np.concatenate((rng[sel_ops], irng[inh_ops])),
-                            np.concatenate((sel_ops, inh_ops)))
+        wall = _covered(starts, end[members])
+        both = np.concatenate((sel_ops, inh_ops))
+        span = _launch_span(r, ops, starts, end[members], np.concatenate((rng[sel_ops], irng[inh_ops])), both) \
+            if both.size else wall
         name = path[-1]
         phases.append({
             **ident.keys(step_of_pid.get(pid, default_step)), "pid": pid,
@@ -219,14 +220,27 @@ def _launch_span(r: NvtxRanges, ops: GpuOps, starts: np.ndarray, ends: np.ndarra
     """A phase's launch-time span: the union over its instances [starts, ends] of [start, the end of
     the last GPU operation the instance launched, or its own end when later]. `ids` are the
     operations its figures count and `home` their home ranges (each inside one instance, found by
-    the home's start); the operations' own intervals join the union, so a clock that puts a GPU start
-    before its launch still leaves every counted operation inside the span."""
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order].copy()
-    if ids.size:
-        at = np.clip(np.searchsorted(s, r.start[home], "right") - 1, 0, s.size - 1)
-        np.maximum.at(e, at, ops.end[ids])
-    return intervals.union_length(np.concatenate((s, ops.start[ids])), np.concatenate((e, ops.end[ids])))
+    the home's start). An operation a clock puts before its instance's start joins the union with
+    its own interval, so every counted operation lies inside the span."""
+    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():   # instances on several threads
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    e = ends.copy()
+    at = np.clip(np.searchsorted(starts, r.start[home], "right") - 1, 0, starts.size - 1)
+    np.maximum.at(e, at, ops.end[ids])
+    early = ops.start[ids] < starts[at]
+    if early.any():
+        return intervals.union_length(np.concatenate((starts, ops.start[ids][early])),
+                                      np.concatenate((e, ops.end[ids][early])))
+    return _covered(starts, e)
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray) -> int:
+    """The time covered by intervals: their sum where they are in start order and do not overlap
+    (the instances of a phase on one thread), else their union."""
+    if starts.size < 2 or ((starts[1:] >= starts[:-1]).all() and (starts[1:] >= ends[:-1]).all()):
+        return int((ends - starts).clip(min=0).sum())
+    return intervals.union_length(starts, ends)
 
 
 def _runs_of(sorted_keys: np.ndarray, ids: Iterable[int]) -> np.ndarray:
