@@ -156,6 +156,12 @@ class GpuOps:
     fwd_tid: np.ndarray | None = None
     fwd_t: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        n = self.start.size
+        bad = [f.name for f in fields(self) if getattr(self, f.name) is not None and getattr(self, f.name).size != n]
+        if bad:
+            raise ValueError(f"GpuOps columns {bad} do not have the {n} entries of `start`")
+
     def __len__(self) -> int:
         return int(self.start.size)
 
@@ -231,3 +237,8 @@ class EventModel:
     api_ns: np.ndarray                        # CUDA API time per innermost same-thread range
     kernel_names: dict[int, tuple[str, str]]  # GpuOps.name id -> (full name, short name)
     memory: dict[int, MemoryLevels] = field(default_factory=dict)   # pid -> device memory levels
+
+    def __post_init__(self) -> None:
+        if self.api_ns.size != len(self.ranges) or self.index.parent.size != len(self.ranges):
+            raise ValueError(f"api_ns ({self.api_ns.size}) and the index ({self.index.parent.size}) must "
+                             f"cover the {len(self.ranges)} ranges")
