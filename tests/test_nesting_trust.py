@@ -22,6 +22,7 @@ from verlprof.pipeline.cli import app
 from verlprof.stages.summarize.intervals import union_length
 from verlprof.stages.summarize.nsys import scan_nsys
 from verlprof.stages.summarize.phases import PATH_SEP
+from verlprof.stages.summarize.render import _top_phases
 from verlprof.stages.summarize.torch_profile import summarize_torch_trace
 from verlprof.stages.summarize.types import SummarizeOptions
 from verlprof.stages.window import identity_from_path
@@ -83,6 +84,29 @@ def test_every_input_nests(rel: str) -> None:
         rows = summarize_torch_trace(path, ident, SummarizeOptions())
     assert rows["phases"], rel
     assert not nesting_violations(rows["phases"], rows["steps"])
+    assert not tree_violations(rows["phases"])
+
+
+def tree_violations(phases: list[dict[str, Any]]) -> list[str]:
+    """The terminal's table (`render_phase_table`, every phase shown) must read depth-first: each
+    row right below its parent's subtree, never under a later sibling of its parent."""
+    bad = []
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in phases:
+        groups.setdefault((r.get("source"), r.get("pid"), r.get("step")), []).append(r)
+    for key, part in groups.items():
+        shown, rest = _top_phases(part, len(part))
+        assert not rest
+        stack: list[str] = []
+        for r in shown:
+            path = str(r.get("path") or r.get("phase"))
+            while stack and not path.startswith(stack[-1] + PATH_SEP):
+                stack.pop()
+            parent = path.rsplit(PATH_SEP, 1)[0] if PATH_SEP in path else None
+            if parent is not None and parent in {str(x.get("path")) for x in part} and (not stack or stack[-1] != parent):
+                bad.append(f"{key}: {path} not under {parent}")
+            stack.append(path)
+    return bad
 
 
 def test_the_inputs_are_all_there() -> None:
