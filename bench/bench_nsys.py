@@ -31,7 +31,8 @@ DATA = ROOT / "bench" / "data"
 _VERLPROF = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
-from verlprof.stages.summarize.nsys import projection_rows, scan_nsys, _totals_rows, steps_rows
+from verlprof.stages.summarize import steps_rows
+from verlprof.stages.summarize.nsys import projection_rows, scan_nsys, totals_rows
 from verlprof.stages.readers.nsys_sqlite import NsysExport
 from verlprof.stages.summarize.types import SummarizeOptions
 from verlprof.stages.window.steps import identity_from_path, nsys_source_steps, run_window, window_spans
@@ -41,7 +42,7 @@ resolved, choice = run_window([nsys_source_steps(path, ident)], 2)
 scan = scan_nsys(path, ident, SummarizeOptions(), window_spans(resolved[0], choice.step), kernel_totals=True)
 proj = projection_rows(scan.ranges, scan.projection)
 with NsysExport.open(path) as db:
-    totals = _totals_rows(db, scan.projection)
+    totals = totals_rows(db, scan.projection)
 steps = steps_rows(resolved, choice)
 dt = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

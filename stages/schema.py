@@ -46,7 +46,10 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("parent", pa.string(), "", "enclosing range name, null at the top"),
         _c("depth", pa.int32(), "", "nesting depth of the range (0 = outermost)"),
         _c("start_ns", pa.int64(), "ns", "range start, absolute UTC nanoseconds since the epoch"),
-        _c("wall_ns", pa.int64(), "ns", "range duration on the CPU thread", "lower"),
+        _c("wall_ns", pa.int64(), "ns", "CPU time of the phase: the union of its instances' intervals (instances "
+           "that overlap, the same name on several threads, count their common time once; a range adopted "
+           "from another thread counts only its time inside the range it nests in), so no row is longer than "
+           "its parent row", "lower"),
         _c("gpu_busy_ns", pa.int64(), "ns", "union of GPU activity intervals launched from the range (streams overlap-free)", "lower"),
         _c("kernel_ns", pa.int64(), "ns", "sum of kernel durations launched from the range", "lower"),
         _c("kernel_count", pa.int64(), "", "number of kernels launched from the range"),
@@ -77,6 +80,11 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("kernel_count_inherited", pa.int64(), "", "number of kernels by the inherited rule"),
         _c("rank_source", pa.string(), "", "where `rank` came from: artifact (file name / report identity), RANK env, "
            "LOCAL_RANK env, CUDA device, distributedInfo (torch trace), or `unknown: ...` with the reason"),
+        _c("launch_span_ns", pa.int64(), "ns", "the phase's launch-time span: the union over its instances of [start, "
+           "end of the last GPU operation the instance launched, or its own end when later]; every operation "
+           "gpu_busy_ns and gpu_busy_inherited_ns count lies inside it, so GPU % = gpu_busy_inherited_ns / "
+           "launch_span_ns is at most 100 (GPU work that outlives its CPU range is not set against the "
+           "range's wall)", "lower"),
     ],
     "kernels": _KEYS + [
         _c("phase", pa.string(), "", "innermost range the kernel was launched from"),

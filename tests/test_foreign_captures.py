@@ -19,13 +19,9 @@ import pytest
 from rich.console import Console
 from testdata import data_dir
 from verlprof.stages.core.phases import canonical_stage, normalize_range_name
-from verlprof.stages.summarize.nsys import (
-    UNATTRIBUTED,
-    kernel_summary,
-    project_ranges,
-    render_phase_table,
-    summarize_nsys,
-)
+from nsys_summaries import kernel_summary, project_ranges, summarize_nsys
+from verlprof.stages.summarize import render_phase_table
+from verlprof.stages.summarize.phases import UNATTRIBUTED
 from verlprof.stages.summarize.types import SummarizeOptions
 
 CAPTURES = data_dir("captures")      # the .xz members decompressed once into a cache

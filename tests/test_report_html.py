@@ -19,7 +19,7 @@ from verlprof.pipeline.report.timeline import svg_timeline
 from verlprof.pipeline.report_html import render_compare_report, render_run_report
 from verlprof.stages.core.phases import canonical_stage
 from verlprof.stages.summarize.kernel_category import categorize
-from verlprof.stages.summarize.nsys import summarize_nsys
+from nsys_summaries import summarize_nsys
 
 
 def _helpers():

@@ -26,7 +26,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from testdata import data_dir, data_path  # noqa: E402
-from verlprof.stages.summarize.nsys import summarize_nsys  # noqa: E402
+from nsys_summaries import summarize_nsys  # noqa: E402
 from verlprof.stages.summarize.torch_profile import TorchItem, summarize_torch_item  # noqa: E402
 from verlprof.stages.summarize.types import SummarizeOptions  # noqa: E402
 from verlprof.stages.window import identity_from_path, run_window, torch_source_steps, window_spans  # noqa: E402

@@ -18,13 +18,8 @@ from testdata import fixtures_dir
 from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.schema import SCHEMAS, arrow_schema
 from verlprof.stages.summarize.kernel_category import CATEGORIES
-from verlprof.stages.summarize.nsys import (
-    kernel_summary,
-    project_ranges,
-    render_phase_table,
-    summarize_nsys,
-    write_summaries,
-)
+from nsys_summaries import kernel_summary, project_ranges, summarize_nsys
+from verlprof.stages.summarize import render_phase_table, write_summaries
 from verlprof.stages.summarize.types import SummarizeOptions
 from verlprof.stages.window.steps import identity_from_path
 

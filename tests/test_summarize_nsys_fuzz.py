@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError, VerlprofError
-from verlprof.stages.summarize.nsys import project_ranges, summarize_nsys
+from nsys_summaries import project_ranges, summarize_nsys
 from verlprof.stages.window.steps import identity_from_path, nsys_source_steps
 
 FIXTURES = fixtures_dir()

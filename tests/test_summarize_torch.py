@@ -21,7 +21,7 @@ from verlprof.pipeline.executors import ProcessPoolExecutorBackend
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.core.phases import normalize_range_name
 from verlprof.stages.schema import arrow_schema
-from verlprof.stages.summarize.nsys import steps_rows, write_summaries
+from verlprof.stages.summarize import steps_rows, write_summaries
 from verlprof.stages.summarize.torch_profile import (
     UNATTRIBUTED,
     TorchItem,

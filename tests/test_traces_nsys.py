@@ -137,7 +137,7 @@ def test_window_holds_exactly_the_rows_of_step_2(whole_step2: dict) -> None:
 
 def test_window_keeps_schema_and_only_source_rows(whole_step2: dict) -> None:
     db = whole_step2["db"]
-    assert validate_export(db).has_table("CUPTI_ACTIVITY_KIND_KERNEL")
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" in validate_export(db).tables
     con = sqlite3.connect(db)
     con.execute("ATTACH DATABASE ? AS src", (f"file:{WHOLE}?mode=ro&immutable=1",))
     src_tables = {r[0] for r in con.execute("SELECT name FROM src.sqlite_master WHERE type = 'table'")}
@@ -265,11 +265,13 @@ def test_ray_capture_ranges_line_up_and_empty_windows_stay_valid(tmp_path: Path)
     c = window_nsys_sqlite(r2, tmp_path / "r2.sqlite", e2 + s, e2 + e)
     want = expected_counts(r2, s, e)
     assert c.kernels == want["CUPTI_ACTIVITY_KIND_KERNEL"] > 0
-    assert c.cuda_api == want["CUPTI_ACTIVITY_KIND_RUNTIME"]
+    assert c.rows.get("CUPTI_ACTIVITY_KIND_RUNTIME", 0) + c.rows.get("CUPTI_ACTIVITY_KIND_DRIVER", 0) \
+        == want["CUPTI_ACTIVITY_KIND_RUNTIME"]
     # the same absolute window lies after capture range 1 ended: nothing of range 1 is kept,
     # and the empty window is still a valid export that converts
     w1 = window_nsys_sqlite(r1, tmp_path / "r1.sqlite", e2 + s, e2 + e)
-    assert w1.kernels == w1.cuda_api == w1.memset == 0
+    assert w1.kernels == w1.memset == 0
+    assert not any(w1.rows.get(t) for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"))
     validate_export(tmp_path / "r1.sqlite")
     with ro(tmp_path / "r1.sqlite") as con:
         assert con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)").fetchone()[0] == 0
@@ -318,7 +320,7 @@ def test_window_holds_the_gpu_work_launched_in_the_step_even_after_its_cpu_range
     from testdata import data_path
     from verlprof.stages.summarize import SummarizeOptions
     from verlprof.stages.summarize.nsys import scan_nsys
-    from verlprof.stages.summarize.projection import KIND_KERNEL
+    from verlprof.stages.readers.events import KIND_KERNEL
     from verlprof.stages.window import identity_from_path, run_window, window_spans
     from verlprof.stages.window.steps import nsys_source_steps
 
@@ -346,8 +348,8 @@ def test_window_holds_the_gpu_work_launched_in_the_step_even_after_its_cpu_range
     assert [(s.start_ns - epoch, s.end_ns - epoch) for s in spans] == [(lo, hi)]
     scan = scan_nsys(src, ident, SummarizeOptions(step=2, step_range=step_range), spans)
     ops = scan.projection.ops
-    kern = ops["kind"] == KIND_KERNEL
-    assert sorted(ops["start"][kern].tolist()) == [s for _c, s, _e in launched]
+    kern = ops.kind == KIND_KERNEL
+    assert sorted(ops.start[kern].tolist()) == [s for _c, s, _e in launched]
 
     win = tmp_path / "w.sqlite"
     counts = window_nsys_sqlite(src, win, spans[0].start_ns, spans[0].end_ns)

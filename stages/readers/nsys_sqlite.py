@@ -5,10 +5,9 @@ NVTX_EVENTS, a separate DRIVER table or driver calls inside RUNTIME, ENUM tables
 every table and column is probed before use and a missing CUDA table means "no GPU data", not an
 error (the CPU-only sample has NVTX alone).
 
-Speed: a 1 GB export holds ~10 M CUDA API rows. Fetching them as Python tuples costs ~1.7 us a
-row; instead each rowid window is aggregated by SQLite itself into one comma-joined string per
-column (`group_concat`) and parsed by numpy's C parser, ~4x faster, with memory bounded by the
-window. The export is opened with `mode=ro&immutable=1`: nothing (journal, index, temp table) is
+Speed: a 1 GB export holds ~10 M CUDA API rows. Instead of fetching them as Python tuples, each
+rowid window is aggregated by SQLite itself into one comma-joined string per column
+(`group_concat`) and parsed by numpy's C parser, with memory bounded by the window. The export is opened with `mode=ro&immutable=1`: nothing (journal, index, temp table) is
 ever written into an input.
 """
 from __future__ import annotations
@@ -17,7 +16,7 @@ import re
 import sqlite3
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -25,9 +24,14 @@ import numpy as np
 
 from ..core.errors import BadInputError
 from . import ranges_cache
+from .events import NVTX_PUSHPOP, PID_SHIFT, TID_MASK, NvtxRanges, pid_of_gtid, tid_of_gtid
 from .nvtx_pairs import Pair, adjacent_pairs
+from .nvtx_tree import same_thread_parents
 from .ranges_cache import RangeColumns
 from .sqlite_export import open_export, rowid_windows
+
+# the event model's names this reader fills, re-exported for its callers
+__all__ = ["NvtxRanges", "NVTX_PUSHPOP", "PID_SHIFT", "TID_MASK", "pid_of_gtid", "tid_of_gtid", "NsysExport"]
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -38,10 +42,7 @@ NVTX = "NVTX_EVENTS"
 MEMORY = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 SESSION_START = "TARGET_INFO_SESSION_START_TIME"
 
-# globalTid / globalPid are serialised GlobalIds (stable since nsys 2020): the pid sits in bits
-# 24..47, the tid in bits 0..23 (`globalPid` has tid 0), so `gid // PID_DIV` keys a process.
-TID_MASK = 0xFFFFFF
-PID_SHIFT = 24
+# globalTid / globalPid (`events.PID_SHIFT`): `gid // PID_DIV` keys a process.
 PID_DIV = 1 << PID_SHIFT
 
 # NVTX event types by name (ENUM_NSYS_EVENT_TYPE); the fallback ids are those of nsys 2020-2025.
@@ -54,7 +55,6 @@ _NVTX_IDS = {
 }
 _NVTX_RANGES = ("NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "NvtxtStartEndRange")
 _NVTX_MARKS = ("NvtxMark", "NvtxtMark")
-NVTX_PUSHPOP = _NVTX_IDS["NvtxPushPopRange"]
 
 # Columns that hold StringIds(id) in exports whose CREATE statements lack the `-- REFERENCES` notes.
 _STRING_REF_NAMES = frozenset({
@@ -69,16 +69,6 @@ _COPY_KIND_BY_ENUM = {"HTOD": "h2d", "DTOH": "d2h", "DTOD": "d2d", "PTOP": "d2d"
                       "UVM_HTOD": "h2d", "UVM_DTOH": "d2h", "UVM_DTOD": "d2d"}
 
 CHUNK_ROWS = 1 << 18
-
-
-def pid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
-    """The OS process id inside a globalTid / globalPid."""
-    return (gtid >> PID_SHIFT) & TID_MASK
-
-
-def tid_of_gtid(gtid: "np.ndarray | int") -> "np.ndarray | int":
-    """The OS thread id inside a globalTid."""
-    return gtid & TID_MASK
 
 
 def qi(name: str) -> str:
@@ -149,70 +139,6 @@ def nvtx_types(con: sqlite3.Connection, tables: dict[str, TableInfo], schema: st
 
 def _names_sql(names: Sequence[str]) -> str:
     return "(" + ",".join(f"'{n}'" for n in names) + ")"
-
-
-@dataclass
-class NvtxRanges:
-    """NVTX start/end and push/pop ranges of one export, sorted by (thread, start, -end, rowid).
-
-    That order makes a range's enclosing ranges come before it, so `parent[i] < i` and nesting
-    can be rolled up in one reverse pass. `end` of a range left open is the export's last
-    timestamp (NVIDIA's rule). `same_thread` is False for start/end ranges ended on another
-    thread: NVIDIA's projection ignores those.
-    """
-
-    start: np.ndarray
-    end: np.ndarray
-    gtid: np.ndarray
-    event_type: np.ndarray
-    same_thread: np.ndarray
-    rowid: np.ndarray
-    text: list[str]
-    domain: list[str | None]
-    # (code per range, texts) with text[i] == texts[code[i]], when the reader built the texts so
-    _codes: "tuple[np.ndarray, list[str]] | None" = field(default=None, repr=False, compare=False)
-    # the same for the domains
-    _domain_codes: "tuple[np.ndarray, list[str | None]] | None" = field(default=None, repr=False, compare=False)
-    # per range, the tightest enclosing range on its thread (-1: none), when the reader knows it
-    # (`nvtx_tree.same_thread_parents`, kept in the ranges cache): `RangeIndex.build` then skips nesting
-    parent: "np.ndarray | None" = field(default=None, repr=False, compare=False)
-
-    def __len__(self) -> int:
-        return int(self.start.size)
-
-    def text_codes(self) -> tuple[np.ndarray, list[str]]:
-        """(code per range, texts): `text[i] == texts[code[i]]`. Why: callers judge names once per
-        distinct text (10^6 ranges, a few hundred names; issue 25); the reader has the codes already,
-        other builders get them computed here. A text may appear under two codes (two string ids)."""
-        if self._codes is None:
-            self._codes = _codes_of(self.text)
-        return self._codes
-
-    def domain_codes(self) -> tuple[np.ndarray, list[str | None]]:
-        """(code per range, domains): `domain[i] == domains[code[i]]`, as `text_codes` (a capture
-        has a handful of domains, judged once each instead of once per range)."""
-        if self._domain_codes is None:
-            self._domain_codes = _codes_of(self.domain)
-        return self._domain_codes
-
-    @property
-    def pid(self) -> np.ndarray:
-        return pid_of_gtid(self.gtid)
-
-    def full_name(self, i: int) -> str:
-        """`domain:text` like NVIDIA's reports (`text` alone in the default domain)."""
-        d = self.domain[i]
-        return f"{d}:{self.text[i]}" if d else self.text[i]
-
-    def style(self, i: int) -> str:
-        return "PushPop" if int(self.event_type[i]) in (NVTX_PUSHPOP, _NVTX_IDS["NvtxtPushPopRange"]) else "StartEnd"
-
-
-def _codes_of(values: list) -> tuple[np.ndarray, list]:
-    """(code per value, distinct values in first-seen order): `values[i] == distinct[code[i]]`."""
-    code: dict = {}
-    codes = np.fromiter((code.setdefault(v, len(code)) for v in values), np.int64, len(values))
-    return codes, list(code)
 
 
 def _as_ranges(cols: RangeColumns) -> NvtxRanges:
@@ -363,11 +289,8 @@ class NsysExport:
             cols = self._read_nvtx()
             if cols is None:
                 self._pairs = (None if self.has(NVTX) else [],)
-                return NvtxRanges(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(0, bool),
-                                  np.zeros(0, np.int64), [], [])
+                return NvtxRanges.empty()
             if cache is not None:   # the nesting too: the next pass needs it and need not find it again
-                from .nvtx_tree import same_thread_parents
-
                 cols.parent = same_thread_parents(cols.start, cols.end, cols.gtid, cols.same_thread)
                 ranges_cache.save(cache, cols)
         self._pairs = (cols.pairs,)

@@ -4,7 +4,7 @@ Why here, below the scrub stage: the split-value scan (`scrub/sqlite.iter_adjace
 these pairs, and pass 1 of collect already reads every NVTX event of a raw export
 (`nsys_sqlite.NsysExport.nvtx_ranges`). Both find the pairs with this one function over the same
 integer columns, so pass 1 finds them while it reads and keeps them in the ranges cache, and pass 2
-judges them without reading the NVTX table again (issue 25: 720k events, 0.8-1.9 s per read).
+judges them without reading the NVTX table again (issue 25: 720k events, a read costs seconds).
 """
 from __future__ import annotations
 

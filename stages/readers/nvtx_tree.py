@@ -7,10 +7,20 @@ the reader of that table rather than in either stage.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional, Protocol
 
 import numpy as np
 
-from .nsys_sqlite import NvtxRanges
+
+class Ranges(Protocol):
+    """The columns of ranges an index is built over (`events.NvtxRanges` has them), sorted by
+    (thread, start, -end). Why a protocol: the index sits below the event model, which holds one."""
+
+    start: np.ndarray
+    end: np.ndarray
+    gtid: np.ndarray
+    same_thread: np.ndarray
+    parent: Optional[np.ndarray]
 
 
 @dataclass
@@ -97,7 +107,7 @@ def same_thread_parents(start: np.ndarray, end: np.ndarray, gtid: np.ndarray, sa
     starts at its predecessor on the thread; while the range pointed at ends before it does, it
     jumps to that range's pointer. Every range skipped ends before it (an invariant of each jump),
     so where the jumps stop is exactly the answer, for any ranges (crossing ones too). Nested
-    ranges stop within a few rounds (720k ranges, depth 4: 0.14 -> 0.03 s); a pathological order
+    ranges stop within a few rounds; a pathological order
     that needs more than `_JUMP_ROUNDS` rounds is nested by the block index instead."""
     idx = np.flatnonzero(same_thread)
     e, g = end[idx], gtid[idx]
@@ -120,9 +130,9 @@ def same_thread_parents(start: np.ndarray, end: np.ndarray, gtid: np.ndarray, sa
 
 @dataclass
 class RangeIndex:
-    """Lookup structure for `NvtxRanges`: innermost enclosing range of (thread, start, end) calls."""
+    """Lookup structure for `events.NvtxRanges`: innermost enclosing range of (thread, start, end) calls."""
 
-    ranges: NvtxRanges
+    ranges: Ranges
     threads: dict[int, ThreadIndex]
     parent: np.ndarray
     depth: np.ndarray
@@ -131,10 +141,10 @@ class RangeIndex:
     _parent_pad: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
-    def build(cls, ranges: NvtxRanges) -> "RangeIndex":
+    def build(cls, ranges: Ranges) -> "RangeIndex":
         """The index of `ranges`; their nesting is taken from `ranges.parent` when the reader kept
         it (the ranges cache: collect's second pass), else found here (`same_thread_parents`)."""
-        n = len(ranges)
+        n = int(ranges.start.size)
         threads = _thread_indexes(ranges.start, ranges.end, ranges.gtid, ranges.same_thread)
         known = ranges.parent is not None and ranges.parent.size == n
         parent = (ranges.parent.copy() if known else

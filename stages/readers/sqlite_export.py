@@ -38,18 +38,6 @@ class ExportInfo:
     nsys_version: str | None = None        # EXPORT_PRODUCT_VERSION, e.g. "2025.3.2.0"
     meta: dict[str, str] = field(default_factory=dict, compare=False)
 
-    def has_table(self, name: str) -> bool:
-        return name in self.tables
-
-    @property
-    def schema_tuple(self) -> tuple[int, ...] | None:
-        """(major, minor, micro) of the export schema, for version-dependent readers."""
-        if not self.schema_version:
-            return None
-        try:
-            return tuple(int(p) for p in self.schema_version.split("."))
-        except ValueError:
-            return None
 
 
 def check_header(path: Path) -> int:

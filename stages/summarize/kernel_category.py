@@ -69,8 +69,3 @@ def categorize(short_name: str | None, demangled: str | None = None) -> str:
             if cat is not None:
                 return cat
     return "other"
-
-
-def is_comm(category: str) -> bool:
-    """True for collectives / peer communication (counted in comm_ns)."""
-    return category == "comm"

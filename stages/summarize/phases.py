@@ -1,17 +1,9 @@
-"""The one summarizer: phases and kernels rows from one columnar event model, for every format.
+"""The one summarizer: phases and kernels rows from the one event model, for every format.
 
 Why one module: nsys exports and torch (Kineto) traces must give the same rows for the same
-workload, so the rules live once. Readers fill the model; `nsys.py` and `torch_profile.py` are
-adapters that only translate their format into it:
-
-- ranges: `NvtxRanges` (columnar: start, end, globalTid = pid << 24 | tid, names, domains), sorted by
-  (thread, start, -end) so a range's ancestors come first, indexed by `RangeIndex` (nesting);
-- GPU operations: `ops`, parallel numpy arrays (`rng` innermost same-thread range of the launching
-  call or -1, `start`, `end`, `kind`, `name` id, `nbytes`, `copy_kind` 1 h2d / 2 d2h / 3 d2d / 0,
-  `pid`, `launch` time of calls outside every range, `launch_tid`; optional `fwd_tid` / `fwd_t`: the
-  thread and time of the forward op whose backward op launched it, Kineto's `Sequence number` /
-  `fwdbwd` link);
-- `api_ns` per innermost range; device memory levels per process (`mem`).
+workload, so the rules live once. Format adapters (`nsys.py`, `torch_profile.py`) fill an
+`EventModel` (`readers/events.py`: ranges, GPU operations, API time per range, memory levels,
+identity) and `phase_rows(model, spans, top)` computes every figure from it.
 
 Rules (all formats): NVIDIA's same-thread projection gives each GPU operation its plain home
 (`nsys stats -r nvtxgpuproj`). Nesting (`_nesting`): a range's parent is the tightest enclosing
@@ -19,15 +11,22 @@ range on its thread; a range with none on a thread other than its process's main
 the innermost range open on the main thread at its start. Phases group by the path of normalised
 names along that nesting (`core/phases.normalize_range_name`), counting `instances`, and a phase's
 figures hold the work of every range nested in it; library-domain ranges (NCCL, cuBLAS) take no
-place in a path. Inherited figures (`*_inherited`): each GPU operation gets one home range:
-NVIDIA's, except that (a) an operation launched from a thread with no open range goes to the
-innermost range open on its process's main thread at launch time (autograd's backward thread ->
-`## backward ##` / `update_actor`), the rule the nesting follows too, and (b) backward work goes to
-its forward op's range on the main thread (emit_nvtx: the op of the same `seq`; Kineto: the
-`fwd_t` of `Sequence number` / `fwdbwd`) where that is the more specific home (`_more_specific`:
-no main-thread range was open then, or the forward op lies inside it). What no rule places stays in
-the `(unattributed)` row's inherited figures. GPU work no range launched counts in the step its
-launch (else its start) falls into.
+place in a path. Nesting you can trust: a range adopted from another thread counts only its time
+inside the range it nests in (`_clipped_ends`), and a phase's `wall_ns` is the union of its
+instances' intervals, so ranges of one path that overlap in time (the same name on several worker
+threads under one main-thread range) count their common time once: no row is longer than its
+parent row. A phase's `launch_span_ns` is its launch-time span: the union over its instances of
+[start, the end of the last GPU operation the instance launched, or its own end when later]
+(`_launch_span`); every operation a phase's GPU figures count lies inside it, so GPU % =
+gpu_busy(_inherited)_ns / launch_span_ns never exceeds 100. Inherited figures (`*_inherited`): each GPU operation gets
+one home range: NVIDIA's, except that (a) an operation launched from a thread with no open range
+goes to the innermost range open on its process's main thread at launch time (autograd's backward
+thread -> `## backward ##` / `update_actor`), the rule the nesting follows too, and (b) backward
+work goes to its forward op's range on the main thread (emit_nvtx: the op of the same `seq`;
+Kineto: the `fwd_t` of `Sequence number` / `fwdbwd`) where that is the more specific home
+(`_more_specific`: no main-thread range was open then, or the forward op lies inside it). What no
+rule places stays in the `(unattributed)` row's inherited figures. GPU work no range launched
+counts in the step its launch (else its start) falls into.
 """
 from __future__ import annotations
 
@@ -36,33 +35,25 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..core.phases import autograd_seq, canonical_stage, normalize_range_name
-from ..readers.nsys_sqlite import NvtxRanges, pid_of_gtid, tid_of_gtid
+from ..readers.events import (
+    KIND_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+    EventModel,
+    GpuOps,
+    Identity,
+    NvtxRanges,
+    Span,
+    pid_of_gtid,
+    tid_of_gtid,
+)
 from ..readers.nvtx_tree import RangeIndex
-from ..window import SourceIdentity, is_phase_range
+from ..window import is_phase_range
 from . import intervals
 from .kernel_category import categorize
-from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 
 UNATTRIBUTED = "(unattributed)"
 OTHER_KERNELS = "other"
-#: (lo, hi, pid or None, step): a chosen step's span in the model's clock
-Span = tuple[int, int, "int | None", "int | None"]
-
-
-def level_peak(times: np.ndarray, levels: np.ndarray, baseline: int, lo: int, hi: int) -> int:
-    """The highest allocated-bytes level over [lo, hi]: levels[i] holds from times[i] (sorted) until
-    times[i+1], `baseline` before times[0]."""
-    i0 = int(np.searchsorted(times, lo, side="left"))
-    i1 = int(np.searchsorted(times, hi, side="right"))
-    before = int(levels[i0 - 1]) if i0 > 0 else baseline
-    inside = int(levels[i0:i1].max()) if i1 > i0 else before
-    return max(before, inside)
-
-
-def _mem_peak(levels: tuple[np.ndarray, np.ndarray, int] | None, lo: int, hi: int) -> int | None:
-    if levels is None:
-        return None
-    return max(0, level_peak(*levels, lo, hi))
 
 
 def _nesting(r: NvtxRanges, index: RangeIndex, main: dict[int, int]) -> np.ndarray:
@@ -116,97 +107,140 @@ def _adopted(index: RangeIndex, parent: np.ndarray) -> dict[int, list[int]]:
     return out
 
 
-def _when(ops: dict[str, np.ndarray], ids: np.ndarray) -> np.ndarray:
-    """When each operation counts for a window: its launch time where known, else its GPU start."""
-    return np.where(ops["launch"][ids] >= 0, ops["launch"][ids], ops["start"][ids])
-
-
-def _in_span(ops: dict[str, np.ndarray], ids: np.ndarray, lo: int, hi: int, pid: int | None) -> np.ndarray:
+def _in_span(ops: GpuOps, ids: np.ndarray, lo: int, hi: int, pid: int | None) -> np.ndarray:
     """The operations of `ids` that belong to the step span [lo, hi] of process `pid` (None: any)."""
     if pid is not None:
-        ids = ids[ops["pid"][ids] == pid]
-    w = _when(ops, ids)
+        ids = ids[ops.pid[ids] == pid]
+    w = ops.when(ids)
     return ids[(w >= lo) & (w <= hi)]
 
 
-def phase_rows(ident: SourceIdentity, offset: int, r: NvtxRanges, index: RangeIndex, ops: dict[str, np.ndarray],
-               api_ns: np.ndarray, selected: np.ndarray, spans: list[Span], names: dict[int, tuple[str, str]],
-               mem: dict[int, Any], top: int, op_spans: list[Span] | None = None
-               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """phases and kernels rows of the selected ranges (a step's) and of the step's unattributed work.
-
-    `offset` turns model times into absolute UTC ns; `spans` are the step's spans on the model's
-    clock; `op_spans` (default: `spans`) the spans whose GPU work no range launched still counts
-    for the step (a torch file that is one step owns all of its GPU work)."""
-    op_spans = spans if op_spans is None else op_spans
-    order = np.argsort(ops["rng"], kind="stable")
-    ops = {k: v[order] for k, v in ops.items()}
-    rng = ops["rng"]
-    uniq, inv = np.unique(ops["name"], return_inverse=True)
+def phase_rows(model: EventModel, spans: list[Span], top: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """phases and kernels rows of a step (`spans`: its spans on the model's clock): one row per
+    (process, path) of the ranges starting in the spans, one `(unattributed)` row per span for the
+    GPU work in it that no range launched, and the top `top` kernels per (process, phase)."""
+    r, index, ident, offset = model.ranges, model.index, model.ident, model.offset_ns
+    selected = r.selected(spans)
+    ops = model.ops
+    keep = ops.rng < 0          # the step's ranges' work, and work no range launched
+    keep[~keep] = selected[ops.rng[~keep]]
+    ops = ops.take(np.flatnonzero(keep)[np.argsort(ops.rng[keep], kind="stable")])
+    rng = ops.rng
+    names = model.kernel_names
+    uniq, inv = np.unique(ops.name, return_inverse=True)
     cat_of = np.array([categorize(*reversed(names.get(int(n), ("", "")))) for n in uniq.tolist()], dtype=object)
     cat = cat_of[inv.reshape(-1)] if uniq.size else np.zeros(0, dtype=object)
-    cat[ops["kind"] == KIND_MEMCPY] = "memcpy"
-    cat[ops["kind"] == KIND_MEMSET] = "memset"
+    cat[ops.kind == KIND_MEMCPY] = "memcpy"
+    cat[ops.kind == KIND_MEMSET] = "memset"
     is_phase = _phase_mask(r)
     main = _main_threads(r, index)
     parent = _nesting(r, index, main)
     owner = _owner(r, parent, _parents_first(r, main))
     adopted = _adopted(index, parent)
-    pids = r.pid
-    step_of_pid = {pid: step for _, _, pid, step in spans}
-    default_step = spans[0][3] if spans else None
-
-    def op_slice(ids: Iterable[int]) -> np.ndarray:
-        return _runs_of(rng, ids)
+    end = _clipped_ends(r, index, parent)
+    step_of_pid = {s.pid: s.step for s in spans}
+    default_step = spans[0].step if spans else None
 
     # Group selected phase ranges by (pid, path of normalised names): repeated instances add up.
     irng = _inherited_ranges(r, index, parent, main, ops, selected)
     iorder = np.argsort(irng, kind="stable")
     irng_sorted = irng[iorder]
 
-    def inherited_slice(ids: Iterable[int]) -> np.ndarray:
-        return iorder[_runs_of(irng_sorted, ids)]
-
     groups = _phase_groups(r, parent, owner, np.flatnonzero(selected & is_phase))
     phases: list[dict[str, Any]] = []
     for (pid, path), members in groups.items():
         tree = index.subtrees([j for i in members.tolist() for j in (i, *adopted.get(i, ()))] if adopted else members)
-        sel_ops = op_slice(tree)
+        sel_ops = _runs_of(rng, tree)
+        inh_ops = iorder[_runs_of(irng_sorted, tree)]
         starts, ends = r.start[members], r.end[members]
-        lvl = mem.get(pid)
+        lvl = model.memory.get(pid)
         peak = None
         if lvl is not None:
-            peak = max((_mem_peak(lvl, s, e) or 0) for s, e in zip(starts.tolist(), ends.tolist()))
+            peak = max(max(0, lvl.peak(s, e)) for s, e in zip(starts.tolist(), ends.tolist()))
         row = _numbers(ops, cat, sel_ops)
-        wall = int((ends - starts).sum())
+        wall = _covered(starts, end[members])
+        both = np.concatenate((sel_ops, inh_ops))
+        span = _launch_span(r, ops, starts, end[members], np.concatenate((rng[sel_ops], irng[inh_ops])), both) \
+            if both.size else wall
         name = path[-1]
         phases.append({
             **ident.keys(step_of_pid.get(pid, default_step)), "pid": pid,
             "phase": name, "stage": canonical_stage(name, ident.role), "parent": path[-2] if len(path) > 1 else None,
             "depth": len(path) - 1, "path": PATH_SEP.join(path), "instances": len(members),
             "start_ns": offset + int(starts.min()), "wall_ns": wall, **row,
-            **_inherited_numbers(ops, inherited_slice(tree)),
+            **_inherited_numbers(ops, inh_ops),
             "idle_ns": max(0, wall - row["gpu_busy_ns"]),
-            "api_ns": int(api_ns[tree].sum()), "mem_peak_bytes": peak,
+            "api_ns": int(model.api_ns[tree].sum()), "mem_peak_bytes": peak, "launch_span_ns": span,
         })
     # GPU work in the step that no range launched (other threads, no NVTX): one row per process.
     un = np.flatnonzero(rng < 0)
     un_inh = np.flatnonzero(irng < 0)
-    for (lo, hi, pid, step), (olo, ohi, _, _) in zip(spans, op_spans):
-        ids = _in_span(ops, un, olo, ohi, pid)
+    for s in spans:
+        olo, ohi = s.gpu
+        ids = _in_span(ops, un, olo, ohi, s.pid)
         if ids.size == 0:
             continue
-        left = _in_span(ops, un_inh, olo, ohi, pid)
+        left = _in_span(ops, un_inh, olo, ohi, s.pid)
         row = _numbers(ops, cat, ids)
-        wall = hi - lo
+        wall = s.hi - s.lo
+        both = np.concatenate((ids, left))
+        span = intervals.union_length(np.append(ops.start[both], s.lo), np.append(ops.end[both], s.hi))
         phases.append({
-            **ident.keys(step), "pid": pid if pid is not None else int(ops["pid"][ids[0]]),
+            **ident.keys(s.step), "pid": s.pid if s.pid is not None else int(ops.pid[ids[0]]),
             "phase": UNATTRIBUTED, "stage": "other", "parent": None, "depth": 0, "path": UNATTRIBUTED,
-            "instances": 1, "start_ns": offset + lo, "wall_ns": wall, **row, **_inherited_numbers(ops, left),
+            "instances": 1, "start_ns": offset + s.lo, "wall_ns": wall, **row, **_inherited_numbers(ops, left),
             "idle_ns": max(0, wall - row["gpu_busy_ns"]), "api_ns": None, "mem_peak_bytes": None,
+            "launch_span_ns": span,
         })
-    kernels = _kernel_rows(ident, r, ops, cat, names, owner, pids, step_of_pid, default_step, op_spans, top)
+    kernels = _kernel_rows(ident, r, ops, cat, names, owner, step_of_pid, default_step, spans, top)
     return phases, kernels
+
+
+def _clipped_ends(r: NvtxRanges, index: RangeIndex, parent: np.ndarray) -> np.ndarray:
+    """Each range's end as the model's nesting counts it: a range adopted from another thread
+    (`_nesting`: it nests in the main-thread range open at its start) and everything nested in it
+    on its thread end no later than that range, so a child's time lies inside its parent's."""
+    end = r.end
+    adopted = np.flatnonzero((index.parent < 0) & (parent >= 0))
+    if adopted.size == 0 or not (end[adopted] > end[parent[adopted]]).any():
+        return end
+    end = end.copy()
+    end[adopted] = np.minimum(end[adopted], end[parent[adopted]])
+    up = index.parent
+    has = np.flatnonzero(up >= 0)
+    while True:   # down each thread's nesting, one level a round
+        new = np.minimum(end[has], end[up[has]])
+        if not (new < end[has]).any():
+            return end
+        end[has] = new
+
+
+def _launch_span(r: NvtxRanges, ops: GpuOps, starts: np.ndarray, ends: np.ndarray, home: np.ndarray,
+                 ids: np.ndarray) -> int:
+    """A phase's launch-time span: the union over its instances [starts, ends] of [start, the end of
+    the last GPU operation the instance launched, or its own end when later]. `ids` are the
+    operations its figures count and `home` their home ranges (each inside one instance, found by
+    the home's start). An operation a clock puts before its instance's start joins the union with
+    its own interval, so every counted operation lies inside the span."""
+    if starts.size > 1 and not (starts[1:] >= starts[:-1]).all():   # instances on several threads
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    e = ends.copy()
+    at = np.clip(np.searchsorted(starts, r.start[home], "right") - 1, 0, starts.size - 1)
+    np.maximum.at(e, at, ops.end[ids])
+    early = ops.start[ids] < starts[at]
+    if early.any():
+        return intervals.union_length(np.concatenate((starts, ops.start[ids][early])),
+                                      np.concatenate((e, ops.end[ids][early])))
+    return _covered(starts, e)
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray) -> int:
+    """The time covered by intervals: their sum where they are in start order and do not overlap
+    (the instances of a phase on one thread), else their union."""
+    if starts.size < 2 or ((starts[1:] >= starts[:-1]).all() and (starts[1:] >= ends[:-1]).all()):
+        return int((ends - starts).clip(min=0).sum())
+    return intervals.union_length(starts, ends)
 
 
 def _runs_of(sorted_keys: np.ndarray, ids: Iterable[int]) -> np.ndarray:
@@ -342,9 +376,9 @@ def _more_specific(parent: np.ndarray, at: np.ndarray, fwd: np.ndarray) -> np.nd
 
 
 def _inherited_ranges(r: NvtxRanges, index: RangeIndex, parent: np.ndarray, main: dict[int, int],
-                      ops: dict[str, np.ndarray], selected: np.ndarray) -> np.ndarray:
+                      ops: GpuOps, selected: np.ndarray) -> np.ndarray:
     """Each kept GPU operation's home range for the inherited figures (module docstring), -1 when none."""
-    rng = ops["rng"]
+    rng = ops.rng
     irng = rng.copy()
     if len(r) == 0 or rng.size == 0:
         return np.full(rng.size, -1, np.int64)
@@ -352,16 +386,16 @@ def _inherited_ranges(r: NvtxRanges, index: RangeIndex, parent: np.ndarray, main
     on = rng >= 0
     h = np.where(on, home[np.maximum(rng, 0)], -1)
     irng = np.where(h >= 0, h, irng)
-    orphan = (rng < 0) & (ops["launch"] >= 0)
-    ft = ops.get("fwd_t")
-    for pid in np.unique(ops["pid"][orphan]).tolist():
+    orphan = (rng < 0) & (ops.launch >= 0)
+    ft, ftid = ops.fwd_t, ops.fwd_tid
+    for pid in np.unique(ops.pid[orphan]).tolist():
         g = main.get(int(pid))
         if g is None:
             continue
-        m = np.flatnonzero(orphan & (ops["pid"] == pid))
-        irng[m] = index.innermost(g, ops["launch"][m], ops["launch"][m])
-        if ft is not None:   # Kineto: the forward op of the backward op running at launch (`fwd_t`)
-            j = m[(ft[m] >= 0) & (ops["fwd_tid"][m] == g)]
+        m = np.flatnonzero(orphan & (ops.pid == pid))
+        irng[m] = index.innermost(g, ops.launch[m], ops.launch[m])
+        if ft is not None and ftid is not None:   # Kineto: the forward op of the backward op running at launch
+            j = m[(ft[m] >= 0) & (ftid[m] == g)]
             fwd = index.innermost(g, ft[j], ft[j])
             take = _more_specific(index.parent, irng[j], fwd)
             irng[j[take]] = fwd[take]
@@ -370,24 +404,24 @@ def _inherited_ranges(r: NvtxRanges, index: RangeIndex, parent: np.ndarray, main
     return np.where(ok, irng, -1)
 
 
-def _inherited_numbers(ops: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, int]:
+def _inherited_numbers(ops: GpuOps, ids: np.ndarray) -> dict[str, int]:
     """GPU busy, kernel time and kernel count of the operations a phase inherits."""
-    k = ops["kind"][ids] == KIND_KERNEL
-    dur = ops["end"][ids] - ops["start"][ids]
-    return {"gpu_busy_inherited_ns": intervals.union_length(ops["start"][ids], ops["end"][ids]),
+    k = ops.kind[ids] == KIND_KERNEL
+    dur = ops.end[ids] - ops.start[ids]
+    return {"gpu_busy_inherited_ns": intervals.union_length(ops.start[ids], ops.end[ids]),
             "kernel_inherited_ns": int(dur[k].sum()), "kernel_count_inherited": int(k.sum())}
 
 
-def _numbers(ops: dict[str, np.ndarray], cat: np.ndarray, ids: np.ndarray) -> dict[str, int]:
+def _numbers(ops: GpuOps, cat: np.ndarray, ids: np.ndarray) -> dict[str, int]:
     """GPU numbers of a set of operations (indices into ops)."""
-    s, e, kind = ops["start"][ids], ops["end"][ids], ops["kind"][ids]
+    s, e, kind = ops.start[ids], ops.end[ids], ops.kind[ids]
     dur = e - s
     k = kind == KIND_KERNEL
     mc = kind == KIND_MEMCPY
     ms = kind == KIND_MEMSET
     c = cat[ids] == "comm" if ids.size else np.zeros(0, bool)
-    nb = ops["nbytes"][ids]
-    ck = ops["copy_kind"][ids]
+    nb = ops.nbytes[ids]
+    ck = ops.copy_kind[ids]
     comm_s, comm_e = s[c & k], e[c & k]
     comp = k & ~c
     return {
@@ -404,27 +438,27 @@ def _numbers(ops: dict[str, np.ndarray], cat: np.ndarray, ids: np.ndarray) -> di
     }
 
 
-def _kernel_rows(ident: SourceIdentity, r: NvtxRanges, ops: dict[str, np.ndarray], cat: np.ndarray,
-                 names: dict[int, tuple[str, str]], owner: np.ndarray, pids: np.ndarray,
-                 step_of_pid: dict, default_step: int | None, spans: list, top: int) -> list[dict[str, Any]]:
+def _kernel_rows(ident: Identity, r: NvtxRanges, ops: GpuOps, cat: np.ndarray,
+                 names: dict[int, tuple[str, str]], owner: np.ndarray,
+                 step_of_pid: dict, default_step: int | None, spans: list[Span], top: int) -> list[dict[str, Any]]:
     """Top kernels per (process, phase) by total time, plus one `other` row so totals add up.
 
     Grouped with numpy sorts (no pandas: its import alone is half a torch summary's memory)."""
-    k = np.flatnonzero(ops["kind"] == KIND_KERNEL)
+    k = np.flatnonzero(ops.kind == KIND_KERNEL)
     if k.size == 0:
         return []
-    rng = ops["rng"][k]
+    rng = ops.rng[k]
     if (rng < 0).any():  # unattributed kernels count only inside their process's span
         inside = rng >= 0
-        for lo, hi, pid, _ in spans:
-            inside |= np.isin(k, _in_span(ops, k[~inside], lo, hi, pid))
+        for s in spans:
+            inside |= np.isin(k, _in_span(ops, k[~inside], *s.gpu, s.pid))
         k, rng = k[inside], rng[inside]
     own = np.where(rng >= 0, owner[np.maximum(rng, 0)], -1) if owner.size else np.full(rng.size, -1, np.int64)
     u_own, inv = np.unique(own, return_inverse=True)
     labels = [normalize_range_name(r.text[o]) if o >= 0 else UNATTRIBUTED for o in u_own.tolist()]
     u_lab, lab_of = np.unique(np.array(labels, dtype=object), return_inverse=True)
     ph = lab_of.reshape(-1)[inv.reshape(-1)]
-    pid, name, dur = ops["pid"][k], ops["name"][k], ops["end"][k] - ops["start"][k]
+    pid, name, dur = ops.pid[k], ops.name[k], ops.end[k] - ops.start[k]
     o = np.lexsort((dur, name, ph, pid))             # groups (pid, phase, kernel), durations ascending
     pid, ph, name, dur, kc = pid[o], ph[o], name[o], dur[o], cat[k][o]
     cut = np.flatnonzero((np.diff(pid) != 0) | (np.diff(ph) != 0) | (np.diff(name) != 0)) + 1

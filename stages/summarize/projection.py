@@ -17,7 +17,7 @@ Memory is O(ranges + API calls inside ranges), never a whole table as Python obj
 Beyond NVIDIA's rule (inherited attribution, issue 10): when a `window` is given, the same sweep
 also keeps the launch time and thread of every API call in the window that no range encloses
 (autograd's backward thread, a thread pool). Operations those calls launched carry it in
-`ops["launch"]` / `ops["launch_tid"]`, so summarize can hand them to the range open on the
+`ops.launch` / `ops.launch_tid`, so summarize can hand them to the range open on the
 process's main thread at that moment. NVIDIA's numbers are untouched by this.
 """
 from __future__ import annotations
@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..readers.nsys_sqlite import DRIVER, KERNEL, MEMCPY, MEMSET, PID_SHIFT, RUNTIME, NsysExport, pid_of_gtid
+from ..readers.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, PID_SHIFT, GpuOps, pid_of_gtid
+from ..readers.nsys_sqlite import DRIVER, KERNEL, MEMCPY, MEMSET, RUNTIME, NsysExport
 from ..readers.nvtx_tree import RangeIndex
-
-KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 _I64_MAX = np.iinfo(np.int64).max
 _CORR_BITS = 32
 _DUR_BITS = 40
@@ -54,12 +53,12 @@ class OpBatch:
         for k, v in cols.items():
             getattr(self, k).append(v)
 
-    def arrays(self) -> dict[str, np.ndarray]:
+    def arrays(self) -> GpuOps:
         out = {}
         for k in ("rng", "start", "end", "kind", "name", "nbytes", "copy_kind", "pid", "launch", "launch_tid"):
             parts = getattr(self, k)
             out[k] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        return out
+        return GpuOps(**out)
 
 
 @dataclass
@@ -85,7 +84,7 @@ class ProjectionResult:
     kernel_ns: np.ndarray
     kernel_count: np.ndarray
     api_ns: np.ndarray
-    ops: dict[str, np.ndarray]  # OpBatch.arrays() for selected ranges (+ unattributed in window)
+    ops: GpuOps                 # OpBatch.arrays() for selected ranges (+ unattributed in window)
     kernel_totals: KernelTotals | None
     api_calls_in_ranges: int = 0
 

@@ -2,11 +2,12 @@
 
 Why: verl's torch profiler writes one chrome trace per step and rank, and its torch_memory tool a
 caching-allocator snapshot; users compare them with nsys runs. This module is an adapter: it fills
-the summarizer's event model from a trace and hands it to `summarize/phases.py`, the rules nsys
+the summarizer's `EventModel` (`readers/events.py`) from a trace and hands it to `summarize/phases.py`, the rules nsys
 exports go through too (same-thread projection, inherited figures, name paths, instances):
 
 - Ranges are `user_annotation` events (torch.profiler.record_function, verl's annotations, e.g.
-  `mini_batch0`, `Optimizer.step#AdamW.step`), as `NvtxRanges` with globalTid = pid << 24 | tid.
+  `mini_batch0`, `Optimizer.step#AdamW.step`), as the model's `NvtxRanges` with globalTid =
+  pid << 24 | tid.
 - GPU operations (kernels, memcpys, memsets) join their launching CUDA runtime/driver call by
   `args.correlation`; the call's innermost same-thread range is NVIDIA's home. Launches from
   threads with no open range (autograd's `pt_autograd_N` thread runs backward) keep their launch
@@ -38,7 +39,7 @@ options)`: plain, module-level and picklable.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
@@ -47,8 +48,20 @@ import numpy as np
 
 from ..core.phases import canonical_stage
 from ..readers.chrome_trace import KERNEL, MEMCPY, TraceData, read_chrome_trace
+from ..readers.events import (
+    COPY_D2D,
+    COPY_D2H,
+    COPY_H2D,
+    KIND_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+    EventModel,
+    GpuOps,
+    MemoryLevels,
+    Span,
+    pid_of_gtid,
+)
 from ..readers.memory_snapshot import Annotation, load_snapshot, snapshot_annotations
-from ..readers.nsys_sqlite import NvtxRanges, pid_of_gtid
 from ..readers.nvtx_tree import RangeIndex
 from ..window import (
     SourceIdentity,
@@ -61,8 +74,8 @@ from ..window import (
     trace_ranges,
     trace_source_steps,
 )
-from .phases import UNATTRIBUTED, level_peak, phase_rows
-from .projection import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
+from .phases import UNATTRIBUTED, phase_rows
+from .steps import steps_rows, with_phase_identity
 from .types import SummarizeOptions, SummaryRows
 
 _FAR = 1 << 62                     # a span that holds every time on a trace's clock
@@ -116,23 +129,10 @@ def _memcpy_direction(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# One trace as the event model: ranges (NvtxRanges), GPU operations (ops), API time per range
+# One trace as the event model (readers/events.py)
 # ------------------------------------------------------------------------------------------------
 
-_COPY_KIND = {"h2d": 1, "d2h": 2, "d2d": 3}
-
-
-@dataclass
-class _Prepared:
-    """One trace in the summarizer's model (times on the trace's clock; `base` reaches UTC)."""
-
-    base: int
-    ranges: NvtxRanges           # sorted by (thread, start, -end): parents first
-    index: RangeIndex
-    ops: dict[str, np.ndarray]   # summarize/phases.py's GPU-operation columns
-    api_ns: np.ndarray           # CUDA API time per innermost same-thread range
-    names: dict[int, tuple[str, str]]
-    mem: dict[int, Any] = field(default_factory=dict)   # pid -> memory levels (`[memory]` instants)
+_COPY_KIND = {"h2d": COPY_H2D, "d2h": COPY_D2H, "d2d": COPY_D2D}
 
 
 def _arr(a: Any, dtype: Any = np.int64) -> np.ndarray:
@@ -202,12 +202,12 @@ def _forward_links(data: TraceData, gtid_of: np.ndarray, launch_tid: np.ndarray,
     return fwd_tid, fwd_t
 
 
-def _memory_levels(data: TraceData, gtid_of: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray, int]]:
+def _memory_levels(data: TraceData, gtid_of: np.ndarray) -> dict[int, MemoryLevels]:
     """pid -> (time, allocated bytes after it, bytes before the first) from `[memory]` instants
     (`profile_memory=True`), the `mem` the summarizer's `mem_peak_bytes` reads, as nsys's CUDA
     memory events give it. Per process the device its kernels ran on (else the CUDA device with
     most events); a trace with no CUDA memory events (a CPU run) gives its CPU allocator's levels."""
-    out: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+    out: dict[int, MemoryLevels] = {}
     if not len(data.mem_ts):
         return out
     t, dev, tot, chg = _arr(data.mem_ts), _arr(data.mem_device), _arr(data.mem_total), _arr(data.mem_change)
@@ -224,13 +224,13 @@ def _memory_levels(data: TraceData, gtid_of: np.ndarray) -> dict[int, tuple[np.n
             want = -1
         ix = np.flatnonzero(mine & (dev == want))
         ix = ix[np.argsort(t[ix], kind="stable")]
-        out[int(p)] = (t[ix], tot[ix], max(0, int(tot[ix[0]] - chg[ix[0]])))
+        out[int(p)] = MemoryLevels(t[ix], tot[ix], max(0, int(tot[ix[0]] - chg[ix[0]])))
     return out
 
 
-def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
+def _model(data: TraceData, ident: SourceIdentity) -> EventModel:
     """Fill the event model from one trace: every loop here is over threads or arrays, not events."""
-    gtid_of = thread_gtids(data.threads, ident.pid if ident is not None and ident.pid is not None else 0)
+    gtid_of = thread_gtids(data.threads, ident.pid if ident.pid is not None else 0)
     ranges = trace_ranges(data, gtid_of)
     nr = len(ranges)
     index = RangeIndex.build(ranges)
@@ -262,7 +262,7 @@ def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
     ix = np.maximum(op_api, 0)
     rng = np.where(has, api_range[ix] if api_range.size else -1, -1)
     pids = ranges.pid
-    main_pid = ident.pid if ident is not None else None
+    main_pid = ident.pid
     if main_pid is None and nr:
         u, c = np.unique(pids, return_counts=True)
         main_pid = int(u[c.argmax()])
@@ -272,20 +272,20 @@ def _prepare(data: TraceData, ident: SourceIdentity | None = None) -> _Prepared:
     g_name = _arr(data.gpu_name)
     kind = _arr(data.gpu_kind, np.int8)
     copy_of_name = np.array([_COPY_KIND.get(_memcpy_direction(n), 0) for n in names_], np.int64)
-    ops = {
-        "rng": rng, "start": g_ts, "end": g_ts + _arr(data.gpu_dur),
-        "kind": np.select([kind == KERNEL, kind == MEMCPY], [KIND_KERNEL, KIND_MEMCPY], KIND_MEMSET).astype(np.int64),
-        "name": np.where(kind == KERNEL, g_name, -1),
-        "nbytes": _arr(data.gpu_bytes),
-        "copy_kind": np.where(kind == MEMCPY, copy_of_name[g_name] if g_name.size else 0, 0),
-        "pid": np.where(has, pid_of_gtid(np.maximum(op_gtid, 0)), main_pid if main_pid is not None else -1),
-        "launch": np.where(orphan, api_ts[ix] if api_ts.size else -1, -1),
-        "launch_tid": np.where(orphan, op_gtid, -1),
-    }
-    ops["fwd_tid"], ops["fwd_t"] = _forward_links(data, gtid_of, ops["launch_tid"], ops["launch"])
-    kernel_names = np.unique(ops["name"][ops["name"] >= 0])
+    ops = GpuOps(
+        rng=rng, start=g_ts, end=g_ts + _arr(data.gpu_dur),
+        kind=np.select([kind == KERNEL, kind == MEMCPY], [KIND_KERNEL, KIND_MEMCPY], KIND_MEMSET).astype(np.int64),
+        name=np.where(kind == KERNEL, g_name, -1),
+        nbytes=_arr(data.gpu_bytes),
+        copy_kind=np.where(kind == MEMCPY, copy_of_name[g_name] if g_name.size else 0, 0),
+        pid=np.where(has, pid_of_gtid(np.maximum(op_gtid, 0)), main_pid if main_pid is not None else -1),
+        launch=np.where(orphan, api_ts[ix] if api_ts.size else -1, -1),
+        launch_tid=np.where(orphan, op_gtid, -1),
+    )
+    ops.fwd_tid, ops.fwd_t = _forward_links(data, gtid_of, ops.launch_tid, ops.launch)
+    kernel_names = np.unique(ops.name[ops.name >= 0])
     names = {int(n): (names_[n], short_kernel_name(names_[n])) for n in kernel_names.tolist()}
-    return _Prepared(data.base_ns, ranges, index, ops, api_ns, names, _memory_levels(data, gtid_of))
+    return EventModel(ident, data.base_ns, ranges, index, ops, api_ns, names, _memory_levels(data, gtid_of))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -316,61 +316,42 @@ def summarize_torch_trace(path: str | Path, ident: SourceIdentity, options: Summ
     options = options or SummarizeOptions()
     p = Path(path)
     data = read_chrome_trace(p)
-    prep = _prepare(data, ident)
+    model = _model(data, ident)
     steps_rows_: list[dict[str, Any]] = []
     notes: list[str] = []
     if spans is None:
-        from .nsys import steps_rows
-
         src, notes = trace_source_steps(data, ident, p, options.step_range)
         win = pick_window([src], options.step)
         spans = win.spans_of(0)
         steps_rows_ = steps_rows(list(win.sources), win.choice)
     stated = trace_ident(replace(ident, rank=None), data.metadata).rank
-    ident = trace_ident(ident, data.metadata)
-    phases, kernels = _rows(prep, ident, list(spans), options.top)
+    model.ident = ident = trace_ident(ident, data.metadata)
+    phases, kernels = phase_rows(model, _model_spans(spans, model.offset_ns), options.top)
     for row in phases:
         row["rank_source"] = ("unknown: no rank in the file name or the trace's distributedInfo" if ident.rank is None
                               else "distributedInfo" if stated == ident.rank else "artifact")
     warnings = [{"source": ident.source, "message": w} for w in data.warnings + notes]
-    return {"phases": phases, "kernels": kernels, "steps": steps_rows_, "warnings": warnings}
+    return {"phases": phases, "kernels": kernels, "steps": with_phase_identity(steps_rows_, phases),
+            "warnings": warnings}
 
 
-def _rows(p: _Prepared, ident: SourceIdentity, spans: list[StepSpan], top: int
-          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The model of one trace through the one summarizer (summarize/phases.py)."""
-    base = p.base
-    one_pid = len({s.pid for s in spans}) <= 1      # a trace of one process: its ranges, any thread id
-    rel = [(s.start_ns - base, s.end_ns - base, None if one_pid else s.pid, s.step) for s in spans]
-    # A file that is one step owns all of its GPU work, whenever it ran.
-    op_spans = [(-_FAR, _FAR, pid, st) if s.boundary in _WHOLE_FILE else (lo, hi, pid, st)
-                for s, (lo, hi, pid, st) in zip(spans, rel)]
-    r = p.ranges
-    selected = np.zeros(len(r), bool)
-    for lo, hi, pid, _ in rel:
-        m = (r.start >= lo) & (r.start <= hi)
-        if pid is not None:
-            m &= r.pid == pid
-        selected |= m
-    rng = p.ops["rng"]
-    keep = rng < 0
-    keep[~keep] = selected[rng[~keep]]
-    ops = {k: v[keep] for k, v in p.ops.items()}
-    return phase_rows(ident, base, r, p.index, ops, p.api_ns, selected, rel, p.names, p.mem, top, op_spans)
+def _model_spans(spans: Sequence[StepSpan], base: int) -> list[Span]:
+    """The step's spans on the trace's clock. A trace of one process takes its ranges on any
+    thread id; a file that is one step owns all of its GPU work, whenever it ran."""
+    one_pid = len({s.pid for s in spans}) <= 1
+    return [Span(s.start_ns - base, s.end_ns - base, None if one_pid else s.pid, s.step,
+                 *((-_FAR, _FAR) if s.boundary in _WHOLE_FILE else (None, None))) for s in spans]
 
 
 # ------------------------------------------------------------------------------------------------
 # Memory snapshots
 # ------------------------------------------------------------------------------------------------
 
-_Levels = tuple  # (times, allocated bytes after each, bytes before the first): phases.py's `mem`
+def _peak(t: MemoryLevels, lo: int, hi: int) -> int:
+    return t.peak(lo, hi) if t.times.size else t.baseline
 
 
-def _peak(t: _Levels, lo: int, hi: int) -> int:
-    return level_peak(*t, lo, hi) if t[0].size else t[2]
-
-
-def _timelines(snap: dict[str, Any]) -> dict[int, _Levels]:
+def _timelines(snap: dict[str, Any]) -> dict[int, MemoryLevels]:
     """Per device: allocated bytes (alloc adds, free_requested subtracts, as torch counts
     `memory_allocated`), anchored on the blocks the snapshot still holds at its end."""
     final: dict[int, int] = {}
@@ -381,7 +362,7 @@ def _timelines(snap: dict[str, Any]) -> dict[int, _Levels]:
         for b in seg.get("blocks") or []:
             if isinstance(b, dict) and b.get("state") == "active_allocated":
                 final[dev] = final.get(dev, 0) + int(b.get("size") or 0)
-    out: dict[int, _Levels] = {}
+    out: dict[int, MemoryLevels] = {}
     for dev, trace in enumerate(snap.get("device_traces") or []):
         times: list[int] = []
         deltas: list[int] = []
@@ -406,7 +387,7 @@ def _timelines(snap: dict[str, Any]) -> dict[int, _Levels]:
         order = np.argsort(t_arr, kind="stable")
         t_arr, d_arr = t_arr[order], d_arr[order]
         baseline = final.get(dev, 0) - int(d_arr.sum())
-        out[dev] = (t_arr, baseline + np.cumsum(d_arr), baseline)
+        out[dev] = MemoryLevels(t_arr, baseline + np.cumsum(d_arr), baseline)
     return out
 
 
@@ -440,20 +421,16 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
     `mem_peak_bytes` set where the snapshot covers the row's time: the peak over the snapshot's
     instances of the same annotation inside the row's step, else over the row's own time window.
     Rows of other processes, or outside the snapshot's timeline, are returned unchanged."""
-    from dataclasses import replace
-
-    from .nsys import steps_rows
-
     options = options or SummarizeOptions()
     ident = replace(ident, source_kind="memory")
     snap = load_snapshot(path)
     tl = _timelines(snap)
     annots = snapshot_annotations(snap)
     warnings: list[dict[str, Any]] = []
-    if not any(t[0].size for t in tl.values()):
+    if not any(t.times.size for t in tl.values()):
         warnings.append({"source": ident.source, "message": "the snapshot holds no allocation history "
                          "(was _record_memory_history on?): no per-phase peaks"})
-    if any(t[0].size and (int(t[1].min()) < 0 or t[2] < 0) for t in tl.values()):
+    if any(t.times.size and (int(t.levels.min()) < 0 or t.baseline < 0) for t in tl.values()):
         warnings.append({"source": ident.source, "message": "allocation history and final state disagree "
                          "(negative level): peaks may be off"})
     if phases_rows is not None:
@@ -482,9 +459,9 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
     return {"phases": phases, "kernels": [], "steps": steps, "warnings": warnings}
 
 
-def _attach(rows: Sequence[dict[str, Any]], ident: SourceIdentity, tl: dict[int, _Levels],
+def _attach(rows: Sequence[dict[str, Any]], ident: SourceIdentity, tl: dict[int, MemoryLevels],
             annots: list[Annotation]) -> list[dict[str, Any]]:
-    covered = [(int(t[0][0]), int(t[0][-1])) for t in tl.values() if t[0].size]
+    covered = [(int(t.times[0]), int(t.times[-1])) for t in tl.values() if t.times.size]
     if not covered:
         return [dict(r) for r in rows]
     lo_all, hi_all = min(c[0] for c in covered), max(c[1] for c in covered)
@@ -514,7 +491,7 @@ def _attach(rows: Sequence[dict[str, Any]], ident: SourceIdentity, tl: dict[int,
         if same:
             peaks = [_peak(tl[a.device], a.start, a.end) for a in same]
         else:
-            peaks = [_peak(t, lo, hi) for t in tl.values() if t[0].size]
+            peaks = [_peak(t, lo, hi) for t in tl.values() if t.times.size]
         peaks = [x for x in peaks if x is not None]
         if peaks:
             r["mem_peak_bytes"] = max(peaks)

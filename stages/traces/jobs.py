@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from ..core.errors import BadInputError
+from ..scrub import ScrubTask, scrub_task
 from .nsys_chrome import ChromeCounts, nsys_sqlite_to_chrome
 from .nsys_window import WindowCounts, window_nsys_sqlite
 from .torch_window import TraceWindowCounts, trace_header, window_chrome_trace, window_chrome_trace_utc
@@ -149,9 +151,6 @@ def publish_window(item: tuple[TraceJob, dict[str, Any]], scrub: Any, flows: boo
     Nothing unscrubbed reaches `out_dir`: the only file written there from the raw window is the
     scrubber's output, and the Chrome JSON is made from that.
     """
-    from ..core.errors import BadInputError
-    from ..scrub import ScrubTask, scrub_task
-
     job, cut = item
     raw = Path(cut["raw"])
     out: dict[str, Any] = {"source": job.source_rel, "kind": job.kind, "outputs": {}, "counts": {}}

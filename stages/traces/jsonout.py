@@ -13,11 +13,10 @@ mtime 0 (a gzip header normally stores the temp file's name and the time of writ
 are written with the standard library's `json.dumps` separators (`"key": value`), because
 HolisticTraceAnalysis finds a trace's rank with the regex `"rank":\\s+(\\d+)`. Compression is
 level 9 by default, as kineto writes its traces (a torch window stays no bigger than the step
-kineto wrote); the nsys converter asks for level 1 (ISA-L where installed, gzip_pipe.py): on
-range-heavy traces (10^5-10^6 near-identical events) zlib's level 9 took 2.6x the time of level 6
-for a file 6% smaller, and level 6 deflated the 25 MB of a 240k-range window in 0.39 s of CPU
-against ISA-L level 1's 0.03 s, for a file 11% larger (2.61 vs 2.34 MB); on two cores shared by
-a collect's summary and window jobs that CPU was the largest part of writing the window (issue 25).
+kineto wrote); the nsys converter asks for level 1 (ISA-L where installed): on range-heavy traces
+(10^5-10^6 near-identical events) the higher levels cost many times the CPU for files a few
+percent smaller, and on two cores shared by a collect's summary and window jobs that CPU was the
+largest part of writing the window (issue 25; measurements in bench/README.md).
 """
 from __future__ import annotations
 

@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import orjson
 
 from ..core.atomic import atomic_path, temp_sibling
 from ..core.errors import BadInputError, VerlprofError
-from ..readers.nsys_sqlite import PID_DIV, PID_SHIFT, NsysExport, NvtxTypes, TableInfo, in_list, qi, tid_of_gtid
+from ..readers.json_codec import dumps
+from ..readers.nsys_sqlite import PID_DIV, PID_SHIFT, NsysExport, TableInfo, in_list, qi, tid_of_gtid
 from .jsonout import ChromeTraceWriter
+from .nsys_window import window_nsys_sqlite
 
 API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 GPU_TABLES = {
@@ -67,8 +68,6 @@ def nsys_sqlite_to_chrome(src: Path, dst_json_gz: Path, start_ns_abs: int | None
     if (start_ns_abs is None) != (end_ns_abs is None):
         raise VerlprofError(src, "give both window bounds or neither")
     if start_ns_abs is not None and end_ns_abs is not None:
-        from .nsys_window import window_nsys_sqlite
-
         dst.parent.mkdir(parents=True, exist_ok=True)
         part = temp_sibling(dst.with_name(dst.name + ".window.sqlite"))
         try:
@@ -92,11 +91,11 @@ def us(ns: int) -> str:
 
 
 def _js(value: object) -> str:
-    return orjson.dumps(value).decode()
+    return dumps(value).decode()
 
 
-# Rows are formatted into event JSON by SQLite itself and fetched in batches: a range costs about a
-# microsecond instead of ~20 in a Python call per row (issue 25: 10^6 ranges). The SQL below writes
+# Rows are formatted into event JSON by SQLite itself and fetched in batches, not by a Python call
+# per row (issue 25: 10^6 ranges). The SQL below writes
 # exactly what `us`, `_js` (SQLite's json_quote escapes as orjson does) and the f-strings wrote
 # before, so the files are byte-for-byte the same.
 _BATCH = 4096
@@ -214,8 +213,8 @@ def _nvtx(db: NsysExport, em: _Emitter) -> None:
     """NVTX ranges (complete events) and marks or open ranges (instants), in rowid order.
 
     Why not formatted in SQL like the other tables: a range-heavy window holds 10^5-10^6 ranges
-    of a few hundred names, and per-row `json_quote`, `printf` and the StringIds join cost SQLite
-    about 4 us a row (issue 25). Here the numbers are read as columns (`iter_columns`), each
+    of a few hundred names, and per-row `json_quote`, `printf` and the StringIds join are most of
+    SQLite's time (issue 25). Here the numbers are read as columns (`iter_columns`), each
     distinct name and domain is quoted once (by SQLite's own `json_quote`, so the bytes are those
     the SQL wrote), and the events are assembled by numpy (`_NvtxBatch`): the same events, byte
     for byte, with no Python object per event."""
@@ -269,7 +268,7 @@ class _NvtxBatch:
     """The Chrome events of one batch of NVTX rows, built as a byte matrix: one row per event,
     its parts in fixed columns and padded with NUL bytes, which are dropped at the end.
 
-    Why: formatting 10^5-10^6 events one by one in Python cost ~1 us each (issue 25). An event is
+    Why: formatting 10^5-10^6 events one by one in Python costs a call each (issue 25). An event is
     `head` (`{"ph":..,"name":..,"pid":..,"tid":..,"ts":` and the sign), which depends only on
     (name, thread, instant, sign): one per distinct combination, quoted and formatted once; the
     digits of `ts` and `dur` (microseconds with three decimals, `us`), made column by column

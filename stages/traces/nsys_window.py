@@ -73,10 +73,6 @@ class WindowCounts:
         return self._n("CUPTI_ACTIVITY_KIND_KERNEL")
 
     @property
-    def cuda_api(self) -> int:
-        return self._n("CUPTI_ACTIVITY_KIND_RUNTIME") + self._n("CUPTI_ACTIVITY_KIND_DRIVER")
-
-    @property
     def memcpy(self) -> int:
         return self._n("CUPTI_ACTIVITY_KIND_MEMCPY")
 
@@ -246,7 +242,7 @@ def _kept_refs(con: sqlite3.Connection, tables: dict[str, TableInfo]) -> dict[st
     columns, its string columns) holding the DISTINCT (process, string ids...) of its kept rows.
 
     Why one scan per table: a range-heavy window's NVTX table names processes and two kinds of
-    strings; one DISTINCT over all of them costs 0.04 s for 240k rows, three scans 0.10 s."""
+    strings; one DISTINCT over all of them costs less than three scans."""
     out: dict[str, tuple[str, list[str], list[str]]] = {}
     for t in tables.values():
         if t.name in _DEFERRED or _is_callchains(t):

@@ -2,8 +2,8 @@
 
 Why: verl's torch traces run to hundreds of MB; loading one whole (as HolisticTraceAnalysis does)
 costs GBs of RAM. Events are read in batches by the one chrome-trace reader
-(`readers/chrome_trace.ChromeTraceStream`: orjson on batches cut at event boundaries, the
-standard library where orjson refuses) and written as they come, so memory stays flat whatever
+(`readers/chrome_trace.ChromeTraceStream`: batches cut at event boundaries, decoded by the one
+JSON codec, `readers/json_codec.py`) and written as they come, so memory stays flat whatever
 the trace size.
 
 What is kept:
@@ -34,7 +34,6 @@ ranks exactly as the originals do.
 from __future__ import annotations
 
 import itertools
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,11 +41,11 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 import msgspec
 import numpy as np
-import orjson
 
 from ..core.atomic import atomic_path
 from ..core.errors import VerlprofError
 from ..readers.chrome_trace import Batch, ChromeTraceStream, TraceData, read_chrome_trace
+from ..readers.json_codec import dumps, loads
 from .jsonout import ChromeTraceWriter
 
 UNSAFE_HEADER_KEYS = frozenset({"traceName"})
@@ -126,14 +125,6 @@ def window_chrome_trace(src: Path, dst_json_gz: Path, start_us: float, end_us: f
         start_us=lo, end_us=hi, size=dst.stat().st_size)
 
 
-def dumps(ev: Any) -> bytes:
-    """orjson, with the standard library for what orjson refuses (integers beyond 64 bits)."""
-    try:
-        return orjson.dumps(ev)
-    except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(ev, separators=(",", ":")).encode()
-
-
 class _Event(msgspec.Struct, gc=False):
     """The keys a window cut decides on; msgspec skips the rest, and a kept event is copied as
     it was written."""
@@ -167,14 +158,6 @@ def _events(batch: Batch) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
             yield ev.get("ph"), ev.get("cat"), ev.get("ts"), ev.get("dur"), ev
         else:
             yield None, None, None, None, None
-
-
-def loads(text: bytes) -> Any:
-    """orjson, with the standard library for what orjson refuses (integers beyond 64 bits)."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
 
 
 def _copy_window(batches: Iterable[Batch], writer: ChromeTraceWriter, lo: float, hi: float) -> dict[str, Any]:
