@@ -11,7 +11,6 @@ never joined: a worker busy with a 1 GB export is not waited for.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -106,10 +105,6 @@ class ProcessPoolExecutorBackend:
     def _started(self, n_items: int | None = None) -> ProcessPoolExecutor:
         if self._pool is None:
             workers = self.jobs if n_items is None else min(self.jobs, n_items)
-            # The workers fork at the first submit: what this process holds by then (every module
-            # a run imports) is moved out of the garbage collector's reach, so no worker's
-            # collection walks, and copies page by page, the heap it shares with this process.
-            gc.freeze()
             self._pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init)
         return self._pool
 
@@ -142,7 +137,6 @@ class ProcessPoolExecutorBackend:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        gc.unfreeze()
         if not kill:
             pool.shutdown(wait=True)
             return
