@@ -142,7 +142,7 @@ def _add_memory(run: Run, rows: Rows, memory: list[tuple[RawInput, Survey]], ste
             continue
         idx = [k for k, r in enumerate(phases) if art.pid is not None and r.get("pid") == art.pid]
         todo.append((art, idx))
-        jobs.append(run.job(summarize_memory, MemoryWork(art, item.path, tuple(phases[k] for k in idx)), mopts,
+        jobs.append(run.job(summarize_memory, MemoryWork(item, tuple(phases[k] for k in idx)), mopts,
                             art.rel))
     for (art, idx), res in zip(todo, run_jobs(run.executor, jobs)):
         if res.error is not None:

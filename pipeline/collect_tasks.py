@@ -316,20 +316,19 @@ def check_written(files: dict[str, Path], scrub: scrub_stage.ScrubOptions) -> li
 class MemoryWork:
     """A memory snapshot of the chosen step, and the (scrubbed) phase rows of its process."""
 
-    artifact: Artifact
-    path: str
+    source: RawInput
     same_pid: tuple[dict[str, Any], ...] = ()
 
 
 def summarize_memory(item: MemoryWork, options: PublishOptions) -> tuple[list[dict[str, Any]], Counter]:
     """`mem_peak_bytes` of the process's phases (the rows come back updated), or, without phase
     rows of its process, the snapshot's own phase rows, scrubbed. Returns (rows, counts)."""
-    ident = window_stage.identity_from_artifact(item.artifact)
+    ident = window_stage.identity_from_artifact(item.source.artifact)
+    path = Path(item.source.path)
     if item.same_pid:
-        rows = summarize_stage.summarize_memory_snapshot(Path(item.path), ident, options.summarize,
-                                                         list(item.same_pid))
+        rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize, list(item.same_pid))
         return list(rows.get("phases", [])), Counter()   # numbers filled in rows already scrubbed
-    rows = summarize_stage.summarize_memory_snapshot(Path(item.path), ident, options.summarize)
+    rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize)
     sc = scrub_stage.Scrubber(options.scrub.policy, options.scrub.pseudonyms)
     scrubbed, _ = scrub_stage.scrub_summary_rows({"phases": list(rows.get("phases", []))}, options.scrub,
                                                  scrubber=sc)
