@@ -9,8 +9,9 @@ page cache:
 - `nsys stats -r cuda_gpu_kern_sum` (`gpukernsum` on nsys older than 2023) of the same file, the
   one question a user would otherwise ask NVIDIA's tool;
 - `--many N`: N such reports in one collect, once per `--many-jobs` value (default 1 and the
-  cores), for the speed-up across cores and the peak memory: of collect's own process and of its
-  largest worker (each worker reads one report at a time).
+  cores), for the speed-up across cores and the peak memory: of collect's own process, of its
+  largest worker (each worker reads one report at a time), and of all of them at once (the summed
+  RSS of the process tree, sampled every 50 ms from /proc).
 
     python bench/make_big_sqlite.py --mb 100            # bench/data/big_100mb_p1.sqlite (made if missing)
     python bench/bench_collect.py                       # 100 MB
@@ -40,7 +41,9 @@ DATA = ROOT / "bench" / "data"
 CHILD_PRELUDE = r"""
 import json, resource, sys, time
 from pathlib import Path
+T_IMPORT = time.perf_counter()
 from verlprof.pipeline.collect import CollectOptions, run_collect
+T_IMPORTED = time.perf_counter()
 
 class StageClock:
     '''A progress sink that notes when each stage first reports (collect's stages report in order).'''
@@ -62,13 +65,15 @@ clock = StageClock()
 t0 = time.perf_counter()
 res = run_collect(CollectOptions(sources=srcs, out=out, work_dir=work, jobs=jobs), progress=clock)
 t1 = time.perf_counter()
-stages = {}
+# collect's own imports count: collect.py imports every stage up front, where a collect before
+# issue 30 imported each stage inside the run (so both ways of importing are timed alike)
+stages = {"imports": T_IMPORTED - T_IMPORT}
 marks = clock.starts + [("end", t1)]
 first = marks[0][1] if marks else t1
 stages["setup"] = first - t0
 for (name, t), (_n, t_next) in zip(marks, marks[1:]):
     stages[name] = stages.get(name, 0.0) + (t_next - t)
-print(json.dumps({"seconds": t1 - t0, "stages": stages, "exit": res.exit_code,
+print(json.dumps({"seconds": t1 - T_IMPORT, "stages": stages, "exit": res.exit_code,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
@@ -95,11 +100,52 @@ def run_collect(srcs: list[Path], jobs: int, tmp: Path) -> dict:
     out, work = tmp / f"out_{len(srcs)}_{jobs}", tmp / f"work_{len(srcs)}_{jobs}"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
-    proc = subprocess.run([sys.executable, "-c", _COLLECT, ",".join(map(str, srcs)), str(out), str(work), str(jobs)],
-                          capture_output=True, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _COLLECT, ",".join(map(str, srcs)), str(out), str(work), str(jobs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    total_mb, workers = _sample_tree(proc)
+    stdout, stderr = proc.communicate()
     if proc.returncode != 0:
-        raise SystemExit(f"collect failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise SystemExit(f"collect failed:\n{stderr[-3000:]}")
+    res = json.loads(stdout.strip().splitlines()[-1])
+    res["total_rss_mb"], res["workers"] = total_mb, workers
+    return res
+
+
+def _tree_rss(root: int) -> dict[int, int]:
+    """RSS (bytes) of `root` and every live descendant, from /proc (Linux)."""
+    parent, rss = {}, {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(d.name)] = int(stat[1])
+        rss[int(d.name)] = int(stat[21]) * page
+    out, todo = {}, [root]
+    while todo:
+        p = todo.pop()
+        if p in rss:
+            out[p] = rss[p]
+        todo += [c for c, pp in parent.items() if pp == p and c not in out]
+    return out
+
+
+def _sample_tree(proc: subprocess.Popen) -> tuple[float, int]:
+    """While `proc` runs: the peak of its whole process tree's summed RSS (collect and every worker
+    at once) in MB, and how many worker processes it started."""
+    peak, seen = 0, set()
+    if not Path("/proc/self/stat").exists():
+        proc.wait()
+        return 0.0, 0
+    while proc.poll() is None:
+        tree = _tree_rss(proc.pid)
+        peak = max(peak, sum(tree.values()))
+        seen |= set(tree) - {proc.pid}
+        time.sleep(0.05)
+    return peak / 2**20, len(seen)
 
 
 def run_nsys_kernsum(nsys: str, report: str, src: Path, tmp: Path) -> dict:
@@ -197,7 +243,8 @@ def main() -> int:
                 if base else ""
             each = " ".join(f"{c['seconds']:.1f}[{load:.1f}]" for load, c in runs[j])
             print(f"  --jobs {j:<3} {col['seconds']:7.1f} s  peak: collect {col['rss_mb']:.0f} MB, largest worker "
-                  f"{col['worker_rss_mb']:.0f} MB  exit {col['exit']}  {speed}")
+                  f"{col['worker_rss_mb']:.0f} MB, all processes at once {col['total_rss_mb']:.0f} MB "
+                  f"({col['workers']} workers)  exit {col['exit']}  {speed}")
             if len(runs[j]) > 1:
                 print(f"           median of {len(runs[j])}: {each}")
             print("           " + " ".join(f"{k}={v:.1f}" for k, v in col["stages"].items()))

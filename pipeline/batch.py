@@ -37,7 +37,7 @@ from ..stages.core.errors import BadInputError, ExitCode, VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.core.phases import canonical_stage
 from ..stages.schema import arrow_schema
-from . import compare, ranks
+from . import compare, ranks, signals
 from .executors import Executor, InlineExecutor, TaskResult, run_all
 from .progress import NoProgress
 
@@ -554,8 +554,10 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
         payloads[item.index] = payload
         finish(item.index, RunStatus(item.run, names[item.index], "done", failed=_failed_of(payload)))
 
-    if todo:
-        run_all(executor or InlineExecutor(), summarize_run, todo, options, on_done=done)
+    if todo:   # one executor for the batch; a signal kills its workers (pipeline/signals.py)
+        ex = executor or InlineExecutor()
+        with signals.interruptible(), ex:
+            run_all(ex, summarize_run, todo, options, on_done=done)
 
     runs = [statuses[i] for i in range(len(names))]
     result = BatchResult(runs=runs, baseline=None)

@@ -89,11 +89,16 @@ def version() -> None:
 
 
 def main() -> None:
-    """Console entry point: one-line errors, non-zero exit, never a traceback for bad input."""
+    """Console entry point: one-line errors, non-zero exit, never a traceback for bad input; a run
+    stopped by SIGINT/SIGTERM says so in one line and exits 130/143 (pipeline/signals.py)."""
     from ..stages.core.errors import VerlprofError
+    from .signals import Interrupted
 
     try:
         app()
+    except Interrupted as stop:
+        typer.echo(str(stop), err=True)
+        sys.exit(stop.exit_code)
     except VerlprofError as err:
         typer.echo(f"verlprof: error: {err}", err=True)
         sys.exit(err.exit_code)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import secrets as _secrets
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from ..stages import gather as gather_stage
+from ..stages.doctor import after_run_checks
 from ..stages.core import atomic
 from ..stages.core.errors import plain_reason
 from ..stages.core.model import (
@@ -32,8 +34,6 @@ from ..stages.core.model import (
 def after_run_findings(gathered: gather_stage.GatherResult | None) -> list[Any]:
     """verlprof doctor's after-run checks over what gather found (.qdstrm left, empty reports,
     profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
-    from ..stages.doctor import after_run_checks
-
     if gathered is None:
         return []
     arts = [{"kind": a.kind.value, "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
@@ -118,8 +118,6 @@ def status_block(statuses: list[ArtifactStatus]) -> dict[str, Any]:
 
 
 def _verlprof_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("verlprof")
     except PackageNotFoundError:

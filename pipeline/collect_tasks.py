@@ -14,17 +14,29 @@ The same functions run inline, in a process pool or as Ray tasks pinned to the i
 """
 from __future__ import annotations
 
+import contextlib
+import gzip
+import os
+import re
 import shutil
 import tempfile
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from ..stages import scrub as scrub_stage
+from ..stages import summarize as summarize_stage
+from ..stages import traces as traces_stage
+from ..stages import window as window_stage
 from ..stages.core.errors import VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.core.model import Artifact, ArtifactKind
+from ..stages.readers.nsys_sqlite import NsysExport
+from ..stages.readers.report_identity import identify_report
+from . import merged_trace
+from .work import one_line
 
 #: kinds of `RawInput.kind` (a config is read for its secret values only)
 NSYS, TORCH, MEMORY, CONFIG = "nsys", "torch", "memory", "config"
@@ -40,14 +52,36 @@ class RawInput:
     kind: str                    # nsys | torch | memory
     identify: bool = False       # fill role/rank from inside the report (worker_process_<pid>)
     # which part of pass 1 this job does: None all; "identities" that scan alone; "steps" all but it
-    # (a lone source on several cores runs the two side by side: `collect.identify`)
+    # (a lone source on several cores runs the two side by side: `collect_survey.identify`)
     part: str | None = None
+
+    @property
+    def rel(self) -> str:
+        return self.artifact.rel
+
+    @contextlib.contextmanager
+    def opened(self, ranges_cache: str | None) -> Iterator[NsysExport | None]:
+        """The raw export, opened once for one pass of one job and closed after it (None for a
+        torch trace, a memory snapshot or a config, and for an export that cannot be opened: each
+        reader then opens the path alone and says why in its own field). The handle itself stays
+        a path, so it travels to a worker or a Ray node."""
+        db = None
+        if self.kind == NSYS:
+            try:
+                db = NsysExport.open(self.path, ranges_cache=ranges_cache)
+            except VerlprofError:
+                db = None
+        try:
+            yield db
+        finally:
+            if db is not None:
+                db.close()
 
 
 @dataclass(frozen=True)
 class SurveyOptions:
-    policy: Any                  # stages.scrub.Policy
-    summarize: Any               # stages.summarize.SummarizeOptions (step, step_range)
+    policy: scrub_stage.Policy
+    summarize: summarize_stage.SummarizeOptions   # step, step_range, ranges cache
 
 
 @dataclass
@@ -57,7 +91,7 @@ class Survey:
     artifact: Artifact                         # role/rank/world filled from the report when asked
     identify_error: str | None = None
     identities: Any = None                     # stages.scrub identities, for the run's pseudonym map
-    steps: Any = None                          # stages.window.SourceSteps (nsys and torch sources)
+    steps: window_stage.SourceSteps | None = None   # nsys and torch sources
     steps_error: str | None = None
     versions: dict[str, str] = field(default_factory=dict)   # CUDA runtime / CUPTI of a torch trace
 
@@ -65,32 +99,17 @@ class Survey:
 def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
     """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone.
     An nsys export is opened and probed once for the identity, the identities and the steps."""
-    from ..stages.readers.nsys_sqlite import NsysExport
-
-    db = None
-    if item.kind == NSYS:
-        try:
-            db = NsysExport.open(item.path, ranges_cache=options.summarize.ranges_cache)
-        except VerlprofError:
-            db = None          # each reader below opens it alone and says why in its own field
-    try:
+    with item.opened(options.summarize.ranges_cache) as db:
         return _survey(item, options, db or item.path)
-    finally:
-        if db is not None:
-            db.close()
 
 
-def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
-    from ..stages.window import identity_from_artifact, source_steps_item
-
+def _survey(item: RawInput, options: SurveyOptions, export: NsysExport | str) -> Survey:
     art = item.artifact
     out = Survey(art)
     if item.part == "identities":
         out.identities = _identities(item, art, options, export)
         return out
     if item.identify:
-        from ..stages.readers.report_identity import identify_report
-
         try:
             ident = identify_report(export, art.pid)
             art = art.replace(role=art.role or ident.role,
@@ -103,9 +122,10 @@ def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
         out.identities = _identities(item, art, options, export)
     if item.kind in (NSYS, TORCH):
         try:
-            out.steps = source_steps_item((export, identity_from_artifact(art)), options.summarize)
+            out.steps = window_stage.source_steps_item((export, window_stage.identity_from_artifact(art)),
+                                                         options.summarize)
         except Exception as exc:  # noqa: BLE001 - this input's summarize row says why
-            out.steps_error = " ".join((str(exc) or type(exc).__name__).split())
+            out.steps_error = one_line(exc)
     if item.kind == TORCH and out.steps is not None:   # rank / world size the trace states (distributedInfo)
         got = out.steps.ident
         out.artifact = art = art.replace(rank=art.rank if art.rank is not None else got.rank,
@@ -115,14 +135,12 @@ def _survey(item: RawInput, options: SurveyOptions, export: Any) -> Survey:
     return out
 
 
-def _identities(item: RawInput, art: Artifact, options: SurveyOptions, export: Any) -> Any:
+def _identities(item: RawInput, art: Artifact, options: SurveyOptions, export: NsysExport | str) -> Any:
     """The identities scan of one raw input (None when it cannot be read: its summarize row says why)."""
-    from ..stages.scrub import ScrubTask, config_task, identities_task
-
     try:
-        task = config_task(item.path, art.rel) if item.kind == CONFIG else ScrubTask(
+        task = scrub_stage.config_task(item.path, art.rel) if item.kind == CONFIG else scrub_stage.ScrubTask(
             item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
-        return identities_task(task, options.policy, getattr(export, "con", None))
+        return scrub_stage.identities_task(task, options.policy, getattr(export, "con", None))
     except Exception:  # noqa: BLE001 - an unreadable input fails in its own summarize row instead
         return None
 
@@ -130,9 +148,6 @@ def _identities(item: RawInput, art: Artifact, options: SurveyOptions, export: A
 def _trace_versions(path: str) -> dict[str, str]:
     """CUDA runtime / CUPTI versions a torch trace states in its header (torch's own version is not
     recorded in a chrome trace), for the Parquet metadata."""
-    import gzip
-    import re
-
     try:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as f:
@@ -156,19 +171,25 @@ def _trace_versions(path: str) -> dict[str, str]:
 class SourceWork:
     """Pass 2 of one source: its summary job for the chosen step and its window trace job."""
 
-    rel: str
-    kind: str                    # nsys | torch
-    raw: str                     # the raw input (for the split-secret scan of an nsys export)
+    source: RawInput             # the raw input (nsys export or torch trace), opened once by the job
     summary: Any = None          # stages.summarize job (NsysItem / TorchItem); None: no span in the window
-    trace: Any = None            # stages.traces.TraceJob; None: no window trace wanted
+    trace: traces_stage.TraceJob | None = None   # None: no window trace wanted
     index: int = 0               # the source's place in the run (its block of pids in the merged trace)
     piece: bool = True           # make its piece of the merged trace (False: the run's only window, no merge)
+
+    @property
+    def rel(self) -> str:
+        return self.source.artifact.rel
+
+    @property
+    def kind(self) -> str:
+        return self.source.kind
 
 
 @dataclass(frozen=True)
 class PublishOptions:
-    summarize: Any               # SummarizeOptions
-    scrub: Any                   # stages.scrub.ScrubOptions: the run's one pseudonym map
+    summarize: summarize_stage.SummarizeOptions
+    scrub: scrub_stage.ScrubOptions   # the run's one pseudonym map
     ship: bool = False           # True: the bundle is on another machine; return window files as bytes
     work_dir: str | None = None  # where a shipped window is written before it is read back
 
@@ -186,11 +207,7 @@ class Published:
     files: dict[str, bytes] = field(default_factory=dict)   # bundle-relative name -> scrubbed bytes
     checked: dict[str, str] = field(default_factory=dict)   # bundle-relative name -> sha256, checked here
     findings: list[Any] = field(default_factory=list)       # the checker's findings in them (bundle names)
-    piece: Any = None                                        # merged_trace.Piece of the window, checked
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join((str(exc) or type(exc).__name__).split())
+    piece: merged_trace.Piece | None = None                  # the window's piece of the merged trace, checked
 
 
 def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Published:
@@ -199,29 +216,23 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
     and the cut (the cut attaches its output to the same read-only connection); it is closed
     before the cut window is scrubbed. Each part fails alone, in its own field."""
     out = Published(item.rel)
-    db = _open_export(item, options) if item.kind == NSYS else None
     cut = None
-    try:
+    with item.source.opened(options.summarize.ranges_cache) as db:
         if item.summary is not None:
             try:
                 out.rows, out.counts = _scrubbed_rows(item, options, db)
             except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
-                out.rows_error = _one_line(exc)
+                out.rows_error = one_line(exc)
         if item.trace is not None:
-            from ..stages.traces import cut_window
-
             try:
-                cut = cut_window(item.trace, db=db)
+                cut = traces_stage.cut_window(item.trace, db=db)
             except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
-                out.trace_error = _one_line(exc)
-    finally:
-        if db is not None:
-            db.close()
+                out.trace_error = one_line(exc)
     if cut is not None:
         try:
             _publish_window(item, cut, options, out)
         except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
-            out.trace_error = _one_line(exc)
+            out.trace_error = one_line(exc)
     return out
 
 
@@ -235,27 +246,14 @@ def absorb(into: Published, part: Published) -> Published:
     return into
 
 
-def _open_export(item: SourceWork, options: PublishOptions) -> Any:
-    """The raw export open for the whole job, or None when it cannot be opened: each part then
-    opens it alone and says why in its own field."""
-    from ..stages.readers.nsys_sqlite import NsysExport
-
-    try:
-        return NsysExport.open(item.raw, ranges_cache=options.summarize.ranges_cache)
-    except VerlprofError:
-        return None
-
-
-def _scrubbed_rows(item: SourceWork, options: PublishOptions, db: Any) -> tuple[dict[str, Any], Counter]:
+def _scrubbed_rows(item: SourceWork, options: PublishOptions,
+                   db: NsysExport | None) -> tuple[dict[str, Any], Counter]:
     """The chosen step's rows of one source, scrubbed; values split across adjacent NVTX ranges of
     an nsys export are found on the same open export first."""
-    from ..stages.scrub import publish_scrubber, scrub_summary_rows
-    from ..stages.summarize import summarize_any_item
-
-    rows = summarize_any_item(item.summary, options.summarize, export=db)
-    raw = [] if item.kind != NSYS else [db if db is not None else item.raw]
-    sc = publish_scrubber(options.scrub, raw)
-    clean, _ = scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
+    rows = summarize_stage.summarize_any_item(item.summary, options.summarize, export=db)
+    raw = [] if item.kind != NSYS else [db if db is not None else item.source.path]
+    sc = scrub_stage.publish_scrubber(options.scrub, raw)
+    clean, _ = scrub_stage.scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
     return clean, Counter(sc.counts)
 
 
@@ -267,12 +265,10 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
 
     The scrubbed window SQLite is checked on a thread while it is converted to Chrome JSON (the
     conversion only reads it): SQLite and zlib work without the GIL, and a lone source's summary
-    job leaves the second core idle by then (720k: 0.75 -> 0.45 s for conversion and check)."""
-    from ..stages.traces import publish_window
-
-    from .merged_trace import NAME, make_piece, write_alone
-
-    scratch = Path(tempfile.mkdtemp(prefix="verlprof-window-", dir=options.work_dir))
+    job leaves the second core idle by then."""
+    name = merged_trace.NAME
+    # a temp name of this process (atomic.clean_stale_temps removes it once the process is gone)
+    scratch = Path(tempfile.mkdtemp(prefix=f".verlprof-window.tmp-{os.getpid()}-", dir=options.work_dir))
     root = scratch if options.ship else Path(item.trace.out_dir)
     try:
         with ThreadPoolExecutor(1) as pool:
@@ -281,13 +277,15 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
             def check_early(name: str) -> None:
                 early[name] = pool.submit(check_written, {name: root / name}, options.scrub)
 
-            facts = publish_window((replace(item.trace, out_dir=root), cut), options.scrub, on_scrubbed=check_early)
+            facts = traces_stage.publish_window((replace(item.trace, out_dir=root), cut), options.scrub,
+                                                 on_scrubbed=check_early)
             files = {n: root / n for n in sorted(set(facts["outputs"].values()))}
             chrome, piece = facts["outputs"].get("chrome"), None
             to_check = dict(files)
             if chrome and item.piece:
-                piece = make_piece(root / chrome, item.index, facts["source"], (out.rows or {}).get("phases") or [])
-                to_check[f"traces/{NAME}"] = write_alone(scratch / f"piece-{NAME}", piece.body)
+                piece = merged_trace.make_piece(root / chrome, item.index, facts["source"],
+                                                (out.rows or {}).get("phases") or [])
+                to_check[f"traces/{name}"] = merged_trace.write_alone(scratch / f"piece-{name}", piece.body)
             found = check_written({n: f for n, f in to_check.items() if n not in early}, options.scrub)
             found += [f for fut in early.values() for f in fut.result()]
         order = {n: i for i, n in enumerate(to_check)}   # as one checker over `to_check` reports them
@@ -302,12 +300,10 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def check_written(files: dict[str, Path], scrub: Any) -> list[Any]:
+def check_written(files: dict[str, Path], scrub: scrub_stage.ScrubOptions) -> list[Any]:
     """The checker's findings in `files` (bundle name -> where it is now), by one checker, each
     finding named by its file's bundle name."""
-    from ..stages.scrub import check_paths
-
-    found = check_paths(list(files.values()), known=scrub.pseudonyms) if files else []
+    found = scrub_stage.check_paths(list(files.values()), known=scrub.pseudonyms) if files else []
     where = {str(f): n for n, f in files.items()}
     out = []
     for f in found:
@@ -320,25 +316,22 @@ def check_written(files: dict[str, Path], scrub: Any) -> list[Any]:
 class MemoryWork:
     """A memory snapshot of the chosen step, and the (scrubbed) phase rows of its process."""
 
-    artifact: Artifact
-    path: str
+    source: RawInput
     same_pid: tuple[dict[str, Any], ...] = ()
 
 
 def summarize_memory(item: MemoryWork, options: PublishOptions) -> tuple[list[dict[str, Any]], Counter]:
     """`mem_peak_bytes` of the process's phases (the rows come back updated), or, without phase
     rows of its process, the snapshot's own phase rows, scrubbed. Returns (rows, counts)."""
-    from ..stages.scrub import Scrubber, scrub_summary_rows
-    from ..stages.summarize import summarize_memory_snapshot
-    from ..stages.window import identity_from_artifact
-
-    ident = identity_from_artifact(item.artifact)
+    ident = window_stage.identity_from_artifact(item.source.artifact)
+    path = Path(item.source.path)
     if item.same_pid:
-        rows = summarize_memory_snapshot(Path(item.path), ident, options.summarize, list(item.same_pid))
+        rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize, list(item.same_pid))
         return list(rows.get("phases", [])), Counter()   # numbers filled in rows already scrubbed
-    rows = summarize_memory_snapshot(Path(item.path), ident, options.summarize)
-    sc = Scrubber(options.scrub.policy, options.scrub.pseudonyms)
-    scrubbed, _ = scrub_summary_rows({"phases": list(rows.get("phases", []))}, options.scrub, scrubber=sc)
+    rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize)
+    sc = scrub_stage.Scrubber(options.scrub.policy, options.scrub.pseudonyms)
+    scrubbed, _ = scrub_stage.scrub_summary_rows({"phases": list(rows.get("phases", []))}, options.scrub,
+                                                 scrubber=sc)
     return list(scrubbed.get("phases", [])), Counter(sc.counts)
 
 

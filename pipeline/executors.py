@@ -1,27 +1,29 @@
-"""Where per-artifact work runs: inline, a local process pool, or (later) Ray tasks.
+"""Where per-item work runs: inline, one local process pool for the whole run, or Ray tasks.
 
-Why: following nsys_recipe, each stage's per-artifact work is a plain picklable function
-`fn(item, options) -> result`; the executor alone decides where it runs. The Ray executor plugs in
-behind the same `Executor.map` interface, so stages never import Ray.
+Why: following nsys_recipe, each stage's per-item work is a plain picklable function
+`fn(item, options) -> result`; the executor alone decides where it runs, and `work.run_item` is
+the one failure policy around it. An executor is a context manager with the lifetime of a run:
+the local pool is started at the run's first parallel map and every later map (export, both
+passes of collect, `window`, `summarize`) reuses its workers, which keep what they imported. On
+the way out of a run that failed or was interrupted (pipeline/signals.py) the workers are killed,
+never joined: a worker busy with a 1 GB export is not waited for.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar
+
+from .ray_executor import RayExecutor
+from .work import Job, TaskResult, run_item, run_job
+
+__all__ = ["Executor", "InlineExecutor", "Job", "ProcessPoolExecutorBackend", "TaskResult", "make_executor",
+           "run_all", "run_jobs"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-@dataclass
-class TaskResult:
-    """The result of one item: its value, or the one-line error it raised."""
-
-    index: int
-    value: Any = None
-    error: str | None = None
 
 
 class Executor(Protocol):
@@ -35,14 +37,11 @@ class Executor(Protocol):
         """True when `n_items` would run in this process (so nothing forks meanwhile)."""
         ...
 
+    def __enter__(self) -> "Executor":
+        ...
 
-def _call(fn: Callable[[Any, Any], Any], index: int, item: Any, options: Any) -> TaskResult:
-    # Errors become data so one bad input never takes the batch down; VerlprofError's str is one line.
-    try:
-        return TaskResult(index, fn(item, options))
-    except Exception as exc:  # noqa: BLE001 - reported per item, never swallowed silently
-        msg = str(exc) or type(exc).__name__
-        return TaskResult(index, error=" ".join(msg.split()))
+    def __exit__(self, *exc: Any) -> None:
+        ...
 
 
 class InlineExecutor:
@@ -55,61 +54,106 @@ class InlineExecutor:
         """True: `n_items` run in this process (no fork, no other node)."""
         return True
 
-    def map_unordered(self, fn, items, options):
+    def map_unordered(self, fn: Callable[[Any, Any], Any], items: list[Any], options: Any) -> Iterator[TaskResult]:
         for i, item in enumerate(items):
-            yield _call(fn, i, item, options)
+            yield run_item(fn, i, item, options)
+
+    def __enter__(self) -> "InlineExecutor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _worker_init() -> None:
+    """In each pool worker: a process group of its own, so that killing the group ends what the
+    worker started too (an `nsys export`); a Ctrl-C to the terminal reaches the driver only, which
+    decides (it kills the workers); SIGTERM does its default (the driver's handler is not inherited)."""
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class ProcessPoolExecutorBackend:
-    """A local process pool: the default, no cluster needed."""
+    """A local process pool: the default, no cluster needed.
+
+    Inside `with`, one pool serves every map until the block ends; outside, each map starts and
+    ends its own (a caller that maps once needs no `with`). One item, or one job, runs inline.
+    """
 
     name = "process-pool"
 
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self._pool: ProcessPoolExecutor | None = None
+        self._depth = 0
 
     def runs_here(self, n_items: int) -> bool:
         """True: `n_items` run in this process (one item, or one job: a pool would not pay)."""
         return n_items <= 1 or self.jobs == 1
 
-    def map_unordered(self, fn, items, options):
+    def map_unordered(self, fn: Callable[[Any, Any], Any], items: list[Any], options: Any) -> Iterator[TaskResult]:
         if self.runs_here(len(items)):
             yield from InlineExecutor().map_unordered(fn, items, options)
             return
-        with ProcessPoolExecutor(max_workers=min(self.jobs, len(items))) as pool:
-            futures: dict[Future, int] = {pool.submit(_call, fn, i, it, options): i for i, it in enumerate(items)}
+        if self._depth:
+            yield from self._map(self._started(), fn, items, options)
+            return
+        with self:
+            yield from self._map(self._started(len(items)), fn, items, options)
+
+    def _started(self, n_items: int | None = None) -> ProcessPoolExecutor:
+        if self._pool is None:
+            workers = self.jobs if n_items is None else min(self.jobs, n_items)
+            self._pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init)
+        return self._pool
+
+    @staticmethod
+    def _map(pool: ProcessPoolExecutor, fn: Callable[[Any, Any], Any], items: list[Any],
+             options: Any) -> Iterator[TaskResult]:
+        futures: dict[Future[TaskResult], int] = {pool.submit(run_item, fn, i, it, options): i
+                                                  for i, it in enumerate(items)}
+        try:
             for fut in as_completed(futures):
-                yield fut.result()
+                try:
+                    yield fut.result()
+                except Exception as exc:  # noqa: BLE001 - a worker that died is this item's error
+                    yield TaskResult(futures[fut], error=f"worker lost: {type(exc).__name__}: {exc}")
+        finally:
+            for fut in futures:
+                fut.cancel()
 
+    def __enter__(self) -> "ProcessPoolExecutorBackend":
+        self._depth += 1
+        return self
 
-@dataclass(frozen=True)
-class Job:
-    """One unit of work for a mixed queue: `fn(item, options)`, and the Ray node that holds the
-    item's input (None: anywhere). Lets one executor run several kinds of work side by side, and
-    the Ray executor run each job where its raw input lies."""
+    def __exit__(self, exc_type: Any = None, *exc: Any) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self.close(kill=exc_type is not None)
 
-    fn: Callable[[Any, Any], Any]
-    item: Any
-    options: Any = None
-    node: str | None = None
-
-
-def run_job(job: Job, _options: Any = None) -> Any:
-    """Run one Job (module level, so every executor can ship it)."""
-    return job.fn(job.item, job.options)
-
-
-def run_jobs(executor: "Executor", jobs: Iterable[Job],
-             on_done: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
-    """`run_all` over Jobs: results in input order, errors as data."""
-    return run_all(executor, run_job, list(jobs), None, on_done)
+    def close(self, kill: bool = False) -> None:
+        """End the pool: join idle workers, or (`kill`) kill them all now, busy or not."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if not kill:
+            pool.shutdown(wait=True)
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())   # no public way to kill them
+        for p in procs:
+            with contextlib.suppress(OSError):   # the worker's group: it and what it started
+                os.killpg(p.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                p.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.join(timeout=5)
 
 
 def make_executor(jobs: int | None = None, ray_address: str | None = None) -> Executor:
     """Pick the executor from CLI flags. `ray_address` (e.g. "auto") selects Ray tasks."""
     if ray_address is not None:
-        from .ray_executor import RayExecutor
-
         return RayExecutor(ray_address)
     if jobs == 1:
         return InlineExecutor()
@@ -126,3 +170,9 @@ def run_all(executor: Executor, fn: Callable[[T, Any], R], items: Iterable[T], o
         if on_done:
             on_done(res)
     return [r for r in out if r is not None]
+
+
+def run_jobs(executor: Executor, jobs: Iterable[Job],
+             on_done: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
+    """`run_all` over Jobs: results in input order, errors as data."""
+    return run_all(executor, run_job, list(jobs), None, on_done)

@@ -126,7 +126,7 @@ def across_rows(per_rank: pd.DataFrame) -> pd.DataFrame:
     """The `ranks` rows: per role, step and path, the spread across ranks and the straggler.
 
     Why columns: an emit_nvtx capture has hundreds of paths per rank, and a pandas group object per
-    path cost more than the rest of a small collect's summary (0.37 s for 394 paths); the groups are
+    path cost more than the rest of a small collect's summary; the groups are
     cut once from numpy arrays instead (the same rows, in the order the groups first appear)."""
     rows: list[dict[str, Any]] = []
     if per_rank.empty:

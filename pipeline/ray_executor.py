@@ -20,7 +20,7 @@ import os
 from typing import Any, Callable, Iterator
 
 from ..stages.core.errors import ToolMissingError, VerlprofError
-from .executors import TaskResult, _call
+from .work import TaskResult, run_item
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
@@ -73,6 +73,7 @@ class RayExecutor:
         self.max_retries = max_retries
         self.init_kwargs = dict(init_kwargs or {})
         self._started = False
+        self._pending: dict[Any, int] = {}
 
     def _ensure(self) -> Any:
         ray = import_ray()
@@ -102,11 +103,11 @@ class RayExecutor:
         if not items:
             return
         ray = self._ensure()
-        remote = ray.remote(_call)
+        remote = ray.remote(run_item)
         opt_ref = ray.put(options)
         fn_ref = ray.put(fn)
         window = self._window(ray)
-        pending: dict[Any, int] = {}
+        pending = self._pending = {}
         next_i = 0
         while next_i < len(items) or pending:
             while next_i < len(items) and len(pending) < window:
@@ -133,8 +134,17 @@ class RayExecutor:
                                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False))
         return pinned.remote(fn_ref, index, item, opt_ref)
 
-    def close(self) -> None:
-        """Disconnect if this executor made the connection (a driver's own `ray.init` is left alone)."""
+    def close(self, kill: bool = False) -> None:
+        """Disconnect if this executor made the connection (a driver's own `ray.init` is left alone);
+        `kill`: cancel (force) the tasks still in flight first (an interrupted or failed run)."""
+        pending, self._pending = self._pending, {}
+        if kill and pending:
+            ray = import_ray()
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - a task that already ended cannot be cancelled
+                    pass
         if self._started:
             import_ray().shutdown()
             self._started = False
@@ -142,5 +152,5 @@ class RayExecutor:
     def __enter__(self) -> "RayExecutor":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any = None, *exc: Any) -> None:
+        self.close(kill=exc_type is not None)

@@ -8,38 +8,16 @@ pipeline/ and the stages never import it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
-from ..stages import export as export_stage
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
 from ..stages.core import atomic
 from ..stages.core.done_records import DoneRecords, default_work_dir
 from ..stages.core.errors import VerlprofError
 from ..stages.core.hashing import sha256_file
-from ..stages.core.model import Artifact
 from ..stages.window import SourceIdentity, SourceSteps, pick_window, source_steps_item
-from .executors import Executor, InlineExecutor, TaskResult, make_executor, run_all
-
-
-def export_all(artifacts: Iterable[Artifact], options: export_stage.ExportOptions, executor: Executor | None = None,
-               on_done: Callable[[export_stage.ExportResult], None] | None = None) -> list[export_stage.ExportResult]:
-    """Export every nsys artifact (other kinds are ignored) on `executor`; results in input order."""
-    items, options = export_stage.prepare_export(artifacts, options)
-    if not items:
-        return []
-    executor = executor or make_executor(options.jobs)
-
-    def convert(res: TaskResult) -> export_stage.ExportResult:
-        if res.error is None and isinstance(res.value, export_stage.ExportResult):
-            return res.value
-        return export_stage.failed_export(items[res.index], str(res.error), options)
-
-    def done(res: TaskResult) -> None:
-        if on_done is not None:
-            on_done(convert(res))
-
-    return [convert(r) for r in run_all(executor, export_stage.export_one, items, options, on_done=done)]
+from .executors import Executor, InlineExecutor, make_executor, run_all
 
 
 def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 1,
@@ -60,34 +38,35 @@ def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 
     hashes = {str(src): sha256_file(src) for src, _rel, k in items if k in S.SCRUBBABLE}
     salt = salt or S.bundle_salt(hashes.values())
     ex = make_executor(jobs)
-    pre = [S.ScrubTask(str(src), "", kind, rel) for src, rel, kind in items]
-    id_results = run_all(ex, S.identities_task, [t for t in pre if t.kind in S.SCRUBBABLE], policy)
-    # An unreadable input is not fatal here: its own scrub task fails below with its reason, and
-    # the others are still scrubbed (exit 3, not 2: `verlprof scrub` follows collect's exit codes).
-    options = S.build_options([r.value for r in id_results if r.error is None], policy, salt, include_local)
-    namer = S.Scrubber(policy, options.pseudonyms)
-    tasks: list[S.ScrubTask] = []
-    for t in pre:
-        dst = out if single else out / namer.scrub(S.output_name(t.rel, t.kind), "file name")
-        tasks.append(S.ScrubTask(t.src, str(dst), t.kind, namer.scrub(t.rel, "file name")))
-    done = DoneRecords(Path(work_dir) if work_dir else default_work_dir(), "scrub")
-    results: dict[int, S.ScrubResult] = {}
-    todo: list[tuple[int, S.ScrubTask]] = []
-    for i, t in enumerate(tasks):
-        rec = done.lookup(f"{hashes[t.src][:16]}-{t.kind}", {"fp": options.fingerprint(), "dst": t.dst}) \
-            if t.kind in S.SCRUBBABLE else None
-        if rec is not None:
-            results[i] = S.ScrubResult.from_record(rec, t.dst)
-        else:
-            todo.append((i, t))
-    for tr in run_all(ex, S.scrub_task, [t for _i, t in todo], options, on_done=on_done):
-        i, t = todo[tr.index]
-        res = tr.value if tr.value is not None else S.ScrubResult(t.rel, t.kind, t.dst, "failed", tr.error or "")
-        results[i] = res
-        if res.status == "done":
-            done.record(f"{hashes[t.src][:16]}-{t.kind}", {"fp": options.fingerprint(), "dst": t.dst},
-                        {"dst": t.dst}, res.to_report())
-    ordered = [results[i] for i in range(len(tasks))]
+    with ex:   # one pool for both passes
+        pre = [S.ScrubTask(str(src), "", kind, rel) for src, rel, kind in items]
+        id_results = run_all(ex, S.identities_task, [t for t in pre if t.kind in S.SCRUBBABLE], policy)
+        # An unreadable input is not fatal here: its own scrub task fails below with its reason, and
+        # the others are still scrubbed (exit 3, not 2: `verlprof scrub` follows collect's exit codes).
+        options = S.build_options([r.value for r in id_results if r.error is None], policy, salt, include_local)
+        namer = S.Scrubber(policy, options.pseudonyms)
+        tasks: list[S.ScrubTask] = []
+        for t in pre:
+            dst = out if single else out / namer.scrub(S.output_name(t.rel, t.kind), "file name")
+            tasks.append(S.ScrubTask(t.src, str(dst), t.kind, namer.scrub(t.rel, "file name")))
+        done = DoneRecords(Path(work_dir) if work_dir else default_work_dir(), "scrub")
+        results: dict[int, S.ScrubResult] = {}
+        todo: list[tuple[int, S.ScrubTask]] = []
+        for i, t in enumerate(tasks):
+            rec = done.lookup(f"{hashes[t.src][:16]}-{t.kind}", {"fp": options.fingerprint(), "dst": t.dst}) \
+                if t.kind in S.SCRUBBABLE else None
+            if rec is not None:
+                results[i] = S.ScrubResult.from_record(rec, t.dst)
+            else:
+                todo.append((i, t))
+        for tr in run_all(ex, S.scrub_task, [t for _i, t in todo], options, on_done=on_done):
+            i, t = todo[tr.index]
+            res = tr.value if tr.value is not None else S.ScrubResult(t.rel, t.kind, t.dst, "failed", tr.error or "")
+            results[i] = res
+            if res.status == "done":
+                done.record(f"{hashes[t.src][:16]}-{t.kind}", {"fp": options.fingerprint(), "dst": t.dst},
+                            {"dst": t.dst}, res.to_report())
+        ordered = [results[i] for i in range(len(tasks))]
     return S.finish_scrub(ordered, skipped, out, single, namer, options, policy, verify)
 
 
@@ -105,29 +84,30 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
     options = options or summarize_stage.SummarizeOptions()
     ex = executor or InlineExecutor()
     errors: list[tuple[str, str]] = []
-    found = run_all(ex, source_steps_item, [(str(p), ident) for p, ident in items], options)
-    srcs: list[SourceSteps] = []
-    kept: list[tuple[str, SourceIdentity]] = []
-    for (p, ident), res in zip(items, found):
-        if res.error:
-            errors.append((ident.source, res.error))
-        else:
-            srcs.append(res.value)
-            kept.append((str(p), ident))
-    if not srcs and errors:
-        if not unreadable_raises:
-            return summarize_stage.SummarizeResult([], None, {}, errors)  # type: ignore[arg-type]
-        raise VerlprofError(None, f"no readable input: {errors[0][0]}: {errors[0][1]}")
-    win = pick_window(srcs, options.step)
-    resolved, choice = list(win.sources), win.choice
-    jobs = [summarize_stage.summarize_job(p, ident, src, choice.step) for (p, ident), src in zip(kept, resolved)]
-    jobs = [j for j in jobs if j.spans]
-    parts = []
-    for job, res in zip(jobs, run_all(ex, summarize_stage.summarize_any_item, jobs, options)):
-        if res.error:
-            errors.append((job.ident.source, res.error))
-        else:
-            parts.append(res.value)
-    rows = summarize_stage.merge_rows(parts)
-    rows["steps"] = summarize_stage.steps_rows(resolved, choice)
-    return summarize_stage.SummarizeResult(resolved, choice, rows, errors)
+    with ex:   # one pool for the steps and the summaries
+        found = run_all(ex, source_steps_item, [(str(p), ident) for p, ident in items], options)
+        srcs: list[SourceSteps] = []
+        kept: list[tuple[str, SourceIdentity]] = []
+        for (p, ident), res in zip(items, found):
+            if res.error:
+                errors.append((ident.source, res.error))
+            else:
+                srcs.append(res.value)
+                kept.append((str(p), ident))
+        if not srcs and errors:
+            if not unreadable_raises:
+                return summarize_stage.SummarizeResult([], None, {}, errors)  # type: ignore[arg-type]
+            raise VerlprofError(None, f"no readable input: {errors[0][0]}: {errors[0][1]}")
+        win = pick_window(srcs, options.step)
+        resolved, choice = list(win.sources), win.choice
+        jobs = [summarize_stage.summarize_job(p, ident, src, choice.step) for (p, ident), src in zip(kept, resolved)]
+        jobs = [j for j in jobs if j.spans]
+        parts = []
+        for job, res in zip(jobs, run_all(ex, summarize_stage.summarize_any_item, jobs, options)):
+            if res.error:
+                errors.append((job.ident.source, res.error))
+            else:
+                parts.append(res.value)
+        rows = summarize_stage.merge_rows(parts)
+        rows["steps"] = summarize_stage.steps_rows(resolved, choice)
+        return summarize_stage.SummarizeResult(resolved, choice, rows, errors)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import pandas as pd
 
@@ -163,16 +163,6 @@ def per_rank_tables(phases: Any, top: int = TOP_PHASES) -> list[str]:
             d = int(r.get("depth") or 0)
             out.append(f"  {'  ' * d + str(r['phase']):40.40} {_ms(r['wall_ns']):>9} ms")
     return out
-
-
-def render(statuses: Sequence[Any], artifacts: Sequence[Any], phases: Any, ranks_rows: Any = None, *,
-           per_rank: bool = False, top: int = TOP_PHASES, width: int = 80) -> list[str]:
-    """The whole run view: collapsed artifact list, then the role tables (and per-rank tables)."""
-    lines = artifact_summary(statuses, artifacts)
-    lines += role_tables(phases, ranks_rows, top=top, width=width)
-    if per_rank:
-        lines += per_rank_tables(phases, top=top)
-    return lines
 
 
 def ranks_of_bundle(bundle: Path) -> pd.DataFrame | None:

@@ -99,3 +99,34 @@ def test_a_lone_export_on_two_cores_publishes_what_one_core_does(tmp_path: Path)
     assert one == two and len(one) == 2 and not any("all_ranks" in str(p) for p in one)
     for rel in one:
         assert (out[1] / rel).read_bytes() == (out[2] / rel).read_bytes(), rel
+
+
+def test_one_local_collect_starts_one_process_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--jobs 2 over four real exports: export, pass 1 and pass 2 all run on real worker processes
+    of ONE pool, started once (its workers keep what they imported), and every worker is gone when
+    collect returns."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from verlprof.pipeline import executors
+
+    src = tmp_path / "run"
+    shutil.copytree(data_dir("gloo_ranks/nsys"), src)
+    pools: list[ProcessPoolExecutor] = []
+    workers: set[int] = set()
+
+    class CountedPool(ProcessPoolExecutor):   # the real pool, counted
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            pools.append(self)
+
+        def submit(self, *args, **kwargs):
+            fut = super().submit(*args, **kwargs)
+            workers.update(getattr(self, "_processes", {}) or {})
+            return fut
+
+    monkeypatch.setattr(executors, "ProcessPoolExecutor", CountedPool)
+    res = collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / "out", work_dir=tmp_path / "work",
+                                                     jobs=2))
+    assert res.exit_code == 0
+    assert len(pools) == 1
+    assert len(workers) == 2 and not any(Path(f"/proc/{pid}").exists() for pid in workers)

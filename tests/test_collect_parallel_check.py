@@ -92,10 +92,10 @@ def test_run_level_check_trusts_only_the_bytes_checked(tmp_path: Path) -> None:
     found = check_written({"traces/w.trace.json.gz": f}, build_options([], load_policy(), salt=""))
     assert found
     with pytest.raises(RefusedError, match="traces/w.trace.json.gz"):
-        collect._verify(staging, NoProgress(), checked={"traces/w.trace.json.gz": sha256_file(f)}, findings=found)
+        collect.verify(staging, NoProgress(), checked={"traces/w.trace.json.gz": sha256_file(f)}, findings=found)
     # a pass-2 verdict holds only for the bytes it was given: changed bytes are read again
     with pytest.raises(RefusedError, match="traces/w.trace.json.gz"):
-        collect._verify(staging, NoProgress(), checked={"traces/w.trace.json.gz": "0" * 64}, findings=[])
+        collect.verify(staging, NoProgress(), checked={"traces/w.trace.json.gz": "0" * 64}, findings=[])
 
 
 def test_a_window_that_fails_after_it_is_written_is_checked_at_run_level(tmp_path: Path,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from testdata import fixtures_dir
-from verlprof.pipeline.collect import _verify
+from verlprof.pipeline.collect import verify
 from verlprof.pipeline.progress import NoProgress
 from verlprof.stages.core.errors import ExitCode, RefusedError, human_size, plain_reason
 
@@ -216,7 +216,7 @@ def test_exit_1_refused_when_check_finds_a_secret(tmp_path: Path) -> None:
     staging.mkdir()
     (staging / "manifest.json").write_text(json.dumps({"note": "HF_TOKEN=hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o"}))
     with pytest.raises(RefusedError) as info:
-        _verify(staging, NoProgress())
+        verify(staging, NoProgress())
     assert info.value.exit_code == ExitCode.REFUSED and "refusing to publish" in str(info.value)
     assert "hf_kQ7Z" not in str(info.value)
     res = verlprof("check", str(staging), "--no-local-env")

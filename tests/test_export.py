@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testdata import data_path, fixtures_dir
 from verlprof.pipeline.executors import InlineExecutor, ProcessPoolExecutorBackend
-from verlprof.pipeline.stage_runs import export_all
+from verlprof.pipeline.executors import Executor, TaskResult, make_executor, run_all
+from verlprof.stages import export as export_stage
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.core.hashing import sha256_file
 from verlprof.stages.core.model import Artifact, ArtifactKind
@@ -23,6 +24,26 @@ from verlprof.stages.readers.sqlite_export import validate_export
 FIXTURES = fixtures_dir()
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"
 CONTINUOUS = sorted((FIXTURES / "h200-nsys-2025.3" / "ray-continuous").glob("*.sqlite"))
+
+
+def export_all(artifacts, options: ExportOptions, executor: Executor | None = None, on_done=None) -> list[ExportResult]:
+    """Export every nsys artifact (other kinds are ignored) on `executor`; results in input order
+    (moved here from pipeline/stage_runs.py: collect runs `export_one` on its own executor)."""
+    items, options = export_stage.prepare_export(artifacts, options)
+    if not items:
+        return []
+    executor = executor or make_executor(options.jobs)
+
+    def convert(res: TaskResult) -> export_stage.ExportResult:
+        if res.error is None and isinstance(res.value, export_stage.ExportResult):
+            return res.value
+        return export_stage.failed_export(items[res.index], str(res.error), options)
+
+    def done(res: TaskResult) -> None:
+        if on_done is not None:
+            on_done(convert(res))
+
+    return [convert(r) for r in run_all(executor, export_stage.export_one, items, options, on_done=done)]
 
 
 def _art(path: Path, kind: ArtifactKind, root: Path | None = None, sha: str = "") -> Artifact:

@@ -152,3 +152,118 @@ def test_faces_name_their_entry_points() -> None:
         assert "__all__" in text, f"{init} declares no __all__"
         defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
         assert not defs, f"{init} defines code; it should only name entry points"
+
+
+def _private_imports() -> list[str]:
+    """`from verlprof... import _name`: another module's private name (dunders are not private)."""
+    bad = []
+    for top in ("stages", "pipeline"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            here = _module_name(path)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+                    continue
+                if not (node.level or (node.module or "").startswith("verlprof")):
+                    continue
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {here} imports {alias.name}")
+    return bad
+
+
+def _cycles(edges: list[tuple[str, str, str, bool]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each as a sorted list."""
+    graph: dict[str, set[str]] = {}
+    for a, b, _w, _r in edges:
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+            graph.setdefault(b, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def _module_edges() -> list[tuple[str, str, str, bool]]:
+    """Every import edge, imports in functions too, except a module's import of its own package
+    (`from . import x` in a package's module reaches its __init__: how a package is assembled,
+    not a cycle between modules)."""
+    return [e for e in EDGES if not e[0].startswith(e[1] + ".")]
+
+
+def test_cycle_check_finds_a_cycle() -> None:
+    # the check itself must see a cycle when there is one, or the test below passes vacuously
+    fake = [("verlprof.a", "verlprof.b", "a:1", True), ("verlprof.b", "verlprof.c", "b:1", True),
+            ("verlprof.c", "verlprof.a", "c:1", True), ("verlprof.c", "verlprof.d", "c:2", True)]
+    assert _cycles(fake) == [["verlprof.a", "verlprof.b", "verlprof.c"]]
+
+
+#: Cycles that live in other helpers' files of issue 30 and are being removed there.
+_OTHERS = ("stages.readers.nsys_sqlite", "stages.readers.nvtx_tree", "stages.scrub.check", "stages.scrub.tasks",
+           "stages.summarize.nsys", "stages.summarize.torch_profile")
+
+
+def _only_others() -> bool:
+    cyc = _cycles(_module_edges())
+    return bool(cyc) and all(any(m.endswith(o) for o in _OTHERS for m in c) for c in cyc)
+
+
+@pytest.mark.xfail(_only_others(), strict=False,
+                   reason="cycles of issue 30 left to other helpers: readers/nsys_sqlite <-> nvtx_tree, "
+                          "scrub/check <-> tasks, summarize/nsys <-> torch_profile")
+def test_no_import_cycle_between_modules() -> None:
+    cycles = _cycles(_module_edges())
+    assert not cycles, "import cycles (imports inside functions included):\n" + "\n".join(
+        " <-> ".join(m.removeprefix("verlprof.") for m in c) for c in cycles)
+
+
+#: Files of other helpers of issue 30 that still import private names (doctor: modes; scrub: scrub;
+#: summarize_cmd: firstten; ranks: straggler).
+_PRIVATE_ELSEWHERE = ("stages/doctor/", "stages/scrub/", "pipeline/commands/summarize_cmd.py", "pipeline/ranks.py")
+
+
+@pytest.mark.xfail(bool(_private_imports()) and all(b.startswith(_PRIVATE_ELSEWHERE) for b in _private_imports()),
+                   strict=False, reason="private names imported in other helpers' files: stages/doctor/*, "
+                                        "stages/scrub/check.py, prefilter.py, commands/summarize_cmd.py, ranks.py")
+def test_no_module_imports_another_modules_private_names() -> None:
+    bad = _private_imports()
+    assert not bad, "\n".join(bad)
+
+
+def test_collect_reads_as_the_design_card() -> None:
+    """pipeline/collect.py: under 300 lines, every import at module level (pipeline/collect*.py)."""
+    text = (ROOT / "pipeline" / "collect.py").read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 300
+    for path in sorted((ROOT / "pipeline").glob("collect*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        inner = [f"{path.name}:{n.lineno}" for f in ast.walk(tree)
+                 if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert not inner, f"imports inside functions: {inner}"

@@ -19,16 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from testdata import fixtures_dir
-from verlprof.pipeline.pack import (
-    SUMS_NAME,
-    bundle_files,
-    default_archive_path,
-    is_bundle_archive,
-    iter_members,
-    pack_bundle,
-    unpack_bundle,
-    verify_archive,
-)
+from packed_bundle import is_bundle_archive, iter_members, unpack_bundle, verify_archive
+from verlprof.pipeline.pack import SUMS_NAME, bundle_files, default_archive_path, pack_bundle
 from verlprof.stages.core.errors import BadInputError, VerlprofError
 from verlprof.stages.schema import arrow_schema
 from verlprof.stages.traces.jobs import TraceJob, make_window_traces

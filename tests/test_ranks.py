@@ -177,8 +177,10 @@ def _view_lines(bundle: Path) -> list[str]:
                             step=a.get("step")) for a in man["artifacts"]]
     statuses = [SimpleNamespace(rel=a["rel"], status=a.get("status", "done"), reason=a.get("reason", ""))
                 for a in man["artifacts"]]
-    return terminal_views.render(statuses, arts, pd.read_parquet(bundle / "summaries" / "phases.parquet"),
-                                 pd.read_parquet(bundle / "summaries" / "ranks.parquet"))
+    # the whole run view, as collect prints it: collapsed artifact list, then the role tables
+    return terminal_views.artifact_summary(statuses, arts) + terminal_views.role_tables(
+        pd.read_parquet(bundle / "summaries" / "phases.parquet"), pd.read_parquet(bundle / "summaries" / "ranks.parquet"),
+        top=terminal_views.TOP_PHASES, width=80)
 
 
 def test_terminal_stays_under_60_lines_at_4_32_and_1024_ranks(bundles, tmp_path: Path) -> None:

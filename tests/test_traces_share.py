@@ -15,7 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 from testdata import fixtures_dir
-from verlprof.pipeline.pack import pack_bundle, verify_archive
+from packed_bundle import verify_archive
+from verlprof.pipeline.pack import pack_bundle
 from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.secrets import load_policy

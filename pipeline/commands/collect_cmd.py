@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
@@ -21,9 +21,11 @@ from rich.text import Text
 from ...stages.core.done_records import default_work_dir
 from ...stages.core.errors import RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
-from ..collect import CollectOptions, CollectResult, run_collect
 from ..progress import stage_progress
 from .window_options import step_range_option, top_kernels_option, top_phases_option
+
+if TYPE_CHECKING:   # collect imports every stage; `verlprof --help` and the other commands need none
+    from ..collect import CollectResult
 
 _MAX_SOURCE_TABLES = 6  # phase tables printed; the rest are in summaries/phases.parquet
 _EPILOG = ("Exit codes: 0 every artifact summarized; 3 bundle written but some artifacts failed (listed; "
@@ -59,6 +61,7 @@ def collect(
 ) -> None:
     """Gather, export, scrub, window and summarize one verl run into OUT (exit codes below)."""
     from ...stages.gather import default_sources
+    from ..collect import CollectOptions, run_collect
 
     srcs = list(sources or [])
     address = (ray_address or "auto") if (ray or ray_address) else None

@@ -1,0 +1,353 @@
+"""The publish pass of `verlprof collect`: summarize and cut the chosen window, scrub, write, check.
+
+Why these belong together: everything here makes what enters the bundle, only from the run's one
+window and one pseudonym map (pipeline/collect_survey.py chose them), and only into the staging
+folder; `publish` alone touches OUT, after `check` found nothing (pipeline/collect.py's card).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from ..stages import scrub as scrub_stage
+from ..stages import summarize as summarize_stage
+from ..stages.core import atomic
+from ..stages.core.errors import IncompleteRunError, NothingSummarizedError, RefusedError, VerlprofError, plain_reason
+from ..stages.core.hashing import sha256_file
+from ..stages.core.model import FAILED, SKIPPED, Artifact, StageOutcome
+from .collect_manifest import after_run_findings, artifact_statuses, build_manifest
+from .collect_run import CollectResult, Progress, Run, Window, plain
+from .collect_survey import splits_lone_source
+from .collect_tasks import (
+    CONFIG,
+    MEMORY,
+    MemoryWork,
+    PublishOptions,
+    Published,
+    RawInput,
+    SourceWork,
+    Survey,
+    absorb,
+    check_written,
+    is_summarized_kind,
+    summarize_and_publish,
+    summarize_memory,
+)
+from .executors import Job, TaskResult, run_jobs
+from .merged_trace import Spool, write_merged_trace
+from .ranks import write_ranks
+from .report_html import render_run_report
+
+Rows = dict[str, Any]
+
+
+def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Survey]],
+                      scrub_options: scrub_stage.ScrubOptions) -> tuple[Rows, list[dict[str, Any]]]:
+    """Pass 2 where each input lies: rows of the chosen step, scrubbed; window traces cut, scrubbed
+    and written into staging. Every source leaves one `summarize` outcome (done, skipped: why,
+    failed: why). Returns (scrubbed rows, trace facts)."""
+    run.staging.mkdir(parents=True)
+    run.spool = Spool(run.opts.work_dir)
+    step = window.step
+    sopts = summarize_stage.SummarizeOptions(step=step if step is not None else run.opts.step, top=run.opts.top,
+                                             step_range=run.opts.step_range, ranges_cache=run.ranges_cache())
+    popts = PublishOptions(sopts, scrub_options, ship=run.opts.ray is not None, work_dir=str(run.opts.work_dir))
+    task = run.progress.add_task("summarize", total=max(1, len(window.work)), last="")
+
+    def on_done(res: TaskResult) -> None:
+        run.progress.advance(task)
+        if res.value is not None and res.value.files:       # shipped from another node
+            _write_files(run.staging, res.value.files)
+            res.value.files = {}
+        if res.value is not None and res.value.piece is not None and res.value.trace_error is None:
+            run.spool.keep(res.value.piece)
+
+    by_rel = {w.rel: Published(w.rel) for w in window.work}
+    for w, r in zip(*_pass2_jobs(run, window, popts, on_done)):
+        absorb(by_rel[w.rel], r.value if r.error is None else Published(
+            w.rel, rows_error=r.error if w.summary else None, trace_error=r.error if w.trace else None))
+    published = list(by_rel.values())
+    for p in published:
+        run.counts.update(p.counts)
+        run.findings += p.findings
+        if p.trace_error is None:      # a window that failed on the way is checked at run level
+            run.checked.update(p.checked)
+            run.pieces += [p.piece] if p.piece is not None else []
+    rows = summarize_stage.merge_rows([p.rows for p in published if p.rows is not None])
+    rows = _add_memory(run, rows, [(i, s) for i, s in surveys if i.kind == MEMORY], step, popts)
+    run.outcomes += _source_outcomes(run, window, published, rows)
+    traces = []
+    for w, p in zip(window.work, published):
+        if w.trace is None:
+            continue
+        if p.trace_error is not None:
+            run.outcomes.append(StageOutcome("traces", w.rel, "failed", "its step window was not published: "
+                                             + plain_reason(p.trace_error, path=w.rel)))
+        elif p.trace is not None:
+            rep = p.trace.pop("scrub", None)
+            if rep is not None:   # the window's scrub report (JSON-safe), for scrub_report.json
+                run.scrub_results.append(scrub_stage.ScrubResult(**{**rep, "dst": ""}))
+            traces.append(_trace_facts(p.trace))
+    run.progress.update(task, completed=max(1, len(window.work)))
+    return rows, traces
+
+
+def _pass2_jobs(run: Run, window: Window, popts: PublishOptions,
+                on_done: Callable[[TaskResult], None]) -> tuple[list[SourceWork], list[TaskResult]]:
+    """Run pass 2: one job per source (it opens a raw export once), the largest first so that the
+    last job to start is a small one. Two exceptions: a run with one window makes no merged trace,
+    so no piece of it is made; and a lone source on several cores runs its summary and its window
+    as two jobs side by side, each opening the export once (in one job the second core idles)."""
+    size = {a.rel: a.size for a in run.artifacts}
+    todo = sorted((w for w in window.work if w.summary or w.trace), key=lambda w: -size.get(w.rel, 0))
+    merge = sum(1 for w in todo if w.trace is not None) > 1
+    todo = [replace(w, piece=merge) for w in todo]
+    if splits_lone_source(run, len(todo)) and todo[0].summary is not None and todo[0].trace is not None:
+        todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
+    jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
+    return todo, run_jobs(run.executor, jobs, on_done)
+
+
+def _write_files(root: Path, files: dict[str, bytes]) -> None:
+    """Window files scrubbed on another node, written into staging (names are ours: traces/<stem>)."""
+    for rel, data in files.items():
+        parts = Path(rel).parts
+        if Path(rel).is_absolute() or ".." in parts or not parts or parts[0] != "traces":
+            raise VerlprofError(rel, "unexpected window file name from a node")
+        dst = root / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_bytes(dst, data)
+
+
+def _add_memory(run: Run, rows: Rows, memory: list[tuple[RawInput, Survey]], step: int | None,
+                popts: PublishOptions) -> Rows:
+    """Fill `mem_peak_bytes` of the chosen step's phases from torch memory snapshots of that step
+    (where each snapshot lies); each snapshot leaves a `summarize` outcome (done, skipped: another
+    step, failed: why)."""
+    if not memory:
+        return rows
+    phases = list(rows.get("phases", []))
+    todo: list[tuple[Artifact, list[int]]] = []
+    jobs: list[Job] = []
+    mopts = replace(popts, summarize=replace(popts.summarize, step=step))
+    for item, _s in memory:
+        art = item.artifact
+        if step is None or (art.step is not None and art.step != step):
+            run.outcomes.append(StageOutcome("summarize", art.rel, "skipped",
+                                             _not_in_window([art.step] if art.step else None, step)))
+            continue
+        idx = [k for k, r in enumerate(phases) if art.pid is not None and r.get("pid") == art.pid]
+        todo.append((art, idx))
+        jobs.append(run.job(summarize_memory, MemoryWork(item, tuple(phases[k] for k in idx)), mopts,
+                            art.rel))
+    for (art, idx), res in zip(todo, run_jobs(run.executor, jobs)):
+        if res.error is not None:
+            run.outcomes.append(StageOutcome("summarize", art.rel, "failed", plain(res.error, art)))
+            continue
+        new_rows, counts = res.value
+        run.counts.update(counts)
+        if idx:
+            for k, r in zip(idx, new_rows):
+                phases[k] = r
+        else:
+            phases += new_rows
+        run.outcomes.append(StageOutcome("summarize", art.rel, "done"))
+    return {**rows, "phases": phases}
+
+
+def _source_outcomes(run: Run, window: Window, published: list[Published], rows: Rows) -> list[StageOutcome]:
+    """One `summarize` outcome per nsys/torch source: failed, done (rows), or skipped and why."""
+    errors = dict(window.errors)
+    errors.update({p.rel: p.rows_error for p in published if p.rows_error})
+    with_rows = {r.get("source") for name in ("phases", "kernels") for r in rows.get(name, [])}
+    steps_of = {src.ident.source: sorted({sp.step for sp in src.steps if sp.step is not None})
+                for src in window.resolved}
+    # A torch trace read without error but with no event verlprof reads (every one lacked a numeric
+    # "ts", or the trace holds none): a broken file, not one outside the window.
+    untimed = {src.ident.source for src in window.resolved
+               if src.ident.source_kind == "torch" and src.span is None and not src.steps}
+    readable = {rel for rel in steps_of} | set(errors)
+    out = []
+    for art in run.artifacts:
+        if not is_summarized_kind(art) or art.rel not in readable:
+            continue
+        if art.rel in errors:
+            out.append(StageOutcome("summarize", art.rel, "failed", plain(errors[art.rel], art)))
+        elif art.rel in untimed:
+            out.append(StageOutcome("summarize", art.rel, "failed", "no usable event in it: no annotation, "
+                                    'CUDA call or kernel with a numeric "ts" (a damaged or foreign trace?)'))
+        elif art.rel in with_rows:
+            out.append(StageOutcome("summarize", art.rel, "done"))
+        else:
+            out.append(StageOutcome("summarize", art.rel, "skipped", _not_in_window(
+                steps_of.get(art.rel), window.step, window.choice.reason if window.choice is not None else None)))
+    return out
+
+
+def _not_in_window(steps: list[int] | None, step: int | None, why: str | None = None) -> str:
+    """Why a readable source gave no rows, in the user's words (steps, not spans); `why`: the
+    window line, when no step was chosen."""
+    if step is None:
+        return why or "no step found in this run (no step ranges, no step in the file names)"
+    if not steps:
+        return f"no step found in it; the summary is of step {step}"
+    held = f"step {steps[0]}" if len(steps) == 1 else "steps " + ", ".join(map(str, steps))
+    if step in steps:
+        return f"no ranges inside step {step}"
+    return f"holds {held} only; the summary is of step {step}"
+
+
+def scrub_published(run: Run, window: Window, surveys: list[tuple[RawInput, Survey]], rows: Rows,
+                    traces: list[dict[str, Any]], scrub_options: scrub_stage.ScrubOptions) -> dict[str, Any]:
+    """Scrub the run-level values made here from raw inputs (steps rows, summary metadata, window,
+    trace facts) with the run's pseudonym map; one `summaries` entry counts every value replaced."""
+    task = run.progress.add_task("scrub", total=1, last="summaries")
+    sc = scrub_stage.Scrubber(scrub_options.policy, scrub_options.pseudonyms)
+    extra: dict[str, Any] = {"executor": run.executor.name}
+    if run.nodes:
+        extra["cluster"] = {"nodes": [n.to_manifest() for n in run.nodes]}
+    if window.choice is not None:
+        steps, _ = scrub_stage.scrub_summary_rows(
+            {"steps": summarize_stage.steps_rows(window.resolved, window.choice)}, scrub_options, scrubber=sc)
+        rows["steps"] = steps["steps"]
+        versions: dict[str, list[str]] = {"cuda_runtime": [], "cupti": []}
+        for _i, s in surveys:
+            for k, v in s.versions.items():
+                versions[k].append(v)
+        meta = summarize_stage.summary_metadata(
+            inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.kind != CONFIG],
+            tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
+                   **versions},
+            choice=window.choice)
+        run.summary_metadata = scrub_stage.scrub_values(meta, sc, "summaries.metadata")
+        extra["window"] = scrub_stage.scrub_values(window.choice.to_manifest(), sc, "manifest.window")
+        if run.opts.traces and window.work:
+            extra["traces"] = scrub_stage.scrub_values(traces, sc, "manifest.traces")
+    sc.counts.update(run.counts)
+    run.scrub_results.insert(0, scrub_stage.values_report(sc))
+    run.progress.update(task, completed=1)
+    return extra
+
+
+def _trace_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """Trace outputs and event counts for the manifest; header key names stay out (they are the
+    source's, unvetted, and not needed to read the bundle)."""
+    counts = {k: ({kk: vv for kk, vv in v.items() if kk not in ("header_keys", "dropped_keys")}
+                  if isinstance(v, dict) else v) for k, v in info.get("counts", {}).items()}
+    return {**info, "counts": counts}
+
+
+def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scrub_stage.ScrubOptions) -> CollectResult:
+    """summaries/, scrub_report.json, manifest.json and (--html) report.html into staging; refuse
+    (nothing written to OUT) when nothing was summarized, or with --strict when anything failed."""
+    staging = run.staging
+    if "window" in extra:   # issue 23: the run across ranks, from the scrubbed rows
+        summarize_stage.write_summaries(rows, staging / "summaries", run.summary_metadata)
+        write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata)
+    scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
+    statuses = artifact_statuses(run.artifacts, run.outcomes)
+    manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)
+    manifest = scrub_stage.publish_manifest(manifest, scrub_options)   # file names and SOURCEs as published
+    result = CollectResult(run.opts.out, run.artifacts, run.outcomes, run.gathered.skipped, manifest,
+                           rows=rows if "window" in extra else None, statuses=statuses, published=False,
+                           nodes=run.nodes)
+    _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)
+    if result.rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
+        merged = write_merged_trace(staging, run.pieces, lambda files: check_written(files, scrub_options),
+                                    run.opts.work_dir, run.spool)
+        if merged:
+            manifest["merged_trace"], run.checked[merged[0]], found = merged
+            run.findings += found
+    atomic.write_json(staging / "manifest.json", manifest)
+    if run.opts.html and result.rows:
+        atomic.write_text(staging / "report.html",
+                          render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest, bundle=staging))
+    return result
+
+
+def _refuse_incomplete(result: CollectResult, strict: bool, doctor: list[Any], t0: float) -> None:
+    """Publish nothing when nothing was summarized (exit 4), or, with --strict, when anything
+    failed (exit 3). The error carries the result, so the CLI still prints every row and reason."""
+    failed = result.with_status(FAILED)
+    if result.summarized and not (strict and failed):
+        return
+    result.seconds = time.perf_counter() - t0
+    result.doctor = doctor
+    if not result.summarized:
+        skipped = result.with_status(SKIPPED)
+        why = failure_list(result) if failed else (
+            f"all {len(result.statuses)} artifacts skipped ({skipped[0].rel}: {skipped[0].reason})" if skipped
+            else f"{len(result.statuses)} artifacts")
+        raise NothingSummarizedError(None, f"nothing could be summarized: {why}; no bundle written", result)
+    raise IncompleteRunError(None, f"--strict: {failure_list(result)}; no bundle written", result)
+
+
+def failure_list(result: CollectResult, limit: int = 3) -> str:
+    """`2 of 9 artifacts failed (a.sqlite: why; b.json.gz: why)`: one line, names each file."""
+    failed = result.with_status(FAILED)
+    if not failed:
+        return f"0 of {len(result.statuses)} artifacts failed"
+    shown = "; ".join(f"{s.rel}: {s.reason}" for s in failed[:limit])
+    more = f"; and {len(failed) - limit} more (manifest.json lists them)" if len(failed) > limit else ""
+    return f"{len(failed)} of {len(result.statuses)} artifacts failed ({shown}{more})"
+
+
+def verify(staging: Path, progress: Progress, known: scrub_stage.Pseudonyms | None = None,
+           checked: dict[str, str] | None = None, findings: list[Any] | None = None) -> None:
+    """Refuse to publish a bundle in which the checker still finds a secret (the staging folder is
+    then removed, so nothing unsafe is ever left at OUT). `checked`: staged names already checked
+    (by sha256), `findings` what that check found; the rest (summaries, manifest, report: small)
+    is checked here."""
+    task = progress.add_task("check", total=1, last="")
+    files = []
+    for p in sorted(p for p in staging.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = p.relative_to(staging).as_posix()
+        if rel not in (checked or {}) or p.is_symlink() or sha256_file(p) != checked[rel]:
+            files.append(p)
+    found = [replace(f, path=str(staging / f.path)) for f in findings or []]
+    try:
+        found += scrub_stage.check_paths(files, known=known) if files else []
+    except Exception as exc:  # noqa: BLE001 - an unreadable bundle is never published
+        raise RefusedError(None, f"refusing to publish: the check could not read the bundle ({exc})") from None
+    progress.update(task, completed=1)
+    if found:
+        where = "; ".join(f"{Path(f.path).relative_to(staging) if Path(f.path).is_relative_to(staging) else f.path}"
+                          f" {f.location} ({f.kind})" for f in found[:5])
+        raise RefusedError(None, f"refusing to publish: the checker found {len(found)} possible secret(s) "
+                             f"in the bundle: {where}")
+
+
+def prepare_out(out: Path) -> None:
+    """Refuse to replace a folder that is not a verlprof bundle (never clobber user data)."""
+    if out.exists():
+        if not out.is_dir():
+            raise VerlprofError(out, "exists and is not a folder; choose another -o")
+        if any(out.iterdir()) and not (out / "manifest.json").exists():
+            raise VerlprofError(out, "exists, is not empty and is not a verlprof bundle; choose another -o")
+
+
+def swap_onto(staging: Path, out: Path) -> None:
+    """Swap the verified staging folder onto OUT (old bundle moved aside first, then removed)."""
+    old = None
+    if out.exists():
+        old = atomic.temp_sibling(out)
+        os.replace(out, old)
+    os.replace(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def check(run: Run, scrub_options: scrub_stage.ScrubOptions) -> None:
+    """Re-scan every staged file before publishing (the bundle is here, also on Ray). The window
+    traces and the merged trace were checked in pass 2, in parallel where each source lies: their
+    findings count here, and each is read again only if its bytes are no longer the ones checked."""
+    verify(run.staging, run.progress, scrub_options.pseudonyms, checked=run.checked, findings=run.findings)
+
+
+def publish(run: Run) -> None:
+    """The checked staging folder becomes OUT."""
+    swap_onto(run.staging, run.opts.out)

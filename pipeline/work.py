@@ -1,0 +1,54 @@
+"""One unit of per-item work and the one failure policy every executor applies to it.
+
+Why a module of its own: the local executors (pipeline/executors.py) and the Ray executor
+(pipeline/ray_executor.py) both ship `run_item` to where the work runs, and both yield
+`TaskResult`s; keeping them here lets the executors import each other in one direction only.
+
+The policy: an `Exception` raised by one item becomes that item's one-line error (`TaskResult.error`)
+so one bad input never takes the run down; anything else (KeyboardInterrupt, the interrupt of
+pipeline/signals.py, SystemExit) stops the run. A task lost with its worker or node is the
+executor's to report, as an error of that item.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass
+class TaskResult:
+    """The result of one item: its value, or the one-line error it raised."""
+
+    index: int
+    value: Any = None
+    error: str | None = None
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line (VerlprofError's str already is; others may span lines)."""
+    return " ".join((str(exc) or type(exc).__name__).split())
+
+
+def run_item(fn: Callable[[Any, Any], Any], index: int, item: Any, options: Any) -> TaskResult:
+    """`fn(item, options)` as a TaskResult: the one place where per-item failures become data."""
+    try:
+        return TaskResult(index, fn(item, options))
+    except Exception as exc:  # noqa: BLE001 - reported per item, never swallowed silently
+        return TaskResult(index, error=one_line(exc))
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work for a mixed queue: `fn(item, options)`, and the Ray node that holds the
+    item's input (None: anywhere). Lets one executor run several kinds of work side by side, and
+    the Ray executor run each job where its raw input lies."""
+
+    fn: Callable[[Any, Any], Any]
+    item: Any
+    options: Any = None
+    node: str | None = None
+
+
+def run_job(job: Job, _options: Any = None) -> Any:
+    """Run one Job (module level, so every executor can ship it)."""
+    return job.fn(job.item, job.options)
