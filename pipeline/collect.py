@@ -437,8 +437,14 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
         spans = window_spans(src, choice.step)
         summary = summarize_job(item.path, src.ident if item.kind == TORCH else _ident(item), src, choice.step)
         trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
+        # issue 32: the other profiled steps too, for ranks.parquet's culprit per step (phases.parquet
+        # keeps the chosen step only)
+        others = tuple(j for j in (summarize_job(item.path, src.ident if item.kind == TORCH else _ident(item), src, k)
+                                   for k in sorted({sp.step for sp in src.steps if sp.step is not None} - {choice.step}))
+                       if getattr(j, "spans", None))
         work.append(SourceWork(item.artifact.rel, item.kind, item.path,
-                               summary if getattr(summary, "spans", None) else None, trace, len(work)))
+                               summary if getattr(summary, "spans", None) else None, trace, len(work),
+                               other_steps=others))
     return Window(choice, resolved, work, errors)
 
 
@@ -528,11 +534,11 @@ def _pass2_jobs(run: Run, window: Window, popts: PublishOptions, on_done: Any) -
     cores runs its summary and its window as two jobs side by side, each opening the export once
     (one 1 GB export: collect 2.00x -> 1.4x `nsys stats`; in one job the second core idles)."""
     size = {a.rel: a.size for a in run.artifacts}
-    todo = sorted((w for w in window.work if w.summary or w.trace), key=lambda w: -size.get(w.rel, 0))
+    todo = sorted((w for w in window.work if w.summary or w.trace or w.other_steps), key=lambda w: -size.get(w.rel, 0))
     merge = sum(1 for w in todo if w.trace is not None) > 1
     todo = [replace(w, piece=merge) for w in todo]
     if _splits_lone_source(run, len(todo)) and todo[0].summary is not None and todo[0].trace is not None:
-        todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
+        todo = [replace(todo[0], trace=None), replace(todo[0], summary=None, other_steps=())]
     jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
     return todo, run_jobs(run.executor, jobs, on_done)
 
@@ -693,7 +699,8 @@ def write_bundle(run: Run, rows: dict[str, Any], extra: dict[str, Any], scrub_op
         from .ranks import write_ranks   # issue 23: the run across ranks, from the scrubbed rows
 
         summarize_stage.write_summaries(rows, staging / "summaries", run.summary_metadata)
-        write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata)
+        write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata,
+                    other_steps=rows.get("step_phases") or [])
     scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
     statuses = artifact_statuses(run.artifacts, run.outcomes)
     manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)

@@ -163,6 +163,7 @@ class SourceWork:
     trace: Any = None            # stages.traces.TraceJob; None: no window trace wanted
     index: int = 0               # the source's place in the run (its block of pids in the merged trace)
     piece: bool = True           # make its piece of the merged trace (False: the run's only window, no merge)
+    other_steps: tuple = ()      # summary jobs of the source's other profiled steps (ranks.parquet, issue 32)
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
     db = _open_export(item, options) if item.kind == NSYS else None
     cut = None
     try:
-        if item.summary is not None:
+        if item.summary is not None or item.other_steps:
             try:
                 out.rows, out.counts = _scrubbed_rows(item, options, db)
             except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
@@ -246,13 +247,27 @@ def _open_export(item: SourceWork, options: PublishOptions) -> Any:
         return None
 
 
+def _as_dicts(rows: Any) -> list[dict[str, Any]]:
+    return rows.to_pylist() if hasattr(rows, "to_pylist") else list(rows)
+
+
 def _scrubbed_rows(item: SourceWork, options: PublishOptions, db: Any) -> tuple[dict[str, Any], Counter]:
     """The chosen step's rows of one source, scrubbed; values split across adjacent NVTX ranges of
     an nsys export are found on the same open export first."""
     from ..stages.scrub import publish_scrubber, scrub_summary_rows
     from ..stages.summarize import summarize_any_item
 
-    rows = summarize_any_item(item.summary, options.summarize, export=db)
+    rows = dict(summarize_any_item(item.summary, options.summarize, export=db)) if item.summary is not None else {}
+    if item.other_steps:   # issue 32: what ranks.parquet needs of the other profiled steps
+        from .ranks import step_phase_rows
+
+        rows["step_phases"] = []
+        for job in item.other_steps:
+            try:
+                rows["step_phases"] += step_phase_rows(
+                    _as_dicts(summarize_any_item(job, options.summarize, export=db).get("phases", [])))
+            except VerlprofError:
+                continue   # a refinement: an unreadable other step leaves ranks.parquet without it
     raw = [] if item.kind != NSYS else [db if db is not None else item.raw]
     sc = publish_scrubber(options.scrub, raw)
     clean, _ = scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
