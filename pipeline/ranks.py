@@ -653,6 +653,24 @@ def step_phase_rows(phases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def bundle_ranks_table(bundle: Any, phases: Any) -> pa.Table:
+    """The bundle's own ranks.parquet when it is current (it holds every profiled step, which the
+    phases alone do not), else the table computed from `phases` (a bundle older than issue 32)."""
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    p = Path(bundle) / "summaries" / "ranks.parquet"
+    if p.is_file():
+        try:
+            t = pq.read_table(p)
+        except (pa.ArrowException, OSError):
+            t = None
+        if t is not None and "statement" in t.column_names:
+            return t.select(arrow_schema("ranks").names) if set(arrow_schema("ranks").names) <= set(t.column_names) else t
+    return ranks_table(phases)
+
+
 def write_ranks(phases: Any, folder: Any, metadata: dict[str, str] | None = None, *, other_steps: Any = None,
                 floor: NoiseFloor = DEFAULT_FLOOR) -> None:
     """`folder/ranks.parquet` from the phases rows (atomic); what collect and summarize call."""
