@@ -10,13 +10,13 @@ Rows (`row_kind`):
   culprit rule reads: `wait_ns` (time waiting for the others: collective ranges or kernels nested
   in the phase) and `excess_ns` (its own time, wall minus wait, over the other ranks' median).
 - `ranks` (rank null): per role, step and path, across the ranks: min / median / p90 / max wall,
-  the slowest rank, `skew_ns`, and `straggler_rank` by the first rule that applies:
-  1. `excess`: the rank whose own time exceeds the others' median the most, when that excess is
-     above the noise floor (default 5% of the phase's median wall and 1 ms, `NoiseFloor`);
-  2. `nccl` / `collectives`: the others waited for this rank here (it waits least in the phase's
-     collective kernels / ranges) by more than the floor: it lost the time in an earlier phase;
-  3. none (`straggler_by` says why). A late arrival alone never names a straggler: a late start is
-     the cost of an earlier phase, which rule 1 names there.
+  the slowest rank, `skew_ns`, and `straggler_rank`: the rank whose own time in the phase exceeds
+  the others' median the most (`straggler_by = excess`), when that excess is above the noise floor
+  (default 5% of the phase's median wall and 1 ms, `NoiseFloor`); else none (`straggler_by` says
+  why). Neither a late arrival nor being waited for names a straggler in a phase: both are the
+  cost of time lost earlier, which the excess names where it was lost (the old rules, shortest
+  collective kernels / least collective wait / latest arrival, named the rank where the others
+  paid, or arrival noise over a slow rank).
 - `culprit`: per role and step, one statement: the rank that lost the time, the phase where it lost
   it (`excess_ns`) and where the others paid (`victim_path`, `victim_ranks`, `victim_wait_ns`, the
   collective): `rank 2 lost 150 ms in generate_sequences; ranks 0, 1, 3 waited 148 ms for it in
@@ -258,22 +258,39 @@ def across_rows(per_rank: pd.DataFrame, floor: NoiseFloor = DEFAULT_FLOOR) -> pd
     per_rank["excess_ns"] = excess_all
     per_rank["_floor"] = floor_all
     per_rank["_wait_by"] = wait_by_all
-    return pd.DataFrame(rows)
+    starts = per_rank.groupby([key, "step", "path"], sort=False)["_start"].median().to_dict()
+    return pd.DataFrame(depth_first(rows, lambda r, p: starts.get((r["role"] or "", r["step"], p))))
+
+
+def depth_first(rows: list[dict[str, Any]], start_of: Any) -> list[dict[str, Any]]:
+    """`rows` (dicts with role, step, path) in tree order: per role and step, a parent before its
+    children, siblings by start time (`start_of(row, path)`; a path not among the rows sorts by the
+    row's own start). Why: the terminal and the report indent by depth, and a child printed after
+    an unrelated range reads as nested in it (issue 32)."""
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        parts = str(r["path"]).split(" > ")
+        own = start_of(r, r["path"])
+        own = float("inf") if own is None or pd.isna(own) else float(own)
+        chain = []
+        for i in range(1, len(parts) + 1):
+            t = start_of(r, " > ".join(parts[:i]))
+            chain.append((own if t is None or pd.isna(t) else float(t), parts[i - 1]))
+        return tuple(chain)
+    firsts: dict[tuple[Any, Any], int] = {}
+    for r in rows:
+        firsts.setdefault((r["role"], r["step"]), len(firsts))
+    return sorted(rows, key=lambda r: (firsts[(r["role"], r["step"])], key(r)))
 
 
 def _straggler(ranks: np.ndarray, excess: np.ndarray, wait: np.ndarray, wait_by: str,
                floor: float) -> tuple[Any, str, Any]:
-    """(rank, rule, ns) for one phase: the module docstring's rules 1-3."""
+    """(rank, rule, ns) for one phase: the module docstring's rule (`wait` and `wait_by` are kept
+    for the rows; they no longer name anybody)."""
     if len(ranks) < 2:
         return None, "none: one rank", None
     i = int(np.nanargmax(excess))
     if excess[i] > floor:
         return int(ranks[i]), "excess", int(excess[i])
-    if wait_by in ("nccl", "collectives"):
-        j = int(np.argmin(wait))
-        cost = float(np.median(np.delete(wait, j)) - wait[j])
-        if cost > floor:
-            return int(ranks[j]), wait_by, int(cost)
     return None, "none: every rank within the noise floor", None
 
 

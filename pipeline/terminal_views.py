@@ -85,7 +85,9 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
                    f" (ms across ranks; GPU % inh., mem MB)")
         out.append(f"  {'phase':{name_w}} {'min':>8} {'median':>8} {'max':>8} {'GPU %':>6} {'mem':>7}")
         rows = grp.sort_values("wall_median_ns", ascending=False, kind="stable").head(top)
-        rows = grp.loc[[i for i in grp.index if i in set(rows.index)]]   # back in tree order
+        keep = set(rows["path"])
+        keep |= {" > ".join(p.split(" > ")[:i]) for p in keep for i in range(1, p.count(" > ") + 1)}
+        rows = grp[grp["path"].isin(keep)]   # with their enclosing phases, in tree order (depth-first)
         for r in rows.to_dict("records"):
             depth = r["path"].count(" > ")
             label = ("  " * depth + r["path"].rsplit(" > ", 1)[-1])
@@ -203,9 +205,19 @@ def per_rank_tables(phases: Any, top: int = TOP_PHASES) -> list[str]:
     keys = [k for k in ("role", "rank", "pid") if k in df.columns]
     for key, grp in df.groupby([df[k].fillna(-1) for k in keys], sort=False):
         out.append(" ".join(f"{k} {v}" for k, v in zip(keys, key)))
-        g = grp[grp["phase"] != compare.UNATTRIBUTED].sort_values("wall_ns", ascending=False).head(top)
-        for r in grp.loc[[i for i in grp.index if i in set(g.index)]].to_dict("records"):
-            d = int(r.get("depth") or 0)
+        grp = grp[grp["phase"] != compare.UNATTRIBUTED]
+        g = grp.sort_values("wall_ns", ascending=False).head(top)
+        if "path" in grp.columns and grp["path"].notna().all():
+            keep = set(g["path"])
+            keep |= {" > ".join(p.split(" > ")[:i]) for p in keep for i in range(1, p.count(" > ") + 1)}
+            recs = [r for r in grp.to_dict("records") if r["path"] in keep]
+            starts = {(r.get("step"), r["path"]): r.get("start_ns") for r in recs}
+            recs = ranks.depth_first([{**r, "role": None} for r in recs],
+                                     lambda r, p: starts.get((r.get("step"), p)))
+        else:   # older rows without paths: as stored
+            recs = grp.loc[[i for i in grp.index if i in set(g.index)]].to_dict("records")
+        for r in recs:
+            d = int(r["path"].count(" > ")) if isinstance(r.get("path"), str) else int(r.get("depth") or 0)
             out.append(f"  {'  ' * d + str(r['phase']):40.40} {_ms(r['wall_ns']):>9} ms")
     return out
 

@@ -116,13 +116,12 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("wall_max_ns", pa.int64(), "ns", "`ranks`: longest wall"),
         _c("slowest_rank", pa.int32(), "", "`ranks`: the rank with the longest wall (may be one that waited)"),
         _c("skew_ns", pa.int64(), "ns", "`ranks`: longest minus shortest wall", "lower"),
-        _c("straggler_rank", pa.int32(), "", "`ranks`: the rank that lost time in the phase, else the rank the others waited for here (null below the noise floor; "
+        _c("straggler_rank", pa.int32(), "", "`ranks`: the rank that lost time in the phase: the largest excess (null at or below the noise floor; "
            "see straggler_by and docs/summaries.md)"),
-        _c("straggler_by", pa.string(), "", "`ranks`: the rule that decided: excess (the largest own time over the others' median), nccl "
-           "(shortest collective kernels), collectives (least time in collective ranges), or `none: why`; a late "
-           "arrival alone never decides"),
-        _c("straggler_ns", pa.int64(), "ns", "`ranks`: excess: its excess; nccl / collectives: the others' median wait minus its "
-           "wait", "lower"),
+        _c("straggler_by", pa.string(), "", "`ranks`: `excess` (the largest own time, wall minus wait, over the others' median) or "
+           "`none: why`; neither a late arrival nor being waited for decides (before issue 32: nccl, collectives, "
+           "arrival)"),
+        _c("straggler_ns", pa.int64(), "ns", "`ranks`: the straggler's excess over the others' median own time", "lower"),
         _c("driver_role", pa.string(), "", "`dispatch`: the controller's role (role = the workers' role; wall_ns = the "
            "controller's stage wall, wall_max_ns / slowest_rank = the slowest worker's)"),
         _c("dispatch_ns", pa.int64(), "ns", "`dispatch`: controller wall minus the slowest worker's wall of the stage "

@@ -137,6 +137,8 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
                       [[(esc(k), "l"), (v if k in ("window traces", "all ranks in one trace") else esc(v), "l")]
                        for k, v in facts if v not in (None, "", [])]))
 
+    if ranks_rows is None and bundle_dir is not None:   # collect's page: the bundle's table has every step
+        ranks_rows = ranks.bundle_ranks_table(bundle_dir, phases_rows)
     ranks_df = compare.to_frame(ranks_rows)
     if ranks_df.empty or "statement" not in ranks_df.columns:   # none, or a bundle older than issue 32
         ranks_df = ranks.ranks_table(phases_rows).to_pandas()
