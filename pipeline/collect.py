@@ -94,6 +94,7 @@ class CollectOptions:
     traces: bool = True
     strict: bool = False      # a failed artifact fails the run: no bundle (exit 3)
     step_range: str | None = None   # --step-range REGEX: ranges that mark a step (issue 10)
+    noise_floor: str | None = None  # --noise-floor SHARE,TIME: below it nobody is a culprit (issue 32)
 
 
 @dataclass
@@ -696,11 +697,12 @@ def write_bundle(run: Run, rows: dict[str, Any], extra: dict[str, Any], scrub_op
 
     staging = run.staging
     if "window" in extra:
-        from .ranks import write_ranks   # issue 23: the run across ranks, from the scrubbed rows
+        from .ranks import DEFAULT_FLOOR, parse_noise_floor, write_ranks   # issue 23/32: across ranks
 
         summarize_stage.write_summaries(rows, staging / "summaries", run.summary_metadata)
         write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata,
-                    other_steps=rows.get("step_phases") or [])
+                    other_steps=rows.get("step_phases") or [],
+                    floor=parse_noise_floor(run.opts.noise_floor) if run.opts.noise_floor else DEFAULT_FLOOR)
     scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
     statuses = artifact_statuses(run.artifacts, run.outcomes)
     manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)

@@ -27,8 +27,8 @@ Rows (`row_kind`):
 - `critical_path`: per step, which stage bounds the RL step and, per role, busy and idle time
   (`critical_path_rows`).
 Rows of every profiled step are written; `chosen` flags the step summarized in phases.parquet.
-Only phases at depth <= 2 and phases with a known stage are kept (an emit_nvtx capture has
-thousands of op ranges; they are in phases.parquet). docs/summaries.md states the rules and limits.
+Only phases at depth <= 2, phases with a known stage and the ranges enclosing them are kept (an
+emit_nvtx capture has thousands of op ranges; they are in phases.parquet). docs/summaries.md states the rules and limits.
 """
 from __future__ import annotations
 
@@ -143,8 +143,11 @@ def rank_rows(phases: Any) -> pd.DataFrame:
         df = df[order == order.groupby(df["role"].fillna("")).transform("min")]
     df["_proc"] = list(zip(df["role"].fillna(""), df["rank"], df.get("pid", pd.Series(0, index=df.index)).fillna(0)))
     df["collective_ns"], df["_coll"] = _collective_wall(df)
-    keep = (df["depth"].fillna(0) <= MAX_DEPTH) | ~df["stage"].isin(["other", None])
-    df = df[keep & (df["stage"] != "collective")]
+    keep = ((df["depth"].fillna(0) <= MAX_DEPTH) | ~df["stage"].isin(["other", None])) & (df["stage"] != "collective")
+    # and their enclosing ranges, so that a kept row is never shown without its parent (the tree)
+    kept = set(df.loc[keep, "path"].dropna())
+    kept |= {" > ".join(q.split(" > ")[:i]) for q in kept for i in range(1, q.count(" > ") + 1)}
+    df = df[(keep | df["path"].isin(kept)) & (df["stage"] != "collective")]
     df["role"] = df["role"].fillna("")
     if df.duplicated(["role", "step", "path", "rank"]).any():   # two processes or sources of one rank
         agg = {c: "sum" for c in ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "collective_ns")}
@@ -659,15 +662,11 @@ def step_phase_rows(phases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """What ranks.parquet needs of another profiled step's phase rows (collect's per-step pass):
     depth <= 2, a known stage or a collective, and the columns read here; the rest is dropped in
     the worker so the other steps of a 10,000-op capture cost little memory."""
-    out = []
-    for r in phases:
-        st = r.get("stage")
-        depth = r.get("depth") or 0
-        if r.get("phase") == UNATTRIBUTED or r.get("source_kind") == "memory":
-            continue
-        if depth <= MAX_DEPTH or (isinstance(st, str) and st != "other"):
-            out.append({k: r.get(k) for k in STEP_COLUMNS})
-    return out
+    rows = [r for r in phases if r.get("phase") != UNATTRIBUTED and r.get("source_kind") != "memory"]
+    kept = {r.get("path") for r in rows if (r.get("depth") or 0) <= MAX_DEPTH
+            or (isinstance(r.get("stage"), str) and r.get("stage") != "other")}
+    kept |= {" > ".join(q.split(" > ")[:i]) for q in kept if isinstance(q, str) for i in range(1, q.count(" > ") + 1)}
+    return [{k: r.get(k) for k in STEP_COLUMNS} for r in rows if r.get("path") in kept]
 
 
 def bundle_ranks_table(bundle: Any, phases: Any) -> pa.Table:

@@ -106,7 +106,7 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
     out += dispatch_lines(table)
     out += snapshot_lines(df)
     if out:
-        out.append(GPU_NOTE)
+        out += GPU_NOTE.splitlines()
     return out
 
 
@@ -202,8 +202,10 @@ def per_rank_tables(phases: Any, top: int = TOP_PHASES) -> list[str]:
     out: list[str] = []
     if df.empty:
         return out
+    if "source_kind" in df.columns:   # memory snapshots: allocator phases, not ranges (snapshot_lines)
+        df = df[df["source_kind"] != "memory"]
     keys = [k for k in ("role", "rank", "pid") if k in df.columns]
-    for key, grp in df.groupby([df[k].fillna(-1) for k in keys], sort=False):
+    for key, grp in df.groupby([df[k].astype(object).fillna(-1) for k in keys], sort=False):
         out.append(" ".join(f"{k} {v}" for k, v in zip(keys, key)))
         grp = grp[grp["phase"] != compare.UNATTRIBUTED]
         g = grp.sort_values("wall_ns", ascending=False).head(top)

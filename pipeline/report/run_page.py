@@ -212,7 +212,7 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
         return (f'<a href="{esc(t.href)}" title="straggler, else slowest process: {esc(t.source)}">'
                 f'{esc(_short_label(pk[1], pk[2], pk[3]))}</a>')
 
-    totals = compare.stage_totals(phases_rows)
+    totals = compare.stage_totals(phases_rows, per)
     return ("<h2>Stages (per role: the slowest process's step, split so the rows add up; mean over steps)</h2>"
             "<p class=note>A stage's wall is the union of its ranges on the process (nested ranges "
             "counted once); <b>other</b> is the step minus the stages. <b>GPU ms</b> is the inherited "
@@ -285,7 +285,17 @@ def render_bundle_report(bundle: str | Path, *, title: str | None = None, top: i
         raise BadInputError(b / "manifest.json", f"not a readable bundle manifest ({type(exc).__name__})") from None
 
     def table_of(name: str) -> pd.DataFrame:
+        """Strings as Python objects: the views walk rows as dicts, and pandas' Arrow-backed string
+        columns made that the largest cost of a 10,240-rank page."""
         p = b / "summaries" / f"{name}.parquet"
-        return pd.read_parquet(p) if p.is_file() else pd.DataFrame()
+        if not p.is_file():
+            return pd.DataFrame()
+        import pyarrow.parquet as pq
+
+        df = pq.read_table(p).to_pandas()
+        for c in df.columns:
+            if str(df[c].dtype) in ("str", "string"):
+                df[c] = df[c].astype(object)
+        return df
     return render_run_report(table_of("phases"), table_of("kernels"), manifest, steps_rows=table_of("steps"),
                              bundle=b, title=title, top=top, ranks_rows=table_of("ranks"))
