@@ -142,12 +142,12 @@ def dispatch_lines(table: pd.DataFrame, limit: int = 8) -> list[str]:
     return out
 
 
-def _wrapped(text: str, width: int, first: str, rest: str = "    ") -> list[str]:
-    """`text` in lines of at most `width` columns, broken after `; ` first, then at spaces."""
+def _wrapped(text: str, width: int, first: str, rest: str = "    ", clauses: bool = True) -> list[str]:
+    """`text` in lines of at most `width` columns, broken after `; ` first (`clauses`), then at spaces."""
     import textwrap
 
     out: list[str] = []
-    parts = text.split("; ")
+    parts = text.split("; ") if clauses else [text]
     for i, part in enumerate(parts):
         part = part + (";" if i < len(parts) - 1 else "")
         out += textwrap.wrap(part, width=width, initial_indent=first if i == 0 else rest, subsequent_indent=rest,
@@ -162,7 +162,7 @@ def culprit_lines(table: pd.DataFrame, role: Any, width: int = 80) -> list[str]:
     for text in ranks.statements(table, role, "culprit")[:1]:
         out += _wrapped(text, width, "  " if text.startswith("no ") else "  culprit: ")
     for text in ranks.statements(table, role, "recurrence")[:1]:
-        out += _wrapped(text, width, "  across steps: ")
+        out += _wrapped(text, width, "  across steps: ", clauses=False)
     if not out:
         across = table[(table["row_kind"] == "ranks") & (table["role"].fillna("?") == role)]
         out.append("  " + straggler_line(across))

@@ -277,6 +277,27 @@ def test_terminal_tree_prints_depth_first(bundles) -> None:
     assert checked > 100, checked
 
 
+def test_report_past_a_few_dozen_ranks_draws_culprits_slowest_and_a_distribution(bundles, tmp_path: Path) -> None:
+    """200 ranks replicated from the real 4-rank gloo run (rank r is real rank r mod 4, so every
+    rank 2 mod 4 is slow in generation): the page draws a selection (the culprit among them), a
+    histogram, and every process one click away in a collapsed table."""
+    from verlprof.pipeline.report.many_ranks import MANY
+    from verlprof.pipeline.report.run_page import render_bundle_report
+
+    big = replicate_bundle(bundles["gloo4_nsys"][0], tmp_path / "r200", 200, traces=True)
+    page = render_bundle_report(big)
+    ranks = pd.read_parquet(big / "summaries" / "ranks.parquet")
+    culprit = int(ranks[ranks["row_kind"] == "culprit"]["rank"].iloc[0])
+    assert culprit % 4 == _sleeper_rank()
+    drawn = re.findall(r'<g class="proc" data-proc="([^"]*)"', page)
+    assert 0 < len(drawn) <= MANY and f"trainer rank {culprit} [nsys]" in drawn, drawn
+    table = page[page.index('<details id="all-processes">'):]
+    table = table[:table.index("</details>")]
+    assert len(re.findall(r"<tr><td class=l>", table)) == 200
+    assert '<svg class="hist"' in page and "200 processes" in page
+    assert len(page.encode()) < 1_000_000
+
+
 def _nvtx_walls(sqlite: Path, name: str) -> list[int]:
     con = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
     try:
@@ -313,6 +334,21 @@ def test_controller_against_workers_dispatch(tmp_path: Path) -> None:
     assert "controller (trainer) vs workers (actor_rollout_ref)" in res.output
     assert f"dispatch {want / 1e6:,.1f}" in res.output
     assert "Controller and workers" in (tmp_path / "b" / "report.html").read_text()
+    # the RL step as a critical path across roles: the controller's longest stage bounds the step,
+    # busy + idle = the step for every role, the dispatch gap is the controller's over the worker
+    cp = ranks[(ranks["row_kind"] == "critical_path")]
+    assert set(cp["step"]) == {1, 2, 3} and set(cp[cp["chosen"] == True]["step"]) == {2}   # noqa: E712
+    assert ((cp["busy_ns"] + cp["idle_ns"]) == cp["wall_ns"]).all()
+    assert set(cp["role"]) == {"trainer", "actor_rollout_ref"}
+    disp = ranks[ranks["row_kind"] == "dispatch"]
+    for step, c in cp.groupby("step"):
+        d = disp[disp["step"] == step]
+        top = d.loc[d["wall_ns"].idxmax()]   # the controller's longest stage
+        assert set(c["bound_stage"]) == {top["stage"]} and set(c["bound_ns"]) == {top["wall_ns"]}
+        assert set(c["dispatch_ns"]) == {top["dispatch_ns"]}
+    chosen = cp[cp["chosen"] == True]["statement"].iloc[0]   # noqa: E712
+    assert chosen in " ".join(res.output.split())
+    assert html.escape(chosen, quote=False) in (tmp_path / "b" / "report.html").read_text()
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -21,7 +21,7 @@ from .processes import ProcessId, ProcessStep
 from .template import esc, fmt_ms, stage_color, stage_order
 
 #: More processes than this: draw the selection, not everyone.
-MANY = 48
+MANY = 64
 SLOWEST = 8
 FASTEST = 2
 
