@@ -586,7 +586,9 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
     if html:
         from .report_html import render_compare_report
 
-        page = render_compare_report(result.compare, result.kernel_changes, meta_rows, baseline=result.baseline)
+        page = render_compare_report(result.compare, result.kernel_changes, meta_rows, baseline=result.baseline,
+                                     culprit_rows=ranks.culprit_statements(
+                                         {run: _from_ipc(p.tables["ranks"]) for run, p in ordered}))
         atomic.write_text(out / "report.html", page)
         result.outputs["html"] = out / "report.html"
     return result

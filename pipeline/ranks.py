@@ -669,6 +669,20 @@ def step_phase_rows(phases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: r.get(k) for k in STEP_COLUMNS} for r in rows if r.get("path") in kept]
 
 
+def culprit_statements(tables: dict[str, pa.Table]) -> pd.DataFrame:
+    """The `culprit` and `recurrence` rows of many runs' ranks tables, with a `run` column (filtered
+    in Arrow first: a 10,240-rank table has 100,000 other rows)."""
+    import pyarrow.compute as pc
+
+    parts = []
+    for run, t in tables.items():
+        if "statement" not in t.column_names:
+            continue
+        t = t.filter(pc.is_in(t.column("row_kind"), pa.array(["culprit", "recurrence"])))
+        parts.append(t.select(["row_kind", "role", "step", "chosen", "rank", "statement"]).to_pandas().assign(run=run))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
 def bundle_ranks_table(bundle: Any, phases: Any) -> pa.Table:
     """The bundle's own ranks.parquet when it is current (it holds every profiled step, which the
     phases alone do not), else the table computed from `phases` (a bundle older than issue 32)."""

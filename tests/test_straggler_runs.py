@@ -199,3 +199,20 @@ def test_merged_trace_marks_culprit_and_victims(runs) -> None:
     assert abs(by_lane["actor_rollout_ref rank 0"]["ts"] - ar / 1000) < 1
     labels = [e for e in evs if e.get("name") == "process_labels" and lanes.get(e["pid"]) == "actor_rollout_ref rank 2"]
     assert labels and "culprit of step" in labels[0]["args"]["labels"]
+
+
+def test_summarize_keeps_every_step_and_compares_the_culprits(runs, tmp_path: Path) -> None:
+    """`summarize` stacks the bundles' own ranks.parquet (every profiled step, not recomputed from
+    the chosen step's phases) and its page says per run who held the step back."""
+    res = runner.invoke(app, ["summarize", *(str(b) for b, _ in runs.values()), "-o", str(tmp_path / "cmp"),
+                              "--work", str(tmp_path / "work"), "--html"])
+    assert res.exit_code == 0, res.output[-2000:]
+    stacked = pd.read_parquet(tmp_path / "cmp" / "ranks.parquet")
+    page = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", (tmp_path / "cmp" / "report.html").read_text())).split())
+    assert "Who held the step back" in page
+    for name, (b, _) in runs.items():
+        own = pd.read_parquet(b / "summaries" / "ranks.parquet")
+        mine = stacked[stacked["run"] == name]
+        assert set(mine["step"].dropna()) == set(own["step"].dropna()) == set(_raw(name)), name
+        for text in own[own["row_kind"].isin(["culprit", "recurrence"]) & (own["chosen"] != False)]["statement"]:  # noqa: E712
+            assert text in page, (name, text)
