@@ -216,3 +216,14 @@ def test_summarize_keeps_every_step_and_compares_the_culprits(runs, tmp_path: Pa
         assert set(mine["step"].dropna()) == set(own["step"].dropna()) == set(_raw(name)), name
         for text in own[own["row_kind"].isin(["culprit", "recurrence"]) & (own["chosen"] != False)]["statement"]:  # noqa: E712
             assert text in page, (name, text)
+
+
+def test_others_median_is_the_median_of_the_other_ranks() -> None:
+    """The O(n log n) median of the others equals the plain one (ties and 2 ranks included)."""
+    rng = np.random.default_rng(32)
+    for n in range(2, 12):
+        for _ in range(20):
+            x = rng.integers(0, 5, n).astype(float) if n % 2 else rng.normal(size=n)
+            want = [float(np.median(np.delete(x, i))) for i in range(n)]
+            assert np.allclose(ranks_mod.others_median(x), want), x
+    assert np.isnan(ranks_mod.others_median(np.array([3.0]))).all()
