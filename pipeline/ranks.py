@@ -237,7 +237,7 @@ def across_rows(per_rank: pd.DataFrame, floor: NoiseFloor = DEFAULT_FLOOR) -> pd
         own = wall - wait
         excess = own - others_median(own)
         wait_all[idx], excess_all[idx], floor_all[idx], wait_by_all[idx] = wait, excess, fl, wait_by
-        who, rule, cost = _straggler(ranks, excess, wait, wait_by, fl)
+        who, rule, cost = _straggler(ranks, excess, fl)
         if who is not None and who < 0:
             who, rule, cost = None, "none: the waited-for process has no rank", None
         peak = _skipna(np.max, col["mem_peak_bytes"][idx])
@@ -285,10 +285,9 @@ def depth_first(rows: list[dict[str, Any]], start_of: Any) -> list[dict[str, Any
     return sorted(rows, key=lambda r: (firsts[(r["role"], r["step"])], key(r)))
 
 
-def _straggler(ranks: np.ndarray, excess: np.ndarray, wait: np.ndarray, wait_by: str,
-               floor: float) -> tuple[Any, str, Any]:
-    """(rank, rule, ns) for one phase: the module docstring's rule (`wait` and `wait_by` are kept
-    for the rows; they no longer name anybody)."""
+def _straggler(ranks: np.ndarray, excess: np.ndarray, floor: float) -> tuple[Any, str, Any]:
+    """(rank, rule, ns) for one phase: the module docstring's rule (waits and arrivals are kept in
+    the rows; they name nobody)."""
     if len(ranks) < 2:
         return None, "none: one rank", None
     i = int(np.nanargmax(excess))
