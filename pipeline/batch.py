@@ -42,7 +42,7 @@ from .executors import Executor, InlineExecutor, TaskResult, run_all
 from .progress import NoProgress
 
 #: Bump when the cached per-run payload changes shape: old done records are then ignored.
-CACHE_VERSION = 3       # 2: meta carries the bundle's failed artifacts; 3: union totals, ranks table
+CACHE_VERSION = 4       # 2: meta carries the bundle's failed artifacts; 3: union totals, ranks table; 4: culprits (issue 32)
 STAGE = "summarize-run"
 
 #: Columns a bundle's table must have to be usable; every other schema column may be absent (null).
@@ -383,7 +383,7 @@ def _summarize_bundle(path: Path) -> RunPayload:
         tables={
             "phases": _ipc(tables["phases"]), "kernels": _ipc(tables["kernels"]),
             "stage_totals": _ipc(_frame_table(totals)), "kernel_totals": _ipc(_frame_table(ktotals)),
-            "ranks": _ipc(ranks.ranks_table(tables["phases"])),
+            "ranks": _ipc(ranks.bundle_ranks_table(path, tables["phases"])),
         },
     )
 
@@ -588,7 +588,9 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
     if html:
         from .report_html import render_compare_report
 
-        page = render_compare_report(result.compare, result.kernel_changes, meta_rows, baseline=result.baseline)
+        page = render_compare_report(result.compare, result.kernel_changes, meta_rows, baseline=result.baseline,
+                                     culprit_rows=ranks.culprit_statements(
+                                         {run: _from_ipc(p.tables["ranks"]) for run, p in ordered}))
         atomic.write_text(out / "report.html", page)
         result.outputs["html"] = out / "report.html"
     return result

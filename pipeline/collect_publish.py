@@ -39,7 +39,7 @@ from .collect_tasks import (
 )
 from .executors import Job, TaskResult, run_jobs
 from .merged_trace import Spool, write_merged_trace
-from .ranks import write_ranks
+from .ranks import DEFAULT_FLOOR, parse_noise_floor, write_ranks
 from .report_html import render_run_report
 
 Rows = dict[str, Any]
@@ -103,11 +103,12 @@ def _pass2_jobs(run: Run, window: Window, popts: PublishOptions,
     so no piece of it is made; and a lone source on several cores runs its summary and its window
     as two jobs side by side, each opening the export once (in one job the second core idles)."""
     size = {a.rel: a.size for a in run.artifacts}
-    todo = sorted((w for w in window.work if w.summary or w.trace), key=lambda w: -size.get(w.rel, 0))
+    todo = sorted((w for w in window.work if w.summary or w.trace or w.other_steps),
+                  key=lambda w: -size.get(w.rel, 0))
     merge = sum(1 for w in todo if w.trace is not None) > 1
     todo = [replace(w, piece=merge) for w in todo]
     if splits_lone_source(run, len(todo)) and todo[0].summary is not None and todo[0].trace is not None:
-        todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
+        todo = [replace(todo[0], trace=None), replace(todo[0], summary=None, other_steps=())]
     jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
     return todo, run_jobs(run.executor, jobs, on_done)
 
@@ -247,7 +248,9 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
     staging = run.staging
     if "window" in extra:   # issue 23: the run across ranks, from the scrubbed rows
         summarize_stage.write_summaries(rows, staging / "summaries", run.summary_metadata)
-        write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata)
+        write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata,
+                    other_steps=rows.get("step_phases") or [],
+                    floor=parse_noise_floor(run.opts.noise_floor) if run.opts.noise_floor else DEFAULT_FLOOR)
     scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
     statuses = artifact_statuses(run.artifacts, run.outcomes)
     manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)

@@ -41,6 +41,7 @@ class CollectOptions:
     traces: bool = True
     strict: bool = False      # a failed artifact fails the run: no bundle (exit 3)
     step_range: str | None = None   # --step-range REGEX: ranges that mark a step (issue 10)
+    noise_floor: str | None = None  # --noise-floor SHARE,TIME: below it nobody is a culprit (issue 32)
 
 
 @dataclass

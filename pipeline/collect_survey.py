@@ -198,7 +198,13 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
         ident = src.ident if item.kind == TORCH else window_stage.identity_from_artifact(item.artifact)
         summary = summarize_stage.summarize_job(item.path, ident, src, choice.step)
         trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
-        work.append(SourceWork(item, summary if getattr(summary, "spans", None) else None, trace, len(work)))
+        # issue 32: the other profiled steps too, for ranks.parquet's culprit per step (phases.parquet
+        # keeps the chosen step only)
+        others = tuple(j for j in (summarize_stage.summarize_job(item.path, ident, src, k)
+                                   for k in sorted({sp.step for sp in src.steps if sp.step is not None} - {choice.step}))
+                       if getattr(j, "spans", None))
+        work.append(SourceWork(item, summary if getattr(summary, "spans", None) else None, trace, len(work),
+                               other_steps=others))
     return Window(choice, resolved, work, errors)
 
 

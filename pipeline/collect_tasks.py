@@ -36,6 +36,7 @@ from ..stages.core.model import Artifact, ArtifactKind
 from ..stages.readers.nsys_sqlite import NsysExport
 from ..stages.readers.report_identity import identify_report
 from . import merged_trace
+from .ranks import step_phase_rows
 from .work import one_line
 
 #: kinds of `RawInput.kind` (a config is read for its secret values only)
@@ -176,6 +177,7 @@ class SourceWork:
     trace: traces_stage.TraceJob | None = None   # None: no window trace wanted
     index: int = 0               # the source's place in the run (its block of pids in the merged trace)
     piece: bool = True           # make its piece of the merged trace (False: the run's only window, no merge)
+    other_steps: tuple = ()      # summary jobs of the source's other profiled steps (ranks.parquet, issue 32)
 
     @property
     def rel(self) -> str:
@@ -218,7 +220,7 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
     out = Published(item.rel)
     cut = None
     with item.source.opened(options.summarize.ranges_cache) as db:
-        if item.summary is not None:
+        if item.summary is not None or item.other_steps:
             try:
                 out.rows, out.counts = _scrubbed_rows(item, options, db)
             except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
@@ -246,11 +248,24 @@ def absorb(into: Published, part: Published) -> Published:
     return into
 
 
+def _as_dicts(rows: Any) -> list[dict[str, Any]]:
+    return rows.to_pylist() if hasattr(rows, "to_pylist") else list(rows)
+
+
 def _scrubbed_rows(item: SourceWork, options: PublishOptions,
                    db: NsysExport | None) -> tuple[dict[str, Any], Counter]:
     """The chosen step's rows of one source, scrubbed; values split across adjacent NVTX ranges of
     an nsys export are found on the same open export first."""
-    rows = summarize_stage.summarize_any_item(item.summary, options.summarize, export=db)
+    rows = (dict(summarize_stage.summarize_any_item(item.summary, options.summarize, export=db))
+            if item.summary is not None else {})
+    if item.other_steps:   # issue 32: what ranks.parquet needs of the other profiled steps
+        rows["step_phases"] = []
+        for job in item.other_steps:
+            try:
+                rows["step_phases"] += step_phase_rows(
+                    _as_dicts(summarize_stage.summarize_any_item(job, options.summarize, export=db).get("phases", [])))
+            except VerlprofError:
+                continue   # a refinement: an unreadable other step leaves ranks.parquet without it
     raw = [] if item.kind != NSYS else [db if db is not None else item.source.path]
     sc = scrub_stage.publish_scrubber(options.scrub, raw)
     clean, _ = scrub_stage.scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)

@@ -230,7 +230,7 @@ def process_stage_totals(phases: Any) -> pd.DataFrame:
     return _unfill(res, cols)
 
 
-def stage_totals(phases: Any) -> pd.DataFrame:
+def stage_totals(phases: Any, per: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (stage, role): the stage value of one run, so that a role's stages add up to its step.
 
     Per role and step, the *slowest process* (longest step: ranks synchronise, the slowest bounds
@@ -241,7 +241,10 @@ def stage_totals(phases: Any) -> pd.DataFrame:
     """
     df = to_frame(phases)
     memory = df[df["source_kind"] == "memory"] if "source_kind" in df.columns else df.iloc[:0]
-    per = process_stage_totals(df.drop(memory.index) if len(memory) else df)
+    if per is None:   # `per`: process_stage_totals of the same rows, when the caller has it
+        per = process_stage_totals(df.drop(memory.index) if len(memory) else df)
+    else:
+        per = per[per["source_kind"] != "memory"] if "source_kind" in per.columns else per
     cols = ["stage", "role", "source_kind", *METRICS, PEAK, "processes", "steps", "spread_ns"]
     if per.empty:
         return pd.DataFrame(columns=cols)

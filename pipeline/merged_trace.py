@@ -147,6 +147,66 @@ def write_alone(path: Path, body: bytes, head_events: Iterable[bytes] = ()) -> P
     return path
 
 
+MARK_TID = 0
+MARK_CAT = "verlprof.culprit"
+
+
+def culprit_marks(summaries: Path, order: list[tuple[str, Any, int, str]]) -> list[bytes]:
+    """Who held the step back, marked on the lanes: per `culprit` row of the chosen step
+    (ranks.parquet), a process label and an instant event on the culprit's lane at the start of the
+    phase where it lost the time, and on each victim's lane at the start of its wait (the first
+    collective range in `victim_path`, else the phase). Category `verlprof.culprit`; args carry
+    the statement. Nothing when ranks.parquet has no culprit (one rank, an even run)."""
+    import pyarrow.parquet as pq
+
+    try:
+        ranks = pq.read_table(summaries / "ranks.parquet").to_pylist()
+        phases = pq.read_table(summaries / "phases.parquet",
+                               columns=["role", "rank", "step", "path", "stage", "start_ns"]).to_pylist()
+    except (OSError, KeyError, ValueError, Exception):  # noqa: BLE001 - marks are a refinement of the trace
+        return []
+    pid_of = {(role or "?", int(rank)): pid for role, rank, pid, _l in order if rank is not None}
+    starts: dict[tuple[str, int, Any, str], int] = {}
+    colls: dict[tuple[str, int, Any, str], int] = {}
+    for r in phases:
+        if r["rank"] is None or r["start_ns"] is None or not r["path"]:
+            continue
+        key = (r["role"] or "?", int(r["rank"]), r["step"], r["path"])
+        starts[key] = min(starts.get(key, r["start_ns"]), r["start_ns"])
+        if r["stage"] == "collective" and " > " in r["path"]:
+            parent = (key[0], key[1], key[2], r["path"].rsplit(" > ", 1)[0])
+            colls[parent] = min(colls.get(parent, r["start_ns"]), r["start_ns"])
+    out: list[bytes] = []
+    for c in ranks:
+        if c.get("row_kind") != "culprit" or c.get("chosen") is not True or c.get("rank") is None:
+            continue
+        role, step, who = c["role"] or "?", c["step"], int(c["rank"])
+        pid = pid_of.get((role, who))
+        t = starts.get((role, who, step, c["path"]))
+        if pid is None or t is None:
+            continue
+        text = c.get("statement") or ""
+        out.append(orjson.dumps({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0,
+                                 "args": {"labels": f"culprit of step {step}: {text}"}}))
+        out.append(orjson.dumps({"ph": "i", "s": "p", "name": f"culprit: lost {c['excess_ns'] / 1e6:.1f} ms here",
+                                 "cat": MARK_CAT, "pid": pid, "tid": MARK_TID, "ts": t / 1000,
+                                 "args": {"statement": text, "rank": who, "phase": c["path"]}}))
+        vpath = c.get("victim_path")
+        for v in (int(x) for x in (c.get("victim_ranks") or "").split(",") if x.strip()):
+            vpid = pid_of.get((role, v))
+            key = (role, v, step, vpath)
+            vt = colls.get(key, starts.get(key))
+            if vpid is None or vt is None:
+                continue
+            out.append(orjson.dumps({"ph": "M", "name": "process_labels", "pid": vpid, "tid": 0,
+                                     "args": {"labels": f"waited for rank {who} in step {step}"}}))
+            out.append(orjson.dumps({"ph": "i", "s": "p", "name": f"victim: waited for rank {who}",
+                                     "cat": MARK_CAT, "pid": vpid, "tid": MARK_TID, "ts": vt / 1000,
+                                     "args": {"statement": text, "rank": v, "culprit": who, "phase": vpath,
+                                              "wait_ms": round((c.get("victim_wait_ns") or 0) / 1e6, 3)}}))
+    return out
+
+
 def write_merged_trace(bundle: Path, pieces: list[Piece], check: Check, scratch: Path,
                        spool: Spool | None = None) -> tuple[str, str, list[Any]] | None:
     """Write `bundle/traces/all_ranks.trace.json.gz` from the sources' pieces (their bodies in
@@ -162,6 +222,7 @@ def write_merged_trace(bundle: Path, pieces: list[Piece], check: Check, scratch:
         head.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}}))
         head.append(orjson.dumps({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                                   "args": {"sort_index": i + 1}}))
+    head += culprit_marks(bundle / "summaries", order)
     rel = f"traces/{NAME}"
     with tempfile.TemporaryDirectory(prefix="verlprof-merged-", dir=scratch) as td:
         findings = check({rel: write_alone(Path(td) / NAME, b"", head)})

@@ -22,7 +22,8 @@ TOP_PHASES = 12
 #: Failed artifacts named one by one before the rest are counted.
 MAX_FAILED = 8
 GPU_NOTE = ("GPU % = GPU busy / wall, inherited rule: work launched from the phase and its\n"
-            "worker threads. NVIDIA's same-thread rule: gpu_busy_ns in phases.parquet, --per-rank.")
+            "worker threads. NVIDIA's same-thread rule: gpu_busy_ns in phases.parquet,\n"
+            "--per-rank.")
 
 
 def _ms(ns: Any) -> str:
@@ -70,7 +71,8 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
     df = compare.to_frame(phases)
     if df.empty:
         return []
-    table = compare.to_frame(ranks_rows) if ranks_rows is not None else ranks.ranks_table(df).to_pandas()
+    full = compare.to_frame(ranks_rows) if ranks_rows is not None else ranks.ranks_table(df).to_pandas()
+    table = ranks.chosen_rows(full)   # the step of phases.parquet; recurrence rows speak of every step
     across = table[table["row_kind"] == "ranks"] if not table.empty else table
     totals = compare.stage_totals(df)
     out: list[str] = []
@@ -80,10 +82,12 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
         grp = grp[grp["step"] == step] if not pd.isna(step) else grp
         n = int(grp["ranks"].max())
         out.append(f"{role}: {n} rank{'s' if n != 1 else ''}, step {'' if pd.isna(step) else int(step)}"
-                   f" (ms across ranks; GPU % inherited, mem MB peak)")
+                   f" (ms across ranks; GPU % inh., mem MB)")
         out.append(f"  {'phase':{name_w}} {'min':>8} {'median':>8} {'max':>8} {'GPU %':>6} {'mem':>7}")
         rows = grp.sort_values("wall_median_ns", ascending=False, kind="stable").head(top)
-        rows = grp.loc[[i for i in grp.index if i in set(rows.index)]]   # back in tree order
+        keep = set(rows["path"])
+        keep |= {" > ".join(p.split(" > ")[:i]) for p in keep for i in range(1, p.count(" > ") + 1)}
+        rows = grp[grp["path"].isin(keep)]   # with their enclosing phases, in tree order (depth-first)
         for r in rows.to_dict("records"):
             depth = r["path"].count(" > ")
             label = ("  " * depth + r["path"].rsplit(" > ", 1)[-1])
@@ -97,11 +101,12 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
         stepw = tot[tot["stage"] == "step"]["wall_ns"]
         if len(other) and len(stepw) and stepw.iloc[0]:
             out.append(f"  other (step minus its stages, slowest rank): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])}")
-        out.append("  " + straggler_line(grp))
+        out += culprit_lines(table, role, width)
+    out += critical_path_lines(table, width)
     out += dispatch_lines(table)
     out += snapshot_lines(df)
     if out:
-        out.append(GPU_NOTE)
+        out += GPU_NOTE.splitlines()
     return out
 
 
@@ -121,7 +126,7 @@ def snapshot_lines(df: pd.DataFrame) -> list[str]:
 
 
 def dispatch_lines(table: pd.DataFrame, limit: int = 8) -> list[str]:
-    """Controller against workers, one line per verl driver stage of the last step."""
+    """Controller against workers, one line per verl driver stage of the (chosen) step."""
     if table.empty or "dispatch_ns" not in table.columns:
         return []
     d = table[table["row_kind"] == "dispatch"]
@@ -134,6 +139,48 @@ def dispatch_lines(table: pd.DataFrame, limit: int = 8) -> list[str]:
         who = "" if pd.isna(r["slowest_rank"]) else f" (rank {int(r['slowest_rank'])})"
         out.append(f"  {r['path']:24.24} {_ms(r['wall_ns']):>8} {_ms(r['wall_max_ns']):>8}{who:10} "
                    f"dispatch {_ms(r['dispatch_ns'])}")
+    return out
+
+
+def _wrapped(text: str, width: int, first: str, rest: str = "    ", clauses: bool = True) -> list[str]:
+    """`text` in lines of at most `width` columns, broken after `; ` first (`clauses`), then at spaces."""
+    import textwrap
+
+    out: list[str] = []
+    parts = text.split("; ") if clauses else [text]
+    for i, part in enumerate(parts):
+        part = part + (";" if i < len(parts) - 1 else "")
+        out += textwrap.wrap(part, width=width, initial_indent=first if i == 0 else rest, subsequent_indent=rest,
+                             break_on_hyphens=False)
+    return out
+
+
+def culprit_lines(table: pd.DataFrame, role: Any, width: int = 80) -> list[str]:
+    """The role's culprit statement of the chosen step and its recurrence over the profiled steps
+    (pipeline/ranks.py decides both); the old per-phase straggler line where neither exists."""
+    out: list[str] = []
+    for text in ranks.statements(table, role, "culprit")[:1]:
+        out += _wrapped(text, width, "  " if text.startswith("no ") else "  culprit: ")
+    for text in ranks.statements(table, role, "recurrence")[:1]:
+        out += _wrapped(text, width, "  across steps: ", clauses=False)
+    if not out:
+        across = table[(table["row_kind"] == "ranks") & (table["role"].fillna("?") == role)]
+        out.append("  " + straggler_line(across))
+    return out
+
+
+def critical_path_lines(table: pd.DataFrame, width: int = 80) -> list[str]:
+    """The RL step as a critical path across roles: which stage bounds it, busy / idle per role."""
+    if table.empty or "row_kind" not in table.columns:
+        return []
+    c = table[table["row_kind"] == "critical_path"]
+    if c.empty:
+        return []
+    c = c[c["step"] == c["step"].max()]
+    out = _wrapped(str(c["statement"].iloc[0]), width, "critical path: ")
+    parts = [f"{r or '?'} {_ms(b)}/{_ms(i)}" for r, b, i in zip(c["role"], c["busy_ns"], c["idle_ns"])]
+    out += _wrapped("busy/idle ms: " + ", ".join(parts[:6]) + (f" (+{len(parts) - 6} roles)" if len(parts) > 6 else ""),
+                    width, "  ", "    ")
     return out
 
 
@@ -155,12 +202,24 @@ def per_rank_tables(phases: Any, top: int = TOP_PHASES) -> list[str]:
     out: list[str] = []
     if df.empty:
         return out
+    if "source_kind" in df.columns:   # memory snapshots: allocator phases, not ranges (snapshot_lines)
+        df = df[df["source_kind"] != "memory"]
     keys = [k for k in ("role", "rank", "pid") if k in df.columns]
-    for key, grp in df.groupby([df[k].fillna(-1) for k in keys], sort=False):
+    for key, grp in df.groupby([df[k].astype(object).fillna(-1) for k in keys], sort=False):
         out.append(" ".join(f"{k} {v}" for k, v in zip(keys, key)))
-        g = grp[grp["phase"] != compare.UNATTRIBUTED].sort_values("wall_ns", ascending=False).head(top)
-        for r in grp.loc[[i for i in grp.index if i in set(g.index)]].to_dict("records"):
-            d = int(r.get("depth") or 0)
+        grp = grp[grp["phase"] != compare.UNATTRIBUTED]
+        g = grp.sort_values("wall_ns", ascending=False).head(top)
+        if "path" in grp.columns and grp["path"].notna().all():
+            keep = set(g["path"])
+            keep |= {" > ".join(p.split(" > ")[:i]) for p in keep for i in range(1, p.count(" > ") + 1)}
+            recs = [r for r in grp.to_dict("records") if r["path"] in keep]
+            starts = {(r.get("step"), r["path"]): r.get("start_ns") for r in recs}
+            recs = ranks.depth_first([{**r, "role": None} for r in recs],
+                                     lambda r, p: starts.get((r.get("step"), p)))
+        else:   # older rows without paths: as stored
+            recs = grp.loc[[i for i in grp.index if i in set(g.index)]].to_dict("records")
+        for r in recs:
+            d = int(r["path"].count(" > ")) if isinstance(r.get("path"), str) else int(r.get("depth") or 0)
             out.append(f"  {'  ' * d + str(r['phase']):40.40} {_ms(r['wall_ns']):>9} ms")
     return out
 

@@ -101,7 +101,9 @@ SCHEMAS: dict[str, list[Column]] = {
     ],
     "ranks": [
         _c("row_kind", pa.string(), "", "`rank`: one rank's phase; `ranks`: the phase across the role's ranks (rank null); "
-           "`dispatch`: a verl driver stage on the controller against the slowest worker's matching stage"),
+           "`dispatch`: a verl driver stage on the controller against the slowest worker's matching stage; "
+           "`culprit`: per role and step, who lost the time and who paid; `recurrence`: per role, the culprit over "
+           "the profiled steps; `critical_path`: per step and role, the stage that bounds the RL step, busy and idle"),
         _c("role", pa.string(), "", "verl role"),
         _c("step", pa.int32(), "", "RL training step"),
         _c("path", pa.string(), "", "phase path (as in phases.parquet); depth <= 2 or a known stage"),
@@ -122,16 +124,44 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("wall_max_ns", pa.int64(), "ns", "`ranks`: longest wall"),
         _c("slowest_rank", pa.int32(), "", "`ranks`: the rank with the longest wall (may be one that waited)"),
         _c("skew_ns", pa.int64(), "ns", "`ranks`: longest minus shortest wall", "lower"),
-        _c("straggler_rank", pa.int32(), "", "`ranks`: the rank the others wait for (null when it cannot be told; "
+        _c("straggler_rank", pa.int32(), "", "`ranks`: the rank that lost time in the phase: the largest excess (null at or below the noise floor; "
            "see straggler_by and docs/summaries.md)"),
-        _c("straggler_by", pa.string(), "", "`ranks`: the rule that decided: nccl (shortest collective kernels), "
-           "collectives (least time in collective ranges), arrival (latest start), or `none: why`"),
-        _c("straggler_ns", pa.int64(), "ns", "`ranks`: what the straggler cost the others: median wait minus its "
-           "wait, or its arrival minus the median arrival", "lower"),
+        _c("straggler_by", pa.string(), "", "`ranks`: `excess` (the largest own time, wall minus wait, over the others' median) or "
+           "`none: why`; neither a late arrival nor being waited for decides (before issue 32: nccl, collectives, "
+           "arrival)"),
+        _c("straggler_ns", pa.int64(), "ns", "`ranks`: the straggler's excess over the others' median own time", "lower"),
         _c("driver_role", pa.string(), "", "`dispatch`: the controller's role (role = the workers' role; wall_ns = the "
            "controller's stage wall, wall_max_ns / slowest_rank = the slowest worker's)"),
         _c("dispatch_ns", pa.int64(), "ns", "`dispatch`: controller wall minus the slowest worker's wall of the stage "
            "(dispatch, data transfer, waiting for the slowest worker)", "lower"),
+        # issue 32: culprit and victims, every profiled step, the RL step's critical path (additive)
+        _c("wait_ns", pa.int64(), "ns", "`rank`: time the rank waited for the others in the phase (collective kernels, "
+           "else collective ranges nested in it, else implied: the ranks leave together after arriving apart); "
+           "`ranks`: median"),
+        _c("excess_ns", pa.int64(), "ns", "`rank`: its own time in the phase (wall minus wait) minus the other ranks' "
+           "median; `ranks`: the largest; `culprit`: the culprit's, in the phase where it lost the time", "lower"),
+        _c("floor_ns", pa.int64(), "ns", "noise floor of the phase (default max(5% of its median wall, 1 ms)): "
+           "excess or wait at or below it names nobody"),
+        _c("chosen", pa.bool_(), "", "true on rows of the step summarised in phases.parquet (every profiled step "
+           "has rows; null on `recurrence` rows)"),
+        _c("statement", pa.string(), "", "`culprit` / `recurrence` / `critical_path`: the finding in one sentence "
+           "(`rank 2 lost 150 ms in generate_sequences; ranks 0, 1, 3 waited 148 ms for it in actor_update "
+           "(all-reduce)`)"),
+        _c("victim_path", pa.string(), "", "`culprit`: the phase where the other ranks paid (waited for the culprit)"),
+        _c("victim_ranks", pa.string(), "", "`culprit`: the ranks that waited, comma-separated"),
+        _c("victims", pa.int32(), "", "`culprit`: how many ranks waited"),
+        _c("victim_wait_ns", pa.int64(), "ns", "`culprit`: the victims' median wait beyond the culprit's own wait in "
+           "victim_path", "lower"),
+        _c("collective", pa.string(), "", "`culprit`: what the victims waited in (all-reduce, all-gather, barrier, "
+           "NCCL collective kernels, or implied at the phase's end)"),
+        _c("culprit_steps", pa.int32(), "", "`recurrence`: profiled steps in which `rank` was the culprit"),
+        _c("profiled_steps", pa.int32(), "", "`recurrence`: profiled steps of the role"),
+        _c("busy_ns", pa.int64(), "ns", "`critical_path`: the role's stage walls in the step (its slowest process)"),
+        _c("idle_ns", pa.int64(), "ns", "`critical_path`: the step minus busy_ns", "lower"),
+        _c("bound_stage", pa.string(), "", "`critical_path`: the stage that bounds the RL step (longest on the "
+           "controller, else on the slowest process)"),
+        _c("bound_ns", pa.int64(), "ns", "`critical_path`: that stage's wall on the controller (else the slowest "
+           "process)", "lower"),
     ],
     "steps": _KEYS + [
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),

@@ -58,8 +58,17 @@ def collect(
     per_rank: bool = typer.Option(False, "--per-rank", help="Also print one phase table per rank (default: per role, across ranks)."),
     strict: bool = typer.Option(False, "--strict",
                                 help="Any failed artifact fails the run: no bundle is written (exit 3)."),
+    noise_floor: str = typer.Option("5%,1ms", "--noise-floor", metavar="SHARE,TIME",
+                                    help="Below this no rank is named culprit: its excess must exceed both a share "
+                                         "of the phase and a time (docs/summaries.md)."),
 ) -> None:
     """Gather, export, scrub, window and summarize one verl run into OUT (exit codes below)."""
+    from ..ranks import parse_noise_floor
+
+    try:
+        parse_noise_floor(noise_floor)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--noise-floor") from None
     from ...stages.gather import default_sources
     from ..collect import CollectOptions, run_collect
 
@@ -74,7 +83,7 @@ def collect(
     # gathered on that node, and every input is read only on the node that holds it.
     opts = CollectOptions(sources=srcs, out=out, work_dir=work or default_work_dir(), jobs=jobs, nsys=nsys,
                           step=step_arg, top=top, html=html, pack=pack, strict=strict,
-                          step_range=_step_range(step_range), ray=address)
+                          step_range=_step_range(step_range), ray=address, noise_floor=noise_floor)
     console = Console()
     try:
         with stage_progress() as progress:

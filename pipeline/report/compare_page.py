@@ -120,10 +120,35 @@ def _stage_tables(cmp_df: Any, run_ids: list[str], baseline: str) -> str:
     return "".join(out)
 
 
+def _culprits_table(culprit_rows: Any, run_ids: list[str]) -> str:
+    """Per run and role: the culprit statement of the summarised step and its recurrence over the
+    profiled steps (ranks.parquet `culprit` / `recurrence` rows): whether the same rank holds
+    every run back."""
+    df = compare.to_frame(culprit_rows)
+    if df.empty or "statement" not in df.columns:
+        return ""
+    rows = []
+    for run in run_ids:
+        d = df[df["run"] == run]
+        for role, g in d.groupby(d["role"].fillna("?"), sort=False):
+            cul = g[(g["row_kind"] == "culprit") & (g["chosen"] == True)]["statement"]   # noqa: E712
+            rec = g[g["row_kind"] == "recurrence"]["statement"]
+            rows.append([(esc(run), "l"), (esc(role), "l"), (esc(cul.iloc[0]) if len(cul) else "", "l"),
+                         (esc(rec.iloc[0]) if len(rec) else "", "l")])
+    if not rows:
+        return ""
+    return ("<h2>Who held the step back</h2><p class=note>Per run and role, the culprit of the summarised step "
+            "and how often it was the culprit over the profiled steps (docs/summaries.md).</p>"
+            + table([("run", "l"), ("role", "l"), ("summarised step", "l"), ("across the profiled steps", "l")], rows))
+
+
 def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows: Any, *, baseline: str,
-                          metric: str = "wall_ns", title: str | None = None, top: int = 20) -> str:
+                          metric: str = "wall_ns", title: str | None = None, top: int = 20,
+                          culprit_rows: Any = None) -> str:
     """Many runs' page: grouped bars of stage times per run (each labelled with its change against
-    the baseline), the comparison table and the largest kernel-time changes of each run."""
+    the baseline), the comparison table, who held each run's step back (`culprit_rows`: the
+    runs' ranks.parquet `culprit` and `recurrence` rows with a `run` column) and the largest
+    kernel-time changes of each run."""
     cmp_df = compare.to_frame(compare_rows)
     runs_df = compare.to_frame(runs_rows)
     kc = compare.to_frame(kernel_change_rows)
@@ -166,6 +191,7 @@ def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows:
     else:
         body.append("<p>No stage times to compare.</p>")
 
+    body.append(_culprits_table(culprit_rows, run_ids))
     body.append(f"<h2>Largest kernel-time changes against {esc(baseline)}</h2>")
     if kc.empty:
         body.append("<p>No other run, or no kernel rows.</p>")

@@ -190,7 +190,8 @@ def _one_process(ident: ProcessId, kind: str, pid: int | None, sources: list[str
     unattributed = [r for r in rows if r.get("phase") == UNATTRIBUTED]
     ranged = [r for r in rows if r.get("phase") != UNATTRIBUTED]
     step_rows = [r for r in ranged if r.get("stage") == "step"]
-    roots = [r for r in ranged if depth(r) == min(depth(x) for x in ranged)] if ranged else []
+    d_min = min((depth(x) for x in ranged), default=0)   # once: per row it made 10,240 ranks quadratic
+    roots = [r for r in ranged if depth(r) == d_min]
     container = None
     if not step_rows and len(roots) == 1 and any(_str(r.get("parent")) == roots[0]["phase"] for r in ranged):
         container = roots[0]    # one range around everything (torch's `train`): its children are the phases

@@ -47,7 +47,7 @@ def skew_chart(across: pd.DataFrame) -> str:
                      f'<line x1="{_x(med, vmax):.1f}" y1="{y + 2}" x2="{_x(med, vmax):.1f}" y2="{y + _ROW_H - 2}" stroke="#08519c"/>'
                      f'<text x="{_LABEL_W + _PLOT_W + 6}" y="{mid + 4:.1f}" font-size="10">skew {fmt_ms(r["skew_ns"])} ms</text>')
         if not pd.isna(r.get("straggler_rank")):
-            parts.append(f'<circle class="straggler" cx="{_x(hi if r["straggler_by"] == "arrival" else lo, vmax):.1f}" '
+            parts.append(f'<circle class="straggler" cx="{_x(hi if r["straggler_by"] in ("excess", "arrival") else lo, vmax):.1f}" '
                          f'cy="{mid}" r="4" fill="#d62728"><title>straggler: rank {int(r["straggler_rank"])} '
                          f'({esc(r["straggler_by"])}, +{fmt_ms(r["straggler_ns"])} ms)</title></circle>')
         parts.append("</g>")
@@ -82,33 +82,89 @@ def dispatch_section(df: pd.DataFrame) -> str:
             f"<tbody>{rows}</tbody></table></div>")
 
 
-def ranks_section(table: Any) -> str:
-    """HTML: per role, the straggler line and the skew chart of its last profiled step."""
-    df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
-    if df.empty:
+def _statement_html(text: str) -> str:
+    """A culprit statement with its culprit rank marked (`<b class="straggler-rank">rank R</b>`)."""
+    import re
+
+    m = re.match(r"rank (\d+) ", text)
+    if not m:
+        return esc(text)
+    return f'<b class="straggler-rank">rank {m.group(1)}</b> ' + esc(text[m.end():])
+
+
+def culprit_html(df: pd.DataFrame, role: Any) -> str:
+    """The culprit statement of the chosen step and the recurrence line of one role, as HTML."""
+    chosen = ranks_mod.chosen_rows(df)
+    out = []
+    for text in ranks_mod.statements(chosen, role, "culprit")[:1]:
+        out.append(f'<p class="culprit">{"" if text.startswith("no ") else "culprit: "}{_statement_html(text)}</p>')
+    for text in ranks_mod.statements(df, role, "recurrence")[:1]:
+        out.append(f'<p class="recurrence">across the profiled steps: {esc(text)}</p>')
+    steps = df[(df["row_kind"] == "culprit") & (df["role"].fillna("?") == role)] if "statement" in df.columns else df.iloc[:0]
+    if len(steps) > 1:
+        items = "".join(f"<li>step {int(r['step'])}{' (summarised)' if r.get('chosen') is True else ''}: "
+                        f"{esc(r['statement'])}</li>" for r in steps.sort_values("step").to_dict("records")[:16])
+        out.append(f"<details><summary>every profiled step</summary><ul>{items}</ul></details>")
+    return "".join(out)
+
+
+def critical_path_section(df: pd.DataFrame) -> str:
+    """HTML: the RL step as a critical path across roles: which stage bounds it, busy and idle per role."""
+    if df.empty or "row_kind" not in df.columns:
         return ""
+    c = ranks_mod.chosen_rows(df)
+    c = c[c["row_kind"] == "critical_path"]
+    if c.empty:
+        return ""
+    c = c[c["step"] == c["step"].max()]
+    rows = "".join(
+        f"<tr><td class=l>{esc(r['role'])}</td><td>{fmt_ms(r['busy_ns'])}</td><td>{fmt_ms(r['idle_ns'])}</td>"
+        f"<td>{100 * float(r['busy_ns']) / float(r['wall_ns']):.0f}%</td></tr>"
+        for r in c.to_dict("records") if r["wall_ns"])
+    return ("<h2 id=critical-path>Critical path of the RL step</h2>"
+            f'<p class="critical">{esc(c["statement"].iloc[0])}</p>'
+            "<p class=note>The stages of an RL step run one after the other: the longest stage on the controller "
+            "(else the longest own time of any rank, its waits for others left out) bounds the step. Per role: "
+            "<b>busy</b> is the median rank's own time in its stages (collective waits left out; the controller: "
+            "its own stages), <b>idle</b> the rest of the step (waiting, dispatch, gaps). ranks.parquet rows of "
+            "kind <code>critical_path</code>.</p>"
+            '<table><thead><tr><th class=l>role</th><th>busy ms</th><th>idle ms</th><th>busy %</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>")
+
+
+def ranks_section(table: Any) -> str:
+    """HTML: per role, the culprit, its recurrence and the skew chart of the summarised step."""
+    full = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    if full.empty:
+        return ""
+    df = ranks_mod.chosen_rows(full)
     across = df[df["row_kind"] == "ranks"]
     if across.empty or across["ranks"].max() < 2:
-        return dispatch_section(df)
+        return critical_path_section(full) + dispatch_section(df)
     out = ["<h2 id=ranks>Ranks</h2>",
-           '<p class=note>Per phase, walls across the role\'s ranks: grey line fastest to slowest rank, blue box '
-           'median to 90th percentile, dark tick the median; red dot: the straggler, the rank the others wait for '
-           '(decided by the shortest collective kernels, else the least time in collective ranges, else the latest '
-           'arrival; docs/summaries.md). The slowest rank is often one that waited.</p>']
+           '<p class=note>The <b>culprit</b> is the rank that lost the time: its own time in a phase (wall minus '
+           'its waits in collectives) over the other ranks\' median, above the noise floor (5% of the phase and '
+           '1 ms); the victims are the ranks that then waited for it, and where. Per phase, walls across the '
+           'role\'s ranks: grey line fastest to slowest rank, blue box median to 90th percentile, dark tick the '
+           'median; red dot: that phase\'s straggler. The slowest rank is often one that waited '
+           '(docs/summaries.md).</p>']
     for role, grp in across.groupby(across["role"].fillna("?"), sort=False):
         step = grp["step"].dropna().max()
         grp = grp[grp["step"] == step] if not pd.isna(step) else grp
-        s = ranks_mod.stragglers(grp)
-        if s.empty:
-            why = grp["straggler_by"].dropna()
-            line = f"straggler: none named ({esc(str(why.iloc[0]).removeprefix('none: ')) if len(why) else 'none'})"
-        else:
-            t = s.iloc[0]
-            line = (f'straggler: <b class="straggler-rank">rank {int(t["straggler_rank"])}</b> '
-                    f'(+{fmt_ms(t["straggler_ns"])} ms in {esc(str(t["path"]).rsplit(" > ", 1)[-1])}; '
-                    f'by {esc(t["straggler_by"])})')
+        line = culprit_html(full, role)
+        if not line:
+            s = ranks_mod.stragglers(grp)
+            if s.empty:
+                why = grp["straggler_by"].dropna()
+                line = f"<p>straggler: none named ({esc(str(why.iloc[0]).removeprefix('none: ')) if len(why) else 'none'})</p>"
+            else:
+                t = s.iloc[0]
+                line = (f'<p>straggler: <b class="straggler-rank">rank {int(t["straggler_rank"])}</b> '
+                        f'(+{fmt_ms(t["straggler_ns"])} ms in {esc(str(t["path"]).rsplit(" > ", 1)[-1])}; '
+                        f'by {esc(t["straggler_by"])})</p>')
         out.append(f"<h3>{esc(role)}: {int(grp['ranks'].max())} ranks, step {'' if pd.isna(step) else int(step)}</h3>"
-                   f"<p>{line}</p>")
+                   f"{line}")
         out.append(skew_chart(grp))
+    out.append(critical_path_section(full))
     out.append(dispatch_section(df))
     return "".join(out)

@@ -17,6 +17,7 @@ import pandas as pd
 from ...stages.core.errors import BadInputError
 from .. import compare, ranks
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, read_bundle_gpu
+from . import many_ranks
 from .links import TRACE_NOTE, TraceFiles, fmt_bytes, leaf, traces_of
 from .processes import ProcessId, ProcessStep, process_steps
 from .rank_skew import ranks_section
@@ -136,15 +137,28 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
                       [[(esc(k), "l"), (v if k in ("window traces", "all ranks in one trace") else esc(v), "l")]
                        for k, v in facts if v not in (None, "", [])]))
 
+    if ranks_rows is None and bundle_dir is not None:   # collect's page: the bundle's table has every step
+        ranks_rows = ranks.bundle_ranks_table(bundle_dir, phases_rows)
+    ranks_df = compare.to_frame(ranks_rows)
+    if ranks_df.empty or "statement" not in ranks_df.columns:   # none, or a bundle older than issue 32
+        ranks_df = ranks.ranks_table(phases_rows).to_pandas()
+    chosen_df = ranks.chosen_rows(ranks_df)
     body.append("<h2>Step time per process</h2>")
     if not procs:
         body.append("<p>No phase rows.</p>")
     else:
         present = stage_order(ph.stage for p in procs for ph in p.phases)
+        shown = many_ranks.select(procs, chosen_df)   # past MANY processes: the ones that matter
+        if len(shown) < len(procs):
+            body.append(many_ranks.note(len(procs), len(shown)))
+            body.append(many_ranks.histogram(procs, shown))
         body.append(legend([(s, stage_color(s)) for s in present]
                            + [("between phases", GAP_COLOR), ("GPU busy", GPU_BAR_COLOR)]))
         body.append(_BARS_NOTE)
-        body.append(svg_step_bars(procs, hrefs))
+        body.append(svg_step_bars(shown, hrefs))
+        if len(shown) < len(procs):
+            body.append(many_ranks.all_processes(procs, hrefs))
+        all_procs, procs = procs, shown
 
         gpu, problems = _gpu_lanes(procs, traces, bundle_dir)
         step_no = window.get("step")
@@ -157,16 +171,14 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
         for line in problems:
             body.append(f'<p class="note">{esc(line)}</p>')
         body.append(f'<div class="lanes">{svg_timeline(procs, gpu, hrefs)}</div>')
+        procs = all_procs
 
     per = compare.process_stage_totals(phases_rows)
-    ranks_df = compare.to_frame(ranks_rows)
-    if ranks_df.empty:
-        ranks_df = ranks.ranks_table(phases_rows).to_pandas()
     if not per.empty:
-        body.append(_stage_table(phases_rows, per, traces, sources, ranks_df))
+        body.append(_stage_table(phases_rows, per, traces, sources, chosen_df))
     body.append(ranks_section(ranks_df))
     if traces:
-        body.append(_trace_table(traces, sources))
+        body.append(_trace_table(traces, sources, limit=many_ranks.MANY if len(procs) > many_ranks.MANY else None))
     body.append(_kernel_table(kernels_rows, top))
     return page(title or "verlprof run report", body)
 
@@ -200,7 +212,7 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
         return (f'<a href="{esc(t.href)}" title="straggler, else slowest process: {esc(t.source)}">'
                 f'{esc(_short_label(pk[1], pk[2], pk[3]))}</a>')
 
-    totals = compare.stage_totals(phases_rows)
+    totals = compare.stage_totals(phases_rows, per)
     return ("<h2>Stages (per role: the slowest process's step, split so the rows add up; mean over steps)</h2>"
             "<p class=note>A stage's wall is the union of its ranges on the process (nested ranges "
             "counted once); <b>other</b> is the step minus the stages. <b>GPU ms</b> is the inherited "
@@ -219,7 +231,19 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
          for r in totals.to_dict("records")]))
 
 
-def _trace_table(traces: Mapping[str, TraceFiles], sources: Mapping[ProcKey, list[str]]) -> str:
+def _trace_table(traces: Mapping[str, TraceFiles], sources: Mapping[ProcKey, list[str]],
+                 limit: int | None = None) -> str:
+    """The window traces; past `limit` sources only the first `limit` (every process links its own
+    trace in the collapsed all-processes table)."""
+    more = ""
+    if limit is not None and len(traces) > limit:
+        more = (f'<p class="note">{len(traces) - limit:,} more window traces: each process links its own in '
+                '<a href="#all-processes">the table of all processes</a>.</p>')
+        traces = dict(list(traces.items())[:limit])
+    return _trace_rows(traces, sources) + more
+
+
+def _trace_rows(traces: Mapping[str, TraceFiles], sources: Mapping[ProcKey, list[str]]) -> str:
     procs_of: dict[str, list[str]] = {}
     for key, srcs in sources.items():
         for s in srcs:
@@ -261,7 +285,17 @@ def render_bundle_report(bundle: str | Path, *, title: str | None = None, top: i
         raise BadInputError(b / "manifest.json", f"not a readable bundle manifest ({type(exc).__name__})") from None
 
     def table_of(name: str) -> pd.DataFrame:
+        """Strings as Python objects: the views walk rows as dicts, and pandas' Arrow-backed string
+        columns made that the largest cost of a 10,240-rank page."""
         p = b / "summaries" / f"{name}.parquet"
-        return pd.read_parquet(p) if p.is_file() else pd.DataFrame()
+        if not p.is_file():
+            return pd.DataFrame()
+        import pyarrow.parquet as pq
+
+        df = pq.read_table(p).to_pandas()
+        for c in df.columns:
+            if str(df[c].dtype) in ("str", "string"):
+                df[c] = df[c].astype(object)
+        return df
     return render_run_report(table_of("phases"), table_of("kernels"), manifest, steps_rows=table_of("steps"),
                              bundle=b, title=title, top=top, ranks_rows=table_of("ranks"))
