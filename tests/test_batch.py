@@ -382,18 +382,24 @@ def test_nested_unknown_ranges_are_not_counted_twice() -> None:
 def test_cli_summarize_table_html_and_exit_codes(tmp_path: Path, base_rows) -> None:
     paths = make_runs(tmp_path / "in", base_rows)
     runner = CliRunner()
+    (tmp_path / "missing").mkdir()                   # there, but holds nothing to summarize
     args = ["summarize", *map(str, paths.values()), str(tmp_path / "missing"), "-o", str(tmp_path / "out"),
             "--html", "-j", "1", "--work", str(tmp_path / "w")]
     res = runner.invoke(app, args, env={"COLUMNS": "200"})
     assert res.exit_code == 3, res.output            # outputs written, one input skipped
     assert "generation" in res.output and "+50.0%" in res.output and "skipped" in res.output
-    assert "4 runs: 3 summarised, 0 incomplete, 1 skipped: missing" in res.output
+    assert "4 runs: 3 summarized, 0 incomplete, 1 skipped: missing" in res.output
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<svg" in page and "slow_gen" in page and "http" not in page and "<script" not in page
     bad = runner.invoke(app, ["summarize", str(tmp_path / "missing"), "-o", str(tmp_path / "o2"),
                               "--work", str(tmp_path / "w")])
     assert bad.exit_code != 0 and isinstance(bad.exception, VerlprofError) and bad.exception.exit_code == 4
-    assert "none of the 1 inputs could be summarised" in str(bad.exception)
+    assert "the input could not be summarized" in str(bad.exception)
+    gone = runner.invoke(app, ["summarize", str(tmp_path / "nope"), "-o", str(tmp_path / "o3"),
+                               "--work", str(tmp_path / "w")])
+    assert isinstance(gone.exception, VerlprofError) and gone.exception.exit_code == 2   # as `collect /nope`
+    assert str(gone.exception) == f"{tmp_path / 'nope'}: no such file or folder"
+    assert not (tmp_path / "o3").exists()
 
 
 def test_raw_run_folder_is_collected_first(tmp_path: Path, base_rows) -> None:

@@ -566,7 +566,7 @@ def test_scan_run_folder_kinds(tmp_path):
 def test_cli_clean_config_exits_zero(tmp_path):
     res = invoke(write_config(tmp_path))
     assert res.exit_code == 0, res.output
-    assert "0 error(s)" in res.stdout
+    assert "0 errors" in res.stdout
 
 
 def test_cli_table_and_exit_one_on_errors(tmp_path):

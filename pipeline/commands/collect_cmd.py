@@ -23,6 +23,7 @@ from ...stages.core.errors import RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
 from ..collect import CollectOptions, CollectResult, run_collect
 from ..progress import stage_progress
+from .words import plural
 from .window_options import step_range_option, top_kernels_option, top_phases_option
 
 _MAX_SOURCE_TABLES = 6  # phase tables printed; the rest are in summaries/phases.parquet
@@ -60,6 +61,10 @@ def collect(
     """Gather, export, scrub, window and summarize one verl run into OUT (exit codes below)."""
     from ...stages.gather import default_sources
 
+    from ..output_places import OutputPlace, check_output_places
+
+    work_dir = work or default_work_dir()
+    check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(work_dir, "--work"))
     srcs = list(sources or [])
     address = (ray_address or "auto") if (ray or ray_address) else None
     if not srcs and address is None:
@@ -69,7 +74,7 @@ def collect(
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     # --ray: the same collect; each node's own nsight folder (plus any SOURCE that exists there) is
     # gathered on that node, and every input is read only on the node that holds it.
-    opts = CollectOptions(sources=srcs, out=out, work_dir=work or default_work_dir(), jobs=jobs, nsys=nsys,
+    opts = CollectOptions(sources=srcs, out=out, work_dir=work_dir, jobs=jobs, nsys=nsys,
                           step=step_arg, top=top, html=html, pack=pack, strict=strict,
                           step_range=_step_range(step_range), ray=address)
     console = Console()
@@ -126,7 +131,8 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
     counts = Counter(o.status for o in result.outcomes if o.stage == "export")
     reused = counts.get("cached", 0) + counts.get("beside", 0)
     if reused and counts.get("exported", 0) == 0:
-        console.print(f"Exported nothing: {reused} report(s) reused from the export cache or their beside SQLite.")
+        console.print(f"Exported nothing: {plural(reused, 'report')} reused from the export cache or "
+                      "their beside SQLite.")
     window = result.manifest.get("window") or {}
     if window:
         console.print(f"[bold]window[/bold]: {window.get('reason', '')}")
@@ -155,7 +161,7 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
         console.print("[bold red]no bundle written[/bold red] (see the failed rows above)")
     elif result.with_status(FAILED):
         console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`; "
-                      f"[bold yellow]incomplete[/bold yellow]: {len(result.with_status(FAILED))} artifact(s) "
+                      f"[bold yellow]incomplete[/bold yellow]: {plural(len(result.with_status(FAILED)), 'artifact')} "
                       "failed, listed in manifest.json)")
     else:
         console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`)")
