@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,18 +61,14 @@ def why_not_writable(path: Path, inside: bool = True) -> str | None:
     """None when a command can write at `path`, else the reason in a few plain words."""
     target = _absolute(path)
     start = target if inside else target.parent
-    if not inside and target.is_dir() and not target.is_symlink():
-        start = target.parent         # a bundle folder is replaced through a sibling: its parent counts
-    existing, blocker = _nearest_existing(start)
-    if blocker is not None:
-        return f"{blocker} is a file, not a folder (nothing can be created below it)"
+    existing, why = _nearest_existing(start)
+    if why is not None:
+        return why
     if existing is None:
         return "no existing folder above it"
     fs = _fs_type(existing)
     if fs in SPECIAL_FS:
         return f"on the kernel's {fs} file system (not a place for files)"
-    if inside and target.exists() and not target.is_dir():
-        return None                    # the command's own check says what it thinks of a file there
     try:
         if os.statvfs(existing).f_flag & os.ST_RDONLY:
             return f"on a read-only file system ({existing} is mounted read-only)"
@@ -84,16 +81,22 @@ def _absolute(path: Path) -> Path:
     return Path(os.path.abspath(Path(path).expanduser()))
 
 
-def _nearest_existing(path: Path) -> tuple[Path | None, Path | None]:
-    """(the nearest existing folder at or above `path`, or the file that blocks the way)."""
+def _nearest_existing(path: Path) -> tuple[Path | None, str | None]:
+    """(the nearest existing folder at or above `path`, or why there is none to write in)."""
     for p in (path, *path.parents):
         try:
-            if p.is_dir():
-                return p, None
-            if p.exists() or p.is_symlink():
-                return None, p
-        except OSError:
+            st = os.stat(p)
+        except FileNotFoundError:
             continue
+        except PermissionError:
+            return None, f"permission denied: {p} cannot be reached by this user"
+        except NotADirectoryError:
+            continue                   # a file further up: found as the blocker on the way up
+        except OSError as exc:
+            return None, f"cannot look at {p}: {exc.strerror or exc}"
+        if stat.S_ISDIR(st.st_mode):
+            return p, None
+        return None, f"{p} is a file, not a folder (nothing can be created below it)"
     return None, None
 
 
