@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...stages.core.done_records import default_work_dir
+from ...stages.gather import unreadable
 from ...stages.core.errors import RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
 from ..collect import CollectOptions, CollectResult, run_collect
@@ -243,7 +244,7 @@ def closing_line(result: CollectResult, max_named: int = 10) -> str:
     skipped, failed = len(result.with_status(SKIPPED)), result.with_status(FAILED)
     parts = [f"{done + reused} summarized" + (f" ({reused} reused)" if reused else ""), f"{skipped} skipped",
              f"[bold red]{len(failed)} failed[/bold red]" if failed else "0 failed"]
-    line = f"{len(result.artifacts)} artifacts: " + ", ".join(parts)
+    line = f"{plural(len(result.artifacts), 'artifact')}: " + ", ".join(parts)
     if failed:
         line += ": " + _esc(", ".join(_short_rel(s.rel) for s in failed[:max_named]))
         rest = failed[max_named:]
@@ -251,9 +252,15 @@ def closing_line(result: CollectResult, max_named: int = 10) -> str:
             where = Counter(str(Path(s.rel).parent) for s in rest)
             line += _esc(f" and {len(rest)} more (" + ", ".join(f"{n} in {d}/" for d, n in where.most_common(3))
                          + "; manifest.json lists them all)")
-    if result.skipped:
-        reasons = Counter(why.split(" (")[0] for _, why in result.skipped)
-        line += (f"; {len(result.skipped)} other files ignored ("
+    bad = unreadable(result.skipped)        # named like artifacts, content not readable: by name
+    if bad:
+        line += _esc(f"; {plural(len(bad), 'file')} unreadable: "
+                     + ", ".join(f"{_short_rel(rel)} ({why})" for rel, why in bad[:max_named])
+                     + (f" and {len(bad) - max_named} more (manifest.json lists them)" if len(bad) > max_named else ""))
+    others = [(rel, why) for rel, why in result.skipped if (rel, why.removeprefix("unreadable: ")) not in bad]
+    if others:
+        reasons = Counter(why.split(" (")[0] for _, why in others)
+        line += (f"; {plural(len(others), 'other file')} ignored ("
                  + ", ".join(f"{n} {r}" for r, n in reasons.most_common(3)) + ")")
     return line + f"; {result.seconds:.1f}s"
 
