@@ -20,7 +20,7 @@ from rich.text import Text
 
 from ...stages.core.done_records import default_work_dir
 from ...stages.gather import unreadable
-from ...stages.core.errors import RunFailedError, VerlprofError
+from ...stages.core.errors import NothingSummarizedError, RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
 from ..collect import CollectOptions, CollectResult, run_collect
 from ..progress import stage_progress
@@ -60,35 +60,75 @@ def collect(
                                 help="Any failed artifact fails the run: no bundle is written (exit 3)."),
 ) -> None:
     """Gather, export, scrub, window and summarize one verl run into OUT (exit codes below)."""
-    from ...stages.gather import default_sources
-
     from ..output_places import OutputPlace, check_output_places
 
     work_dir = work or default_work_dir()
     check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(work_dir, "--work"))
     srcs = list(sources or [])
     address = (ray_address or "auto") if (ray or ray_address) else None
+    console = Console()
     if not srcs and address is None:
-        srcs = default_sources()
-        if not srcs:
-            raise VerlprofError(None, "no SOURCE given and no Ray nsight folder or ./outputs/profile found")
+        srcs, said = default_sources_said()
+        console.print(said, markup=False, highlight=False, soft_wrap=True)   # paths stay whole
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     # --ray: the same collect; each node's own nsight folder (plus any SOURCE that exists there) is
     # gathered on that node, and every input is read only on the node that holds it.
     opts = CollectOptions(sources=srcs, out=out, work_dir=work_dir, jobs=jobs, nsys=nsys,
                           step=step_arg, top=top, html=html, pack=pack, strict=strict,
                           step_range=_step_range(step_range), ray=address)
-    console = Console()
     try:
         with stage_progress() as progress:
             result = run_collect(opts, progress)
     except RunFailedError as err:
-        if err.result is not None:          # nothing (or, with --strict, not all) summarized
-            print_collect_table(err.result, console, top_phases, per_rank)
-        raise
+        if err.result is None:
+            raise
+        # nothing (or, with --strict, not all) summarized: the table says why, each reason once
+        print_collect_table(err.result, console, top_phases, per_rank)
+        raise _said_above(err) from None
     print_collect_table(result, console, top_phases, per_rank)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
+
+
+def default_sources_said(cwd: Path | None = None) -> tuple[list[Path], str]:
+    """Where verl writes (collect with no SOURCE), and one line saying where it looked, in absolute
+    paths: the newest Ray session's `logs/nsight` (which session) and `./outputs/profile`.
+
+    Why say it: the newest session may be a leftover of another job, and a relative name printed
+    later means nothing to a user who is not standing where collect ran. Raises (exit 2) when
+    neither place exists, naming both."""
+    from ...stages.gather import default_sources, ray_nsight_dir, ray_temp_dirs
+
+    here = Path(cwd or Path.cwd()).absolute()
+    srcs = default_sources(cwd=here)
+    nsight = ray_nsight_dir()
+    profile = here / "outputs" / "profile"
+    ray_dirs = ", ".join(dict.fromkeys(str(d) for d in ray_temp_dirs() if d.name == "ray"))
+    found, missing = [], []
+    if nsight is not None:
+        found.append(f"the newest Ray session's {nsight}")
+    else:
+        missing.append(f"no Ray session with logs/nsight in {ray_dirs}")
+    if profile.is_dir():
+        found.append(f"./outputs/profile ({profile})")
+    else:
+        missing.append(f"no ./outputs/profile ({profile})")
+    if not srcs:
+        raise VerlprofError(None, f"no SOURCE given, and nothing where verl writes: {'; '.join(missing)}; "
+                                  "give the run's folders as SOURCE")
+    return srcs, f"no SOURCE given: reading {' and '.join(found)}" + "".join(f"; {m}" for m in missing)
+
+
+def _said_above(err: RunFailedError) -> RunFailedError:
+    """The closing error once the table was printed: counts and `listed above`, so no reason (nsys's
+    install advice, say) is said again for every file on the second stream."""
+    result = err.result
+    failed = result.with_status(FAILED)
+    if not failed:
+        return err
+    what = f"{len(failed)} of {plural(len(result.statuses), 'artifact')} failed (listed above)"
+    lead = "--strict" if not isinstance(err, NothingSummarizedError) else "nothing could be summarized"
+    return type(err)(None, f"{lead}: {what}; no bundle written", result)
 
 
 def _int_step(step: str) -> int:
@@ -183,6 +223,7 @@ def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
     reason of a row that is not done gets its own indented line below it, the full width wide.
     """
     status_of = {s.rel: s for s in result.statuses}
+    shared = _shared_reasons(result)
     notes: dict[str, list[str]] = {}
     for o in result.outcomes:
         if o.stage == "identify" and o.status == "failed":
@@ -207,8 +248,22 @@ def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
                      f"{_esc(shorten(name, name_w - 2 if parent != '.' else name_w))}")
         why = ([st.reason] if st and st.reason and st.status != DONE else []) + notes.get(a.rel, [])
         for w in why:
+            if w in shared:
+                w = f"{w.split('; ')[0]} (what to do: below, once for all {shared[w]})"
             lines.append(Padding(Text.assemble(("└ ", "dim"), w), (0, 0, 0, 8)))
+    for w, n in shared.items():
+        lines.append(Text.assemble((f"for all {n} above: ", "bold"), w))
     return lines
+
+
+#: A reason this long, shared by several rows, is said once below the rows (with the count).
+_LONG_REASON = 100
+
+
+def _shared_reasons(result: CollectResult) -> dict[str, int]:
+    """Long reasons given for more than one row (nsys's install advice for every report)."""
+    counts = Counter(s.reason for s in result.statuses if s.reason and s.status != DONE)
+    return {r: n for r, n in counts.items() if n > 1 and len(r) > _LONG_REASON}
 
 
 def _esc(text: str) -> str:
