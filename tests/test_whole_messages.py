@@ -62,7 +62,8 @@ def test_missing_nsys_advice_said_once_with_the_count(tmp_path: Path) -> None:
     assert out.count("nsys: not found on PATH (what to do: below, once for all 3)") == 3
     assert "…" not in res.stdout and "pu..." not in res.stdout
     assert res.stderr.strip() == ("verlprof: error: nothing could be summarized: 3 of 3 artifacts failed "
-                                  "(listed above); no bundle written")
+                                  "(worker_process_300.nsys-rep, worker_process_452.nsys-rep, "
+                                  "worker_process_473.nsys-rep: why is said above); no bundle written")
 
 
 def _ray_session(base: Path, name: str) -> Path:

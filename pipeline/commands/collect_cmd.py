@@ -14,18 +14,18 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from ...stages.core.done_records import default_work_dir
-from ...stages.gather import unreadable
 from ...stages.core.errors import NothingSummarizedError, RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
+from ...stages.gather import unreadable
 from ..collect import CollectOptions, CollectResult, run_collect
 from ..progress import stage_progress
-from .words import plural
 from .window_options import step_range_option, top_kernels_option, top_phases_option
+from .words import plural
+from .wrap import fit_lines
 
 _MAX_SOURCE_TABLES = 6  # phase tables printed; the rest are in summaries/phases.parquet
 _EPILOG = ("Exit codes: 0 every artifact summarized; 3 bundle written but some artifacts failed (listed; "
@@ -86,6 +86,13 @@ def collect(
         print_collect_table(err.result, console, top_phases, per_rank)
         raise _said_above(err) from None
     print_collect_table(result, console, top_phases, per_rank)
+    if pack and result.published:
+        from ..pack import default_archive_path
+
+        archive = default_archive_path(result.out)
+        if archive.is_file():
+            console.print(f"packed: {archive} ({archive.stat().st_size / 1e6:.2f} MB, SHA256SUMS inside)",
+                          markup=False, highlight=False, soft_wrap=True)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
@@ -126,7 +133,8 @@ def _said_above(err: RunFailedError) -> RunFailedError:
     failed = result.with_status(FAILED)
     if not failed:
         return err
-    what = f"{len(failed)} of {plural(len(result.statuses), 'artifact')} failed (listed above)"
+    names = ", ".join(s.rel for s in failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    what = f"{len(failed)} of {plural(len(result.statuses), 'artifact')} failed ({names}: why is said above)"
     lead = "--strict" if not isinstance(err, NothingSummarizedError) else "nothing could be summarized"
     return type(err)(None, f"{lead}: {what}; no bundle written", result)
 
@@ -149,6 +157,42 @@ def _step_range(pattern: str | None) -> str | None:
     return pattern
 
 
+#: Chosen steps of one run start within seconds of each other on every rank; this far apart they
+#: are two runs (or one clock is wrong), and one timeline over them is mostly empty axis.
+_APART_NS = 60 * 10**9
+_EPOCH_2001_NS = 10**18     # a start_ns below this is relative to its own trace, not wall-clock
+
+
+def clocks_apart_warning(steps: list[dict[str, Any]]) -> str | None:
+    """One line when the chosen step of the sources starts minutes apart (wall-clock starts only):
+    two unrelated runs given to one collect would otherwise draw a 300,000 ms axis silently."""
+    starts: dict[str, int] = {}
+    for r in steps:
+        s = r.get("start_ns")
+        if r.get("chosen") and isinstance(s, int) and s >= _EPOCH_2001_NS:
+            src = str(r.get("source"))
+            starts[src] = min(s, starts.get(src, s))
+    if len(starts) < 2:
+        return None
+    first, last = min(starts, key=starts.__getitem__), max(starts, key=starts.__getitem__)
+    gap = starts[last] - starts[first]
+    if gap <= _APART_NS:
+        return None
+    first, last = (shorten(Path(s).name, 36) for s in (first, last))
+    return (f"the chosen step starts {_duration(gap)} apart across sources ({first} first, {last} last): "
+            "two different runs given to one collect? Collect each run on its own; the cross-rank "
+            "timeline (all_ranks.trace.json.gz) is mostly empty axis")
+
+
+def _duration(ns: int) -> str:
+    s = ns / 1e9
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h" if s < 172800 else f"{s / 86400:.0f} days"
+
+
 #: More artifacts than this: the list collapses to one line per kind, status and step (issue 23).
 _LIST_EACH_ARTIFACT = 16
 
@@ -166,19 +210,22 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
     else:
         for line in terminal_views.artifact_summary(result.statuses, result.artifacts):
             console.print(line, markup=False, highlight=False, crop=False, overflow="fold")
-    console.print(closing_line(result))
+    say(console, closing_line(result))
     if result.nodes:
-        console.print(node_line(result.nodes))
+        say(console, node_line(result.nodes))
     counts = Counter(o.status for o in result.outcomes if o.stage == "export")
     reused = counts.get("cached", 0) + counts.get("beside", 0)
     if reused and counts.get("exported", 0) == 0:
-        console.print(f"Exported nothing: {plural(reused, 'report')} reused from the export cache or "
-                      "their beside SQLite.")
+        say(console, f"Exported nothing: {plural(reused, 'report')} reused from the export cache or "
+                     "their beside SQLite.")
     window = result.manifest.get("window") or {}
     if window:
-        console.print(f"[bold]window[/bold]: {window.get('reason', '')}")
+        say(console, f"[bold]window[/bold]: {_esc(window.get('reason', ''))}", indent=2)
         for w in window.get("warnings", [])[:5]:
-            console.print(f"  [yellow]warning[/yellow]: {w}")
+            say(console, f"  [yellow]warning[/yellow]: {_esc(w)}", indent=4)
+    apart = clocks_apart_warning((result.rows or {}).get("steps") or [])
+    if apart:
+        say(console, f"  [yellow]warning[/yellow]: {_esc(apart)}", indent=4)
     if result.rows and result.rows.get("phases"):
         phases = list(result.rows["phases"])
         ranks_rows = terminal_views.ranks_of_bundle(result.out) if result.published else None
@@ -201,11 +248,11 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
     if not result.published:
         console.print("[bold red]no bundle written[/bold red] (see the failed rows above)")
     elif result.with_status(FAILED):
-        console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`; "
-                      f"[bold yellow]incomplete[/bold yellow]: {plural(len(result.with_status(FAILED)), 'artifact')} "
-                      "failed, listed in manifest.json)")
+        say(console, f"bundle: {_esc(str(result.out))}  (safe to share; verified by `verlprof check`; "
+                     f"[bold yellow]incomplete[/bold yellow]: {plural(len(result.with_status(FAILED)), 'artifact')} "
+                     "failed, listed in manifest.json)")
     else:
-        console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`)")
+        say(console, f"bundle: {_esc(str(result.out))}  (safe to share; verified by `verlprof check`)")
 
 
 _STYLE = {DONE: "green", REUSED: "cyan", SKIPPED: "yellow", FAILED: "bold red"}
@@ -231,28 +278,37 @@ def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
     whos = {a.rel: " ".join(x for x in ("" if a.rank is None else f"r{a.rank}", a.role or "") if x)
             for a in result.artifacts}
     who_w = min(16, max([3] + [len(w) for w in whos.values()]))
-    name_w = max(20, width - (7 + 1 + 9 + 1 + 6 + 1 + who_w + 1) - 3)
-    lines = [f"[bold]verlprof collect -> {result.out.name}[/bold]",
-             f"[dim]{'status':7} {'size':>9} {'kind':6} {'who':{who_w}}   artifact[/dim]"]
+    fixed = 7 + 1 + 9 + 1 + 6 + 1 + who_w + 1
+    name_w = width - fixed - 3
+    # Narrow terminal (60 columns): a name squeezed beside the fixed columns would be cut to a few
+    # letters or folded apart; it gets its own line below its row instead, the width wide.
+    narrow = name_w < 30
+    if narrow:
+        name_w = max(20, width - 4)
+    lines: list[Any] = [f"[bold]verlprof collect -> {_esc(result.out.name)}[/bold]",
+                        f"[dim]{'status':7} {'size':>9} {'kind':6} "
+                        + ("who[/dim]" if narrow else f"{'who':{who_w}}   artifact[/dim]")]
     folder = None
     for a in sorted(result.artifacts, key=lambda a: (str(Path(a.rel).parent), a.rel)):
         parent, name = str(Path(a.rel).parent), Path(a.rel).name
         if parent != folder:
             folder = parent
-            lines.append(f"{'':{7 + 1 + 9 + 1 + 6 + 1 + who_w + 1}} [dim]{_esc(shorten(parent + '/', name_w))}[/dim]")
+            lead = "  " if narrow else f"{'':{fixed}} "
+            lines.append(f"{lead}[dim]{_esc(shorten(parent + '/', name_w))}[/dim]")
         st = status_of.get(a.rel)
         status = st.status if st else "-"
         who = whos[a.rel] if len(whos[a.rel]) <= who_w else whos[a.rel][:who_w - 1] + "…"
-        lines.append(f"[{_STYLE.get(status, 'default')}]{status:7}[/] {_size(a.size):>9} "
-                     f"{_KIND.get(a.kind.value, a.kind.value):6} {_esc(who):{who_w}}   "
-                     f"{_esc(shorten(name, name_w - 2 if parent != '.' else name_w))}")
+        row = (f"[{_STYLE.get(status, 'default')}]{status:7}[/] {_size(a.size):>9} "
+               f"{_KIND.get(a.kind.value, a.kind.value):6} {_esc(who):{who_w}}")
+        shown = _esc(shorten(name, name_w - 2 if parent != '.' else name_w))
+        lines += [row.rstrip(), f"    {shown}"] if narrow else [f"{row}   {shown}"]
         why = ([st.reason] if st and st.reason and st.status != DONE else []) + notes.get(a.rel, [])
         for w in why:
             if w in shared:
                 w = f"{w.split('; ')[0]} (what to do: below, once for all {shared[w]})"
-            lines.append(Padding(Text.assemble(("└ ", "dim"), w), (0, 0, 0, 8)))
+            lines += [Text(" " * 8) + piece for piece in fit_lines(Text.assemble(("└ ", "dim"), w), width - 8, 2)]
     for w, n in shared.items():
-        lines.append(Text.assemble((f"for all {n} above: ", "bold"), w))
+        lines += fit_lines(Text.assemble((f"for all {n} above: ", "bold"), w), width, 2)
     return lines
 
 
@@ -264,6 +320,13 @@ def _shared_reasons(result: CollectResult) -> dict[str, int]:
     """Long reasons given for more than one row (nsys's install advice for every report)."""
     counts = Counter(s.reason for s in result.statuses if s.reason and s.status != DONE)
     return {r: n for r, n in counts.items() if n > 1 and len(r) > _LONG_REASON}
+
+
+def say(console: Console, markup: str, indent: int = 0) -> None:
+    """Print one logical line in the console's width, broken at words but never between a number
+    and its unit or noun (`99.8 ms`, `3 failed`); a word wider than the line stays whole."""
+    for piece in fit_lines(markup, console.width, indent):
+        console.print(piece, highlight=False, crop=False, no_wrap=True, overflow="ignore")
 
 
 def _esc(text: str) -> str:
