@@ -455,4 +455,21 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_siz
 def test_run_metadata_tolerates_any_manifest_shape(manifest) -> None:
     empty = arrow_schema("phases").empty_table()
     meta = batch.run_metadata(manifest, empty, empty)
-    pa.Table.from_pylist([{"run": "r", "input": "i", "bundle_hash": "h", **meta}], schema=batch.RUNS_SCHEMA)
+    row = pa.Table.from_pylist([{"run": "r", "input": "i", "bundle_hash": "h", **meta}],
+                               schema=batch.RUNS_SCHEMA).to_pylist()[0]
+    # every runs.parquet column is filled, and what the manifest does say comes through as said
+    assert set(batch.RUNS_SCHEMA.names) - {"run", "input", "bundle_hash"} <= set(meta)
+    assert row["phase_rows"] == 0 and row["kernel_rows"] == 0
+    arts = manifest.get("artifacts")
+    assert row["artifacts"] == (sum(isinstance(a, dict) for a in arts) if isinstance(arts, list) else 0)
+    failed = sum(isinstance(a, dict) and a.get("status") == "failed" for a in arts) if isinstance(arts, list) else 0
+    assert row["failed_artifacts"] == failed == len(meta["failed"])
+    created = manifest.get("created")
+    if isinstance(created, str) and created:
+        assert row["date"] == created
+    window = manifest.get("window")
+    if isinstance(window, dict) and isinstance(window.get("step"), int) and not isinstance(window.get("step"), bool) \
+            and abs(window["step"]) < 2**31:
+        assert row["window_step"] == window["step"]
+    if not isinstance(manifest.get("config"), dict) or not manifest.get("config"):
+        assert row["config_hash"] is None and row["tool"] is None
