@@ -207,7 +207,8 @@ def test_hydra_config():
 @pytest.mark.slow
 @pytest.mark.nsys
 @pytest.mark.ray
-@pytest.mark.skipif(os.environ.get("VERLPROF_MAKE_SAMPLE") != "1", reason="set VERLPROF_MAKE_SAMPLE=1 to regenerate")
+@pytest.mark.skipif(os.environ.get("VERLPROF_MAKE_SAMPLE") != "1" and os.environ.get("CI") != "true",
+                    reason="regenerates the sample (~1 min): runs on CI (CI=true) or with VERLPROF_MAKE_SAMPLE=1")
 def test_make_sample_regenerates(tmp_path):
     if shutil.which("nsys") is None:
         pytest.skip("nsys not installed")
