@@ -99,3 +99,13 @@ def test_default_source_with_nothing_names_both_places(tmp_path: Path) -> None:
                           f"no Ray session with logs/nsight in {tmp_path / 'none' / 'ray'}")
     assert f"no ./outputs/profile ({here / 'outputs' / 'profile'})" in err
     assert not (tmp_path / "work").exists()
+
+
+def test_the_importer_advice_keeps_its_command_whole() -> None:
+    """`ln -s /usr/lib/... /usr/lib/...` is what to type: its paths are the advice, not a leak."""
+    from verlprof.stages.export.nsys_tool import IMPORTER_HINT
+
+    msg = f"x.qdstrm: unfinished report (.qdstrm) not imported: no QdstrmImporter beside nsys 2022.4; {IMPORTER_HINT}"
+    got = plain_reason(msg, path="x.qdstrm")
+    assert got.endswith(IMPORTER_HINT) and "`ln -s /usr/lib/nsight-systems/host-linux-x64 " in got
+    assert plain_reason("/tmp/w/abc/x.sqlite: damaged like /tmp/w/abc/y.sqlite") == "damaged like y.sqlite"

@@ -160,7 +160,9 @@ def plain_reason(error: BaseException | str, path: str | Path | None = None, siz
     if path is not None:
         what = what.replace(f"{path}: ", "").replace(str(path), Path(str(path)).name)
     what = _LEAD_PATH.sub("", what)
-    what = _ABS_PATH.sub(lambda m: m.group(1), what)
+    # paths inside backticks are a command to type (advice, e.g. where to link nsys's importer): kept
+    what = "`".join(part if i % 2 else _ABS_PATH.sub(lambda m: m.group(1), part)
+                    for i, part in enumerate(what.split("`")))
     if size == 0 or re.search(r"\bempty file\b|\(0 bytes\)", what, re.I):
         hint = _EMPTY_HINT.get(kind or "")
         return "empty file (0 bytes)" + (f": {hint}" if hint else "")
