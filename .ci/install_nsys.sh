@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install Nsight Systems from Debian's non-free component (2022.4 on bookworm) and apply the
-# importer-link quirk described in ../shared/fixtures/README.md. Idempotent; needs root.
+# importer-link quirk (README.md, "Which nsys reads which reports"). Idempotent; needs root.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v nsys >/dev/null 2>&1; then

@@ -53,6 +53,10 @@ def gather(run: Run) -> None:
     run.progress.update(task, total=n, completed=n, last="")
     if not run.artifacts:
         where = ", ".join(run.gathered.roots) or ("the Ray nodes" if opts.ray is not None else "the default locations")
+        bad = gather_stage.unreadable(run.gathered.skipped)   # files named like artifacts, unreadable
+        if bad:
+            raise NothingSummarizedError(None, f"no readable profiler artifacts in {where}: "
+                                         + "; ".join(f"{rel}: {why}" for rel, why in bad) + "; no bundle written")
         raise NothingSummarizedError(None, f"no profiler artifacts found in {where}; no bundle written")
 
 

@@ -47,7 +47,7 @@ What it does
      same job to keep the sample small. verl's torch Profiler class runs fine on CPU, so no
      fallback was needed.
    * No memory snapshot: ``torch.cuda.memory._dump_snapshot`` is GPU-only (a real one is in
-     ``shared/fixtures/h200-torch-2.11``).
+     ``tests/data/h200-torch-2.11/step2``).
 
 3. Writes the Hydra-style composed config of the run, ``outputs/<date>/<time>/.hydra/config.yaml``
    and ``overrides.yaml``: verl's own ``_generated_ppo_trainer.yaml`` (interpolations kept, as Hydra

@@ -11,13 +11,79 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 # Tests import `testdata` (tests/data through data_path/data_dir); pytest's importlib mode does not
 # put tests/ on sys.path, so conftest, loaded first, does.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+
+# ----------------------------------------------------------------------------------------------
+# Tests that cannot take each other down
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _own_ray_temp_dir(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each module marked `ray` gets its own Ray temp folder, and whatever Ray it started is stopped
+    when it ends.
+
+    Why: Ray keeps its sessions, sockets and the address of "the" local cluster under
+    `$RAY_TMPDIR/ray` (default `/tmp/ray`), shared by every job on the machine; a test run that
+    found another job's cluster there (or left its own behind) once died inside pytest's process
+    with no summary line. `RAY_TMPDIR` is what Ray itself reads for that folder (the path stays
+    short: Ray's socket paths must fit 107 bytes).
+    """
+    if not _uses_ray(request):
+        yield
+        return
+    base = tempfile.mkdtemp(prefix="vpray", dir="/tmp")
+    old = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = base
+    try:
+        yield
+    finally:
+        stop_ray()
+        if old is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _uses_ray(request: pytest.FixtureRequest) -> bool:
+    """The module, or one of its tests, carries the `ray` mark."""
+    if request.node.get_closest_marker("ray") is not None:
+        return True
+    for obj in vars(request.module).values():
+        marks = getattr(obj, "pytestmark", [])
+        if any(getattr(m, "name", None) == "ray" for m in (marks if isinstance(marks, list) else [marks])):
+            return True
+    return False
+
+
+def stop_ray() -> None:
+    """Disconnect this process from Ray if a test connected it (no-op without Ray)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        ray.shutdown()
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
+    """Name the running test in $VERLPROF_CURRENT_TEST_FILE (set by .ci/run), so a run that dies
+    without pytest's summary line (a native crash in a library) still says where it died."""
+    path = os.environ.get("VERLPROF_CURRENT_TEST_FILE")
+    if path:
+        try:
+            Path(path).write_text(nodeid + "\n")
+        except OSError:
+            pass
+
 
 NSYS_PROFILE_FLAGS = ["--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true"]
 

@@ -382,18 +382,24 @@ def test_nested_unknown_ranges_are_not_counted_twice() -> None:
 def test_cli_summarize_table_html_and_exit_codes(tmp_path: Path, base_rows) -> None:
     paths = make_runs(tmp_path / "in", base_rows)
     runner = CliRunner()
+    (tmp_path / "missing").mkdir()                   # there, but holds nothing to summarize
     args = ["summarize", *map(str, paths.values()), str(tmp_path / "missing"), "-o", str(tmp_path / "out"),
             "--html", "-j", "1", "--work", str(tmp_path / "w")]
     res = runner.invoke(app, args, env={"COLUMNS": "200"})
     assert res.exit_code == 3, res.output            # outputs written, one input skipped
     assert "generation" in res.output and "+50.0%" in res.output and "skipped" in res.output
-    assert "4 runs: 3 summarised, 0 incomplete, 1 skipped: missing" in res.output
+    assert "4 runs: 3 summarized, 0 incomplete, 1 skipped: missing" in res.output
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<svg" in page and "slow_gen" in page and "http" not in page and "<script" not in page
     bad = runner.invoke(app, ["summarize", str(tmp_path / "missing"), "-o", str(tmp_path / "o2"),
                               "--work", str(tmp_path / "w")])
     assert bad.exit_code != 0 and isinstance(bad.exception, VerlprofError) and bad.exception.exit_code == 4
-    assert "none of the 1 inputs could be summarised" in str(bad.exception)
+    assert "the input could not be summarized" in str(bad.exception)
+    gone = runner.invoke(app, ["summarize", str(tmp_path / "nope"), "-o", str(tmp_path / "o3"),
+                               "--work", str(tmp_path / "w")])
+    assert isinstance(gone.exception, VerlprofError) and gone.exception.exit_code == 2   # as `collect /nope`
+    assert str(gone.exception) == f"{tmp_path / 'nope'}: no such file or folder"
+    assert not (tmp_path / "o3").exists()
 
 
 def test_raw_run_folder_is_collected_first(tmp_path: Path, base_rows) -> None:
@@ -449,4 +455,21 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_siz
 def test_run_metadata_tolerates_any_manifest_shape(manifest) -> None:
     empty = arrow_schema("phases").empty_table()
     meta = batch.run_metadata(manifest, empty, empty)
-    pa.Table.from_pylist([{"run": "r", "input": "i", "bundle_hash": "h", **meta}], schema=batch.RUNS_SCHEMA)
+    row = pa.Table.from_pylist([{"run": "r", "input": "i", "bundle_hash": "h", **meta}],
+                               schema=batch.RUNS_SCHEMA).to_pylist()[0]
+    # every runs.parquet column is filled, and what the manifest does say comes through as said
+    assert set(batch.RUNS_SCHEMA.names) - {"run", "input", "bundle_hash"} <= set(meta)
+    assert row["phase_rows"] == 0 and row["kernel_rows"] == 0
+    arts = manifest.get("artifacts")
+    assert row["artifacts"] == (sum(isinstance(a, dict) for a in arts) if isinstance(arts, list) else 0)
+    failed = sum(isinstance(a, dict) and a.get("status") == "failed" for a in arts) if isinstance(arts, list) else 0
+    assert row["failed_artifacts"] == failed == len(meta["failed"])
+    created = manifest.get("created")
+    if isinstance(created, str) and created:
+        assert row["date"] == created
+    window = manifest.get("window")
+    if isinstance(window, dict) and isinstance(window.get("step"), int) and not isinstance(window.get("step"), bool) \
+            and abs(window["step"]) < 2**31:
+        assert row["window_step"] == window["step"]
+    if not isinstance(manifest.get("config"), dict) or not manifest.get("config"):
+        assert row["config_hash"] is None and row["tool"] is None

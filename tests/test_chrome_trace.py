@@ -329,9 +329,29 @@ def test_fuzz_corrupted_bytes_never_crash(tmp_path: Path, data: st.DataObject) -
     except BadInputError as exc:
         assert "\n" not in str(exc) and str(p) in str(exc)
     else:
-        assert got.n_events >= 0 and all(math.isfinite(x) for x in got.gpu_ts)
+        assert_consistent(got, max_events=_SMALL_EVENTS + 4)   # each edit can split one event in two
     finally:
         chrome_trace.CHUNK_BYTES = old
+
+
+def assert_consistent(got, max_events: int) -> None:
+    """A successful read of a damaged trace is still a well-formed TraceData: its parallel arrays
+    line up, every index points into its table, and it holds no more events than were written."""
+    assert 0 <= got.n_events <= max_events
+    kept = len(got.ranges) + got.n_gpu + len(got.api_ts)
+    assert kept <= got.n_events
+    groups = [("gpu_kind", "gpu_name", "gpu_ts", "gpu_dur", "gpu_device", "gpu_stream", "gpu_corr", "gpu_bytes"),
+              ("api_ts", "api_dur", "api_thread", "api_corr"), ("seq_thread", "seq_ts", "seq_dur", "seq_no"),
+              ("flow_id", "flow_end", "flow_thread", "flow_ts"),
+              ("mem_thread", "mem_change", "mem_ts", "mem_device", "mem_total")]
+    for group in groups:
+        assert len({len(getattr(got, f)) for f in group}) == 1, group
+    assert all(0 <= i < len(got.names) for i in got.gpu_name)
+    threads = len(got.threads)
+    assert all(0 <= r[3] < threads for r in got.ranges)
+    assert all(0 <= i < threads for arr in (got.api_thread, got.seq_thread, got.flow_thread, got.mem_thread)
+               for i in arr)
+    assert all(isinstance(r[0], str) and isinstance(r[1], int) and isinstance(r[2], int) for r in got.ranges)
 
 
 def _small_text() -> bytes:
@@ -346,3 +366,4 @@ def _small_text() -> bytes:
 
 
 _SMALL_TEXT = _small_text()
+_SMALL_EVENTS = len(json.loads(_SMALL_TEXT).get("traceEvents", []))

@@ -233,8 +233,8 @@ def test_summarize_shows_incomplete_runs_and_exits_3(partial: dict, tmp_path: Pa
                    "--work", str(tmp_path / "w"), "-j", "1")
     assert res.returncode == ExitCode.PARTIAL, res.stdout + res.stderr
     text = " ".join(res.stdout.split())
-    assert "incomplete" in text and "6 artifact(s) failed" in text
-    assert "2 runs: 1 summarised, 1 incomplete, 0 skipped: bundle" in text
+    assert "incomplete" in text and "6 artifacts failed" in text
+    assert "2 runs: 1 summarized, 1 incomplete, 0 skipped: bundle" in text
     import pandas as pd
 
     runs = pd.read_parquet(tmp_path / "cmp" / "runs.parquet")

@@ -135,7 +135,14 @@ def test_validate_fuzz_never_crashes(data: st.DataObject, whole_head: bytes, tmp
     except BadInputError as exc:
         assert "\n" not in str(exc)
     else:
-        assert "StringIds" in info.tables
+        # a valid export is what the file holds: its size, its tables, its metadata as SQLite reads them
+        assert "StringIds" in info.tables and info.size == len(blob) == p.stat().st_size
+        with sqlite3.connect(f"file:{p}?mode=ro", uri=True) as con:
+            tables = tuple(sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")))
+            assert info.tables == tables
+            con.execute("SELECT * FROM StringIds LIMIT 1").fetchall()
+        assert info.schema_version == info.meta.get("EXPORT_SCHEMA_VERSION")
+        assert info.nsys_version == info.meta.get("EXPORT_PRODUCT_VERSION")
 
 
 # ---- export_all on real reports ------------------------------------------------------------------

@@ -447,16 +447,51 @@ def test_exclude_output_folders(tmp_path: Path) -> None:
     assert ("bundle", "excluded (verlprof output or work folder)") in res.skipped
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads unreadable folders")
-def test_unreadable_folder(tmp_path: Path) -> None:
-    d = tmp_path / "run" / "locked"
+def test_unreadable_folder() -> None:
+    """A folder this user may not read is listed as unreadable. Root reads every folder, so as
+    root (CI) the gather runs in a child process that has become `nobody` (uid 65534)."""
+    import pickle
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="vp-gather-", dir="/tmp"))   # reachable by nobody
+    base.chmod(0o755)
+    d = base / "run" / "locked"
     _blob(d / "worker_process_1.nsys-rep")
+    _blob(base / "run" / "worker_process_2.nsys-rep")
+    (base / "run").chmod(0o755)
     d.chmod(0)
     try:
-        res = gather([tmp_path / "run"])
-        assert "unreadable" in dict(res.skipped)["locked"]
+        if os.geteuid() != 0:
+            res = gather([base / "run"], with_hashes=False)
+            got = ([a.rel for a in res.artifacts], res.skipped)
+        else:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:                                   # the child: become nobody, gather, report
+                try:
+                    os.close(r)
+                    os.setgroups([])
+                    os.setgid(65534)
+                    os.setuid(65534)
+                    res = gather([base / "run"], with_hashes=False)
+                    answer: object = ([a.rel for a in res.artifacts], res.skipped)
+                except BaseException as exc:  # noqa: BLE001 - sent back to the parent
+                    answer = exc
+                os.write(w, pickle.dumps(answer))
+                os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                got = pickle.loads(f.read())
+            os.waitpid(pid, 0)
+            if isinstance(got, BaseException):
+                raise got
+        rels, skipped = got
+        assert rels == ["worker_process_2.nsys-rep"]
+        assert dict(skipped)["locked"] == "unreadable folder: Permission denied"
     finally:
         d.chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # --- fuzz: random bytes under artifact names never crash gather --------------------------------

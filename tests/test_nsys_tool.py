@@ -39,6 +39,16 @@ def _nvtx_names(sqlite: Path) -> list[str]:
 
 # ---- find / probe --------------------------------------------------------------------------------
 
+def test_ci_finds_the_qdstrm_importer(nsys_exe: Path) -> None:
+    """On CI (`CI=true`, set by .ci/run) nsys is installed with its importer linked: verlprof's own
+    lookup must find it, or every qdstrm test would pass by skipping its import half."""
+    if os.environ.get("CI") != "true":
+        pytest.skip("checked where CI=true (.ci/run installs nsys and links its importer)")
+    tool = find_nsys(nsys_exe)
+    assert tool.qdstrm_importer is not None, f"{tool.path}: verlprof finds no QdstrmImporter"
+    assert os.access(tool.qdstrm_importer, os.X_OK)
+
+
 def test_probe_matches_what_nsys_itself_says(tool: nsys_tool.NsysTool, nsys_exe: Path) -> None:
     version_text = subprocess.run([str(nsys_exe), "--version"], capture_output=True, text=True).stdout
     help_text = subprocess.run([str(nsys_exe), "export", "--help"], capture_output=True, text=True).stdout

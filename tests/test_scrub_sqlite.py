@@ -244,9 +244,9 @@ def test_randomly_corrupted_exports_never_crash(tmp_path: Path) -> None:
     data = bytearray(RAY2.read_bytes())
     rng = random.Random(1234)
     outcomes = set()
-    for i in range(6):
+    for i in range(8):
         bad = bytearray(data)
-        for _ in range(40):
+        for _ in range(40 if i % 2 else 1):          # one flipped byte often still reads; 40 rarely do
             pos = rng.randrange(100, len(bad))
             bad[pos] = rng.randrange(256)
         src = tmp_path / f"c{i}.sqlite"
@@ -261,4 +261,4 @@ def test_randomly_corrupted_exports_never_crash(tmp_path: Path) -> None:
         else:
             assert check_paths([dst], POLICY, known=opts.pseudonyms) == []
             outcomes.add("scrubbed")
-    assert outcomes
+    assert outcomes == {"refused", "scrubbed"}       # both branches above were checked (fixed seed)

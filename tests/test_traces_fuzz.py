@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError, VerlprofError
@@ -75,6 +75,7 @@ def test_nsys_bad_inputs(damage: str, tmp_path: Path, out_dir: Path) -> None:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(offset=st.integers(min_value=0, max_value=99), length=st.integers(min_value=1, max_value=20000),
        byte=st.integers(min_value=0, max_value=255))
+@example(offset=50, length=1, byte=7)      # one byte inside a page: still readable, so the window is checked
 def test_nsys_overwritten_bytes_fail_cleanly_or_window_validly(tmp_path: Path, offset: int, length: int,
                                                                byte: int) -> None:
     """Bytes overwritten anywhere (header or pages): a clean BadInputError, or a valid window."""
@@ -91,8 +92,26 @@ def test_nsys_overwritten_bytes_fail_cleanly_or_window_validly(tmp_path: Path, o
     except BadInputError as err:
         assert_clean_failure(err, src, out)
     else:
-        sqlite3.connect(out / "w.sqlite").execute("SELECT count(*) FROM StringIds").fetchone()
+        assert_valid_window(out / "w.sqlite")
     assert src.read_bytes() == bytes(data)  # the input is never changed
+
+
+def assert_valid_window(path: Path) -> None:
+    """A window written from a damaged export is a sound SQLite export: integrity_check passes,
+    StringIds is there, and every NVTX/kernel row it keeps lies in the asked window and names a
+    string the window carries."""
+    lo, hi = FAR
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "StringIds" in tables
+        ids = {r[0] for r in con.execute("SELECT id FROM StringIds")}
+        if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
+            for start, end, name in con.execute("SELECT start, end, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL"):
+                assert lo <= start <= end <= hi and name in ids
+        if "NVTX_EVENTS" in tables:
+            for (text_id,) in con.execute("SELECT textId FROM NVTX_EVENTS WHERE textId IS NOT NULL"):
+                assert text_id in ids
 
 
 def test_window_bounds_and_self_overwrite_are_refused(tmp_path: Path) -> None:

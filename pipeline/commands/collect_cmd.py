@@ -14,15 +14,17 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from ...stages.core.done_records import default_work_dir
-from ...stages.core.errors import RunFailedError, VerlprofError
+from ...stages.core.errors import NothingSummarizedError, RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
+from ...stages.gather import unreadable
 from ..progress import stage_progress
 from .window_options import step_range_option, top_kernels_option, top_phases_option
+from .words import plural
+from .wrap import fit_lines
 
 if TYPE_CHECKING:   # collect imports every stage; `verlprof --help` and the other commands need none
     from ..collect import CollectResult
@@ -69,32 +71,84 @@ def collect(
         parse_noise_floor(noise_floor)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--noise-floor") from None
-    from ...stages.gather import default_sources
     from ..collect import CollectOptions, run_collect
+    from ..output_places import OutputPlace, check_output_places
 
+    work_dir = work or default_work_dir()
+    check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(work_dir, "--work"))
     srcs = list(sources or [])
     address = (ray_address or "auto") if (ray or ray_address) else None
+    console = Console()
     if not srcs and address is None:
-        srcs = default_sources()
-        if not srcs:
-            raise VerlprofError(None, "no SOURCE given and no Ray nsight folder or ./outputs/profile found")
+        srcs, said = default_sources_said()
+        console.print(said, markup=False, highlight=False, soft_wrap=True)   # paths stay whole
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     # --ray: the same collect; each node's own nsight folder (plus any SOURCE that exists there) is
     # gathered on that node, and every input is read only on the node that holds it.
-    opts = CollectOptions(sources=srcs, out=out, work_dir=work or default_work_dir(), jobs=jobs, nsys=nsys,
+    opts = CollectOptions(sources=srcs, out=out, work_dir=work_dir, jobs=jobs, nsys=nsys,
                           step=step_arg, top=top, html=html, pack=pack, strict=strict,
                           step_range=_step_range(step_range), ray=address, noise_floor=noise_floor)
-    console = Console()
     try:
         with stage_progress() as progress:
             result = run_collect(opts, progress)
     except RunFailedError as err:
-        if err.result is not None:          # nothing (or, with --strict, not all) summarized
-            print_collect_table(err.result, console, top_phases, per_rank)
-        raise
+        if err.result is None:
+            raise
+        # nothing (or, with --strict, not all) summarized: the table says why, each reason once
+        print_collect_table(err.result, console, top_phases, per_rank)
+        raise _said_above(err) from None
     print_collect_table(result, console, top_phases, per_rank)
+    if pack and result.published:
+        from ..pack import default_archive_path
+
+        archive = default_archive_path(result.out)
+        if archive.is_file():
+            console.print(f"packed: {archive} ({archive.stat().st_size / 1e6:.2f} MB, SHA256SUMS inside)",
+                          markup=False, highlight=False, soft_wrap=True)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
+
+
+def default_sources_said(cwd: Path | None = None) -> tuple[list[Path], str]:
+    """Where verl writes (collect with no SOURCE), and one line saying where it looked, in absolute
+    paths: the newest Ray session's `logs/nsight` (which session) and `./outputs/profile`.
+
+    Why say it: the newest session may be a leftover of another job, and a relative name printed
+    later means nothing to a user who is not standing where collect ran. Raises (exit 2) when
+    neither place exists, naming both."""
+    from ...stages.gather import default_sources, ray_nsight_dir, ray_temp_dirs
+
+    here = Path(cwd or Path.cwd()).absolute()
+    srcs = default_sources(cwd=here)
+    nsight = ray_nsight_dir()
+    profile = here / "outputs" / "profile"
+    ray_dirs = ", ".join(dict.fromkeys(str(d) for d in ray_temp_dirs() if d.name == "ray"))
+    found, missing = [], []
+    if nsight is not None:
+        found.append(f"the newest Ray session's {nsight}")
+    else:
+        missing.append(f"no Ray session with logs/nsight in {ray_dirs}")
+    if profile.is_dir():
+        found.append(f"./outputs/profile ({profile})")
+    else:
+        missing.append(f"no ./outputs/profile ({profile})")
+    if not srcs:
+        raise VerlprofError(None, f"no SOURCE given, and nothing where verl writes: {'; '.join(missing)}; "
+                                  "give the run's folders as SOURCE")
+    return srcs, f"no SOURCE given: reading {' and '.join(found)}" + "".join(f"; {m}" for m in missing)
+
+
+def _said_above(err: RunFailedError) -> RunFailedError:
+    """The closing error once the table was printed: counts and `listed above`, so no reason (nsys's
+    install advice, say) is said again for every file on the second stream."""
+    result = err.result
+    failed = result.with_status(FAILED)
+    if not failed:
+        return err
+    names = ", ".join(s.rel for s in failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    what = f"{len(failed)} of {plural(len(result.statuses), 'artifact')} failed ({names}: why is said above)"
+    lead = "--strict" if not isinstance(err, NothingSummarizedError) else "nothing could be summarized"
+    return type(err)(None, f"{lead}: {what}; no bundle written", result)
 
 
 def _int_step(step: str) -> int:
@@ -115,6 +169,42 @@ def _step_range(pattern: str | None) -> str | None:
     return pattern
 
 
+#: Chosen steps of one run start within seconds of each other on every rank; this far apart they
+#: are two runs (or one clock is wrong), and one timeline over them is mostly empty axis.
+_APART_NS = 60 * 10**9
+_EPOCH_2001_NS = 10**18     # a start_ns below this is relative to its own trace, not wall-clock
+
+
+def clocks_apart_warning(steps: list[dict[str, Any]]) -> str | None:
+    """One line when the chosen step of the sources starts minutes apart (wall-clock starts only):
+    two unrelated runs given to one collect would otherwise draw a 300,000 ms axis silently."""
+    starts: dict[str, int] = {}
+    for r in steps:
+        s = r.get("start_ns")
+        if r.get("chosen") and isinstance(s, int) and s >= _EPOCH_2001_NS:
+            src = str(r.get("source"))
+            starts[src] = min(s, starts.get(src, s))
+    if len(starts) < 2:
+        return None
+    first, last = min(starts, key=starts.__getitem__), max(starts, key=starts.__getitem__)
+    gap = starts[last] - starts[first]
+    if gap <= _APART_NS:
+        return None
+    first, last = (shorten(Path(s).name, 36) for s in (first, last))
+    return (f"the chosen step starts {_duration(gap)} apart across sources ({first} first, {last} last): "
+            "two different runs given to one collect? Collect each run on its own; the cross-rank "
+            "timeline (all_ranks.trace.json.gz) is mostly empty axis")
+
+
+def _duration(ns: int) -> str:
+    s = ns / 1e9
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h" if s < 172800 else f"{s / 86400:.0f} days"
+
+
 #: More artifacts than this: the list collapses to one line per kind, status and step (issue 23).
 _LIST_EACH_ARTIFACT = 16
 
@@ -132,18 +222,22 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
     else:
         for line in terminal_views.artifact_summary(result.statuses, result.artifacts):
             console.print(line, markup=False, highlight=False, crop=False, overflow="fold")
-    console.print(closing_line(result))
+    say(console, closing_line(result))
     if result.nodes:
-        console.print(node_line(result.nodes))
+        say(console, node_line(result.nodes))
     counts = Counter(o.status for o in result.outcomes if o.stage == "export")
     reused = counts.get("cached", 0) + counts.get("beside", 0)
     if reused and counts.get("exported", 0) == 0:
-        console.print(f"Exported nothing: {reused} report(s) reused from the export cache or their beside SQLite.")
+        say(console, f"Exported nothing: {plural(reused, 'report')} reused from the export cache or "
+                     "their beside SQLite.")
     window = result.manifest.get("window") or {}
     if window:
-        console.print(f"[bold]window[/bold]: {window.get('reason', '')}")
+        say(console, f"[bold]window[/bold]: {_esc(window.get('reason', ''))}", indent=2)
         for w in window.get("warnings", [])[:5]:
-            console.print(f"  [yellow]warning[/yellow]: {w}")
+            say(console, f"  [yellow]warning[/yellow]: {_esc(w)}", indent=4)
+    apart = clocks_apart_warning((result.rows or {}).get("steps") or [])
+    if apart:
+        say(console, f"  [yellow]warning[/yellow]: {_esc(apart)}", indent=4)
     if result.rows and result.rows.get("phases"):
         phases = list(result.rows["phases"])
         ranks_rows = terminal_views.ranks_of_bundle(result.out) if result.published else None
@@ -166,11 +260,11 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
     if not result.published:
         console.print("[bold red]no bundle written[/bold red] (see the failed rows above)")
     elif result.with_status(FAILED):
-        console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`; "
-                      f"[bold yellow]incomplete[/bold yellow]: {len(result.with_status(FAILED))} artifact(s) "
-                      "failed, listed in manifest.json)")
+        say(console, f"bundle: {_esc(str(result.out))}  (safe to share; verified by `verlprof check`; "
+                     f"[bold yellow]incomplete[/bold yellow]: {plural(len(result.with_status(FAILED)), 'artifact')} "
+                     "failed, listed in manifest.json)")
     else:
-        console.print(f"bundle: {result.out}  (safe to share; verified by `verlprof check`)")
+        say(console, f"bundle: {_esc(str(result.out))}  (safe to share; verified by `verlprof check`)")
 
 
 _STYLE = {DONE: "green", REUSED: "cyan", SKIPPED: "yellow", FAILED: "bold red"}
@@ -188,6 +282,7 @@ def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
     reason of a row that is not done gets its own indented line below it, the full width wide.
     """
     status_of = {s.rel: s for s in result.statuses}
+    shared = _shared_reasons(result)
     notes: dict[str, list[str]] = {}
     for o in result.outcomes:
         if o.stage == "identify" and o.status == "failed":
@@ -195,25 +290,55 @@ def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
     whos = {a.rel: " ".join(x for x in ("" if a.rank is None else f"r{a.rank}", a.role or "") if x)
             for a in result.artifacts}
     who_w = min(16, max([3] + [len(w) for w in whos.values()]))
-    name_w = max(20, width - (7 + 1 + 9 + 1 + 6 + 1 + who_w + 1) - 3)
-    lines = [f"[bold]verlprof collect -> {result.out.name}[/bold]",
-             f"[dim]{'status':7} {'size':>9} {'kind':6} {'who':{who_w}}   artifact[/dim]"]
+    fixed = 7 + 1 + 9 + 1 + 6 + 1 + who_w + 1
+    name_w = width - fixed - 3
+    # Narrow terminal (60 columns): a name squeezed beside the fixed columns would be cut to a few
+    # letters or folded apart; it gets its own line below its row instead, the width wide.
+    narrow = name_w < 30
+    if narrow:
+        name_w = max(20, width - 4)
+    lines: list[Any] = [f"[bold]verlprof collect -> {_esc(result.out.name)}[/bold]",
+                        f"[dim]{'status':7} {'size':>9} {'kind':6} "
+                        + ("who[/dim]" if narrow else f"{'who':{who_w}}   artifact[/dim]")]
     folder = None
     for a in sorted(result.artifacts, key=lambda a: (str(Path(a.rel).parent), a.rel)):
         parent, name = str(Path(a.rel).parent), Path(a.rel).name
         if parent != folder:
             folder = parent
-            lines.append(f"{'':{7 + 1 + 9 + 1 + 6 + 1 + who_w + 1}} [dim]{_esc(shorten(parent + '/', name_w))}[/dim]")
+            lead = "  " if narrow else f"{'':{fixed}} "
+            lines.append(f"{lead}[dim]{_esc(shorten(parent + '/', name_w))}[/dim]")
         st = status_of.get(a.rel)
         status = st.status if st else "-"
         who = whos[a.rel] if len(whos[a.rel]) <= who_w else whos[a.rel][:who_w - 1] + "…"
-        lines.append(f"[{_STYLE.get(status, 'default')}]{status:7}[/] {_size(a.size):>9} "
-                     f"{_KIND.get(a.kind.value, a.kind.value):6} {_esc(who):{who_w}}   "
-                     f"{_esc(shorten(name, name_w - 2 if parent != '.' else name_w))}")
+        row = (f"[{_STYLE.get(status, 'default')}]{status:7}[/] {_size(a.size):>9} "
+               f"{_KIND.get(a.kind.value, a.kind.value):6} {_esc(who):{who_w}}")
+        shown = _esc(shorten(name, name_w - 2 if parent != '.' else name_w))
+        lines += [row.rstrip(), f"    {shown}"] if narrow else [f"{row}   {shown}"]
         why = ([st.reason] if st and st.reason and st.status != DONE else []) + notes.get(a.rel, [])
         for w in why:
-            lines.append(Padding(Text.assemble(("└ ", "dim"), w), (0, 0, 0, 8)))
+            if w in shared:
+                w = f"{w.split('; ')[0]} (what to do: below, once for all {shared[w]})"
+            lines += [Text(" " * 8) + piece for piece in fit_lines(Text.assemble(("└ ", "dim"), w), width - 8, 2)]
+    for w, n in shared.items():
+        lines += fit_lines(Text.assemble((f"for all {n} above: ", "bold"), w), width, 2)
     return lines
+
+
+#: A reason this long, shared by several rows, is said once below the rows (with the count).
+_LONG_REASON = 100
+
+
+def _shared_reasons(result: CollectResult) -> dict[str, int]:
+    """Long reasons given for more than one row (nsys's install advice for every report)."""
+    counts = Counter(s.reason for s in result.statuses if s.reason and s.status != DONE)
+    return {r: n for r, n in counts.items() if n > 1 and len(r) > _LONG_REASON}
+
+
+def say(console: Console, markup: str, indent: int = 0) -> None:
+    """Print one logical line in the console's width, broken at words but never between a number
+    and its unit or noun (`99.8 ms`, `3 failed`); a word wider than the line stays whole."""
+    for piece in fit_lines(markup, console.width, indent):
+        console.print(piece, highlight=False, crop=False, no_wrap=True, overflow="ignore")
 
 
 def _esc(text: str) -> str:
@@ -249,7 +374,7 @@ def closing_line(result: CollectResult, max_named: int = 10) -> str:
     skipped, failed = len(result.with_status(SKIPPED)), result.with_status(FAILED)
     parts = [f"{done + reused} summarized" + (f" ({reused} reused)" if reused else ""), f"{skipped} skipped",
              f"[bold red]{len(failed)} failed[/bold red]" if failed else "0 failed"]
-    line = f"{len(result.artifacts)} artifacts: " + ", ".join(parts)
+    line = f"{plural(len(result.artifacts), 'artifact')}: " + ", ".join(parts)
     if failed:
         line += ": " + _esc(", ".join(_short_rel(s.rel) for s in failed[:max_named]))
         rest = failed[max_named:]
@@ -257,9 +382,15 @@ def closing_line(result: CollectResult, max_named: int = 10) -> str:
             where = Counter(str(Path(s.rel).parent) for s in rest)
             line += _esc(f" and {len(rest)} more (" + ", ".join(f"{n} in {d}/" for d, n in where.most_common(3))
                          + "; manifest.json lists them all)")
-    if result.skipped:
-        reasons = Counter(why.split(" (")[0] for _, why in result.skipped)
-        line += (f"; {len(result.skipped)} other files ignored ("
+    bad = unreadable(result.skipped)        # named like artifacts, content not readable: by name
+    if bad:
+        line += _esc(f"; {plural(len(bad), 'file')} unreadable: "
+                     + ", ".join(f"{_short_rel(rel)} ({why})" for rel, why in bad[:max_named])
+                     + (f" and {len(bad) - max_named} more (manifest.json lists them)" if len(bad) > max_named else ""))
+    others = [(rel, why) for rel, why in result.skipped if (rel, why.removeprefix("unreadable: ")) not in bad]
+    if others:
+        reasons = Counter(why.split(" (")[0] for _, why in others)
+        line += (f"; {plural(len(others), 'other file')} ignored ("
                  + ", ".join(f"{n} {r}" for r, n in reasons.most_common(3)) + ")")
     return line + f"; {result.seconds:.1f}s"
 

@@ -26,6 +26,7 @@ from rich.text import Text
 
 from ...stages import doctor as D
 from ...stages.core.errors import VerlprofError
+from .words import plural
 
 _SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -59,7 +60,8 @@ def print_findings(findings: list[D.Finding], console: Optional[Console] = None,
             console.print(Text("    " + line, style="green"), soft_wrap=True)
     n_err = sum(1 for f in findings if f.severity == "error")
     n_warn = sum(1 for f in findings if f.severity == "warning")
-    console.print(f"{n_err} error(s), {n_warn} warning(s), {len(findings) - n_err - n_warn} note(s)")
+    console.print(f"{plural(n_err, 'error')}, {plural(n_warn, 'warning')}, "
+                  f"{plural(len(findings) - n_err - n_warn, 'note')}")
 
 
 def fix_lines(fix: str, width: int) -> list[str]:

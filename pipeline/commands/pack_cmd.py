@@ -32,7 +32,14 @@ def register(app: typer.Typer) -> None:
 
         if out is not None and output is not None and out != output:
             raise VerlprofError(None, "give the archive once: -o/--out (--output is its old name)")
-        archive = pack_bundle(bundle, out or output)
+        from ..output_places import OutputPlace, check_output_places
+        from ..pack import default_archive_path
+
+        target = out or output
+        if bundle.is_dir():   # a missing bundle: pack_bundle's own line says so first
+            check_output_places(OutputPlace(target if target is not None else default_archive_path(bundle),
+                                            "-o" if target is not None else "archive", inside=False))
+        archive = pack_bundle(bundle, target)
         files = len(bundle_files(bundle, exclude=archive))
         size = archive.stat().st_size
         typer.echo(f"wrote {archive} ({files} files, {size / 1e6:.2f} MB)")

@@ -15,6 +15,8 @@ from typing import List, Optional
 
 import typer
 
+from .words import plural
+
 
 def _policy(policy: Optional[Path], values_file: Optional[Path], local_env: Optional[bool]):
     from ...stages.scrub import load_policy, read_values_file
@@ -41,6 +43,12 @@ def scrub_command(
     from ...stages.scrub import format_findings
     from ..stage_runs import scrub_inputs
 
+    from ...stages.core.done_records import default_work_dir
+    from ..output_places import OutputPlace, check_output_places
+
+    one_file = len(inputs) == 1 and inputs[0].is_file() and not out.is_dir()
+    check_output_places(OutputPlace(out, "-o", inside=not one_file),
+                        OutputPlace(work or default_work_dir(), "--work"))
     pol = _policy(policy, values_file, local_env)
     run = scrub_inputs(inputs, out, pol, jobs=jobs, work_dir=work, salt=salt, verify=verify)
     for r in run.results:
@@ -106,9 +114,9 @@ def check_command(
     if findings:
         for line in format_findings(findings, limit=500):
             typer.echo(line)
-        typer.echo(f"verlprof check: {len(findings)} finding(s) in {checker.files} file(s)", err=True)
+        typer.echo(f"verlprof check: {plural(len(findings), 'finding')} in {plural(checker.files, 'file')}", err=True)
         raise typer.Exit(1)
-    typer.echo(f"verlprof check: no findings in {checker.files} file(s)")
+    typer.echo(f"verlprof check: no findings in {plural(checker.files, 'file')}")
 
 
 _EPILOG = ("Exit codes: 0 every input scrubbed; 3 some inputs failed or were refused (listed; --strict: "

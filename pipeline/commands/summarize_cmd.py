@@ -4,9 +4,9 @@ Why a thin command: all the work is in `pipeline/batch.py` (testable without a t
 module parses flags, picks the executor (process pool by default, Ray tasks with `--ray`), draws the
 progress and the final rich tables, and turns "nothing usable" into a one-line error.
 
-Exit codes follow collect's: 0 every run summarised and complete; 3 outputs written but some runs
+Exit codes follow collect's: 0 every run summarized and complete; 3 outputs written but some runs
 were skipped or are incomplete (their bundle's manifest records failed artifacts); 4 none could be
-summarised; 2 bad usage. `--strict` makes 3 a failure without outputs.
+summarized; 2 bad usage (an input that is not there, an output place that cannot be written). `--strict` makes 3 a failure without outputs.
 """
 from __future__ import annotations
 
@@ -18,8 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from ...stages.core.errors import IncompleteRunError, NothingSummarizedError, VerlprofError
+from .words import plural
 
 console = Console()
+
+
+def _none_of(n: int) -> str:
+    return "the input could not be summarized" if n == 1 else f"none of the {n} inputs could be summarized"
 
 
 def _fmt_ms(ns: Any) -> str:
@@ -97,7 +102,7 @@ def status_table(result: Any) -> Table:
         detail = r.detail
         if r.incomplete:
             shown = "; ".join(r.failed[:3]) + (f"; and {len(r.failed) - 3} more" if len(r.failed) > 3 else "")
-            detail = f"{len(r.failed)} artifact(s) failed in its collect: {shown}"
+            detail = f"{plural(len(r.failed), 'artifact')} failed in its collect: {shown}"
         t.add_row(r.run + (" (baseline)" if r.run == result.baseline else ""),
                   f"[{colors.get(status, '')}]{status}[/]", detail)
     return t
@@ -137,9 +142,15 @@ def register(app: typer.Typer) -> None:
 
         if metric not in compare.COMPARED:
             raise VerlprofError(None, f"--metric must be one of {', '.join(compare.COMPARED)}, not {metric!r}")
+        from ..output_places import OutputPlace, check_output_places
+
+        for given in inputs:          # as collect: a SOURCE that is not there is bad usage (exit 2)
+            if not given.expanduser().exists():
+                raise VerlprofError(given, "no such file or folder")
+        work_dir = work or default_work_dir()
+        check_output_places(OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
         address = ray_address if ray_address is not None else ("auto" if ray else None)
         executor = make_executor(jobs, ray_address=address)
-        work_dir = work or default_work_dir()
         if fresh:
             batch.clear_cache(work_dir)
         done = 0
@@ -164,14 +175,13 @@ def register(app: typer.Typer) -> None:
                 console.print(ln, markup=False, highlight=False)
         console.print(status_table(result))
         if not result.ok:
-            raise NothingSummarizedError(None, f"none of the {len(inputs)} inputs could be summarised "
-                                               "(see the table above)")
+            raise NothingSummarizedError(None, f"{_none_of(len(inputs))} (see the table above)")
         bad = [r.run for r in result.skipped] + [r.run for r in result.incomplete]
-        line = (f"{len(result.runs)} runs: {len(result.ok) - len(result.incomplete)} summarised, "
+        line = (f"{plural(len(result.runs), 'run')}: {len(result.ok) - len(result.incomplete)} summarized, "
                 f"{len(result.incomplete)} incomplete, {len(result.skipped)} skipped")
         console.print(line + (f": {', '.join(bad)}" if bad else ""), highlight=False)
         if strict and result.exit_code:
-            raise IncompleteRunError(None, f"--strict: {len(bad)} run(s) skipped or incomplete "
+            raise IncompleteRunError(None, f"--strict: {plural(len(bad), 'run')} skipped or incomplete "
                                            f"({', '.join(bad)}); no outputs written")
         console.print(f"wrote {', '.join(p.name for p in result.outputs.values())} to {out}")
         if result.exit_code:

@@ -88,6 +88,11 @@ def window(
     from ..executors import make_executor
     from ..stage_runs import summarize_sources
 
+    if out is not None:
+        from ...stages.core.done_records import default_work_dir
+        from ..output_places import OutputPlace, check_output_places
+
+        check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(default_work_dir(), "work dir"))
     console = Console()
     files = _inputs(inputs)
     idents = [(p, identity_from_path(p)) for p in files]

@@ -160,7 +160,9 @@ def plain_reason(error: BaseException | str, path: str | Path | None = None, siz
     if path is not None:
         what = what.replace(f"{path}: ", "").replace(str(path), Path(str(path)).name)
     what = _LEAD_PATH.sub("", what)
-    what = _ABS_PATH.sub(lambda m: m.group(1), what)
+    # paths inside backticks are a command to type (advice, e.g. where to link nsys's importer): kept
+    what = "`".join(part if i % 2 else _ABS_PATH.sub(lambda m: m.group(1), part)
+                    for i, part in enumerate(what.split("`")))
     if size == 0 or re.search(r"\bempty file\b|\(0 bytes\)", what, re.I):
         hint = _EMPTY_HINT.get(kind or "")
         return "empty file (0 bytes)" + (f": {hint}" if hint else "")
@@ -182,4 +184,19 @@ def _tidy(what: str) -> str:
     if not re.search(r"[A-Za-z]{3,}\s+[A-Za-z]{2,}", text):   # no words: a bare library value ('ts', 42)
         shown = what.strip()[:60] or "no message"
         return f"could not read it: unexpected data ({shown}); please report this as a verlprof bug"
-    return text if len(text) <= 200 else text[:199].rstrip() + "…"
+    return text if len(text) <= REASON_CAP else _cut(text)
+
+
+#: A reason longer than this is cut. verlprof's own advice (what to install, which option to pass:
+#: nsys's install hint is ~400 characters) fits whole; only a foreign dump is ever cut.
+REASON_CAP = 480
+
+
+def _cut(text: str) -> str:
+    """`text` in REASON_CAP characters: whole clauses (up to a `; `) when there are any, so a piece
+    of advice is never cut in its middle; else a hard cut marked with `…`."""
+    head = text[:REASON_CAP]
+    at = head.rfind("; ")
+    if at >= REASON_CAP // 2:
+        return head[:at] + "; …"
+    return text[:REASON_CAP - 1].rstrip() + "…"

@@ -55,6 +55,21 @@ class GatherResult:
     def by_kind(self, kind: ArtifactKind) -> list[Artifact]:
         return [a for a in self.artifacts if a.kind == kind]
 
+    @property
+    def unreadable(self) -> list[tuple[str, str]]:
+        """(rel, reason) of the files named like artifacts whose content is not what the name says
+        (a corrupt SQLite, a `.json.gz` that is not gzip): named to the user, never just ignored."""
+        return unreadable(self.skipped)
+
+
+#: Reason prefix of a skipped file that looked like an artifact but could not be read.
+UNREADABLE = "unreadable: "
+
+
+def unreadable(skipped: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The entries of `skipped` that are unreadable artifacts, as (rel, reason without the prefix)."""
+    return [(rel, why[len(UNREADABLE):]) for rel, why in skipped if why.startswith(UNREADABLE)]
+
 
 # ----------------------------------------------------------------------------------------------
 # Where verl writes
@@ -221,16 +236,24 @@ def _sniff_json(path: Path) -> str | None:
     try:
         if path.name.endswith(".gz"):
             if _head(path, 2) != GZIP_MAGIC:
-                return "not gzip data"
+                return UNREADABLE + "not gzip data (bad header)"
             with gzip.open(path, "rb") as f:
                 head = f.read(_SNIFF_BYTES)
         else:
             head = _head(path, _SNIFF_BYTES)
     except (OSError, EOFError, zlib.error) as exc:
-        return f"unreadable gzip ({type(exc).__name__})"
+        return UNREADABLE + f"corrupt gzip ({type(exc).__name__})"
     if b'"traceEvents"' in head or b'"schemaVersion"' in head:
         return None
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+        return UNREADABLE + ("gzip of something that is not JSON" if path.name.endswith(".gz")
+                             else "not JSON (bad header)")
     return "JSON without traceEvents (not a chrome trace)"
+
+
+def _named_bad(reason: str) -> bool:
+    """A header check that says the content is not what the name promises (else: not a trace)."""
+    return not reason.startswith("JSON without traceEvents")
 
 
 def _check_header(path: Path, info: NameInfo) -> str | None:
@@ -496,8 +519,9 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 bad = _check_header(path, info)
                 if bad is not None:
                     if single:
-                        raise BadInputError(path, f"{info.kind.value}: {bad}")
-                    skipped.append((rel, bad))
+                        raise BadInputError(path, f"{info.kind.value}: {bad.removeprefix(UNREADABLE)}")
+                    skipped.append((rel, bad if bad.startswith(UNREADABLE) or not _named_bad(bad)
+                                    else UNREADABLE + bad))
                     continue
             a = _artifact(path, rel, fst, info, index, host)
             if info.kind == ArtifactKind.HYDRA_CONFIG:
