@@ -49,8 +49,9 @@ def test_merged_trace_is_every_window_renamed(bundle) -> None:
     skip = ("process_name", "process_sort_index", "process_labels")
     want = sorted(json.dumps({k: v for k, v in e.items() if k not in ("pid", "id")}, sort_keys=True)
                   for evs in windows for e in evs if e.get("name") not in skip)
+    # the merged trace adds its own marks (culprit and victims, issue 32; tests/test_straggler_runs.py)
     got = sorted(json.dumps({k: v for k, v in e.items() if k not in ("pid", "id")}, sort_keys=True)
-                 for e in merged if e.get("name") not in skip)
+                 for e in merged if e.get("name") not in skip and e.get("cat") != "verlprof.culprit")
     assert got == want
     # each file's pids stay apart (two hosts may reuse a pid), flow ids too
     pids = [{e["pid"] for e in evs} for evs in windows]
