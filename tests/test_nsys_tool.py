@@ -87,12 +87,12 @@ def test_export_real_report(tool: nsys_tool.NsysTool, nsys_reports: list[Path], 
     info = export_sqlite(tool, nsys_reports[2], dst, tables=tables)
     assert info.path == dst and dst.is_file() and _leftovers(dst.parent) == []
     assert info.nsys_version and info.nsys_version.startswith(tool.short_version)
-    assert info.has_table("StringIds") and info.schema_tuple is not None
+    assert "StringIds" in info.tables and info.schema_version is not None
     names = _nvtx_names(dst)
     assert names.count("step") == 3 and names.count("gen") == 3 and names.count("update_actor") == 3
     assert {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in nsys_reports} == before  # inputs untouched
     if tool.supports_tables:
-        assert not info.has_table("ProcessStreams")
+        assert "ProcessStreams" not in info.tables
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "random", "missing"])

@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from testdata import fixtures_dir
 from verlprof.stages.scrub.check import check_paths
-from verlprof.stages.scrub.secrets import REDACTED, Scrubber, load_policy
+from verlprof.stages.scrub.policy import load_policy
+from verlprof.stages.scrub.rules import REDACTED
+from verlprof.stages.scrub.scrubber import Scrubber
 from verlprof.stages.readers.chrome_trace import ChromeTraceStream
 from verlprof.stages.scrub.trace import LiteralFilter, TraceScrubber, scrub_trace, unchanged_by
 

@@ -48,7 +48,7 @@ def export_2022(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_window_of_a_2022_export(export_2022: Path, tmp_path: Path) -> None:
     info = validate_export(export_2022)
-    if not info.has_table("NVTX_EVENTS") or not info.has_table("OSRT_API"):
+    if "NVTX_EVENTS" not in info.tables or "OSRT_API" not in info.tables:
         pytest.skip("this nsys recorded no NVTX/OSRT rows")
     con = sqlite3.connect(f"file:{export_2022}?mode=ro", uri=True)
     epoch = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0]

@@ -1,6 +1,6 @@
 """Where a run was recorded and by whom: host names, addresses, e-mails, user directories, argv.
 
-Why a module of its own: `secrets.py` knows what a secret looks like; this one knows what a
+Why a module of its own: `rules.py` knows what a secret looks like; this one knows what a
 cluster writes about itself into traces (issue 22). Its rules need no list of known names, so they
 hold "whoever the user is" and on whichever machine `collect` runs (often as root in a container):
 
@@ -176,7 +176,7 @@ _AUTH_HEADER = re.compile(r"""(?i)authorization['"]?\s*[:=,]\s*['"]?(?:basic|bea
 
 
 def argv_secret_spans(text: str, is_secret_name: Callable[[str], bool]) -> Iterator[tuple[int, int]]:
-    """[start, end) of values `iter_assignments` (secrets.py) cannot see: quoted flag values, argv
+    """[start, end) of values `iter_assignments` (rules.py) cannot see: quoted flag values, argv
     list reprs, tool password options and auth headers."""
     if "-" in text:
         if "'" in text or '"' in text:

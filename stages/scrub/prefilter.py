@@ -2,7 +2,7 @@
 
 Why: almost every string of a profile (kernel names, CUDA API names, NVTX phases) is clean, and the
 rules of `Scrubber._apply` (provider shapes, assignments, host names, paths, decoders, entropy) cost
-12-20 us each on first sight. `Prefilter.needs_rules(text)` answers in a few microseconds and is a
+much more on first sight than one automaton pass (bench/README.md). `Prefilter.needs_rules(text)` is a
 SUPERSET of the rules: whenever the rules would change a string it returns True (tests/
 test_scrub_prefilter.py runs every must-catch example of every rule through it, and a Hypothesis
 property checks that no string it passes is changed by the rules). It never decides what to

@@ -26,9 +26,13 @@ from typing import Any, Iterable
 
 from ..core import atomic
 from ..core.errors import BadInputError, VerlprofError
-from .secrets import Identities, Policy, Pseudonyms, Scrubber, load_policy, local_identities
+from .identities import Identities, Pseudonyms, find_config_identities, local_identities
+from .policy import Policy, load_policy
+from .scrubber import Scrubber
 from .snapshot import find_snapshot_identities, scrub_snapshot
-from .sqlite import SQLITE_MAGIC, find_sqlite_identities, scrub_sqlite
+from ..readers.sqlite_export import SQLITE_MAGIC
+from .sqlite import scrub_sqlite
+from .sqlite_cells import find_sqlite_identities
 from .trace import GZIP_MAGIC, find_trace_identities, scrub_trace, sniff_json
 
 KIND_SQLITE = "nsys_sqlite"
@@ -161,23 +165,6 @@ def find_identities(path: str | Path, kind: str, policy: Policy | None = None) -
 
 
 KIND_CONFIG = "hydra_config"
-
-
-def find_config_identities(path: Path, policy: Policy) -> Identities:
-    """Secret values of the run's own config (`.hydra/config.yaml`: `judge_api_key: ...`): the run
-    repeats them unlabelled in range names and arguments, so they become known values, replaced
-    wherever they appear in the bundle. The config itself is never published."""
-    import yaml
-
-    from .secrets import IdentityCollector
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise BadInputError(path, f"cannot read the run's config: {' '.join(str(exc).split())[:200]}") from None
-    col = IdentityCollector(policy)
-    col.feed_obj(data)
-    return col.ids
 
 
 def config_task(path: str | Path, rel: str) -> ScrubTask:

@@ -32,7 +32,10 @@ import orjson
 from ..core.errors import BadInputError
 from ..core.gzip_pipe import GzipPipe
 from ..readers.chrome_trace import Batch, ChromeTraceStream, byte_chunks
-from .secrets import KIND_UNKNOWN, REDACTED, Identities, IdentityCollector, LocationNames, Policy, Scrubber
+from .identities import Identities, IdentityCollector
+from .policy import Policy
+from .rules import KIND_UNKNOWN, REDACTED
+from .scrubber import LocationNames, Scrubber
 
 GZIP_MAGIC = b"\x1f\x8b"
 

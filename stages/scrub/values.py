@@ -15,8 +15,10 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from ..readers.nsys_sqlite import NsysExport
-from .secrets import Pseudonyms, Scrubber, load_policy
-from .sqlite import split_nvtx_texts
+from .identities import Pseudonyms
+from .policy import load_policy
+from .scrubber import Scrubber
+from .sqlite_cells import split_nvtx_texts
 from .tasks import ScrubOptions, ScrubResult
 
 
