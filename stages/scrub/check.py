@@ -43,6 +43,7 @@ from .policy import Policy, load_policy
 from .rules import KIND_SPLIT, PATTERN_HINTS, PATTERN_IHINTS
 from .scrubber import LocationNames, Scrubber
 from ..readers.sqlite_export import SQLITE_MAGIC, decode_text, open_readonly
+from .shapes import flag_value_items
 from .sqlite_cells import SPLIT_LOCATION, iter_adjacent_nvtx, iter_distinct_cells
 from .sqlite_pages import unallocated_regions
 from .trace import LiteralFilter, loads_event
@@ -292,16 +293,19 @@ class Checker:
                     self._json_value(display, v, k, self._child(loc, shown), where, depth + 1)
         elif t is list and depth < 200:
             sub = loc if loc.endswith("[]") else loc + "[]"
-            for v in obj:
+            values = flag_value_items(obj, self.sc.is_secret_name) if len(obj) > 1 else ()
+            for i, v in enumerate(obj):
                 tv = type(v)
-                if tv is str or tv is dict or tv is list:
+                if i in values:      # `["--api-key", "<value>"]`: judged as the flag's value
+                    self._hit(display, sub, where, self.sc.keyed_findings(obj[i - 1], v))
+                elif tv is str or tv is dict or tv is list:
                     self._json_value(display, v, key, sub, where, depth + 1)
 
     def _child(self, parent: str, key: str) -> str:
         return self._names.child(parent, key)
 
     def _clean_literal(self, text: str) -> bool:
-        return not self.sc.findings(text) and self.sc._key_class(text) == 0
+        return not self.sc.findings(text) and self.sc.key_class(text) == 0
 
     def _json_members(self, display: str, members: dict[str, Any]) -> None:
         for key, val in members.items():

@@ -29,6 +29,8 @@ KIND_UNKNOWN = "unknown_metadata"
 KIND_ENTROPY = "entropy"                 # a random-looking run no other rule explained
 KIND_SPLIT = "split_value"               # a secret written across two adjacent NVTX ranges
 KIND_EMAIL = "email"                     # an e-mail address (redacted whole)
+KIND_URL = "url_part"                    # a URL's private host, path component or query value
+KIND_HARDWARE = "hardware_id"           # a MAC address
 
 
 def encoded_kind(codec: str) -> str:
@@ -310,11 +312,11 @@ def iter_assignments(text: str) -> Iterable[tuple[str, str, int, int]]:
 # --------------------------------------------------------------------------------------------
 
 HOME_RE = re.compile(r"(?:/home|/Users|/export/home|\\\\Users|\\Users)[/\\]{1,2}(?P<u>[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63})")
-GPU_UUID_RE = re.compile(r"(?i)(?<![0-9a-z])(?P<p>GPU|MIG)-(?P<u>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f])")
+GPU_UUID_RE = re.compile(r"(?i)(?<![0-9a-z])(?P<p>GPU|MIG)-(?:GPU-)?(?P<u>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?![0-9a-f])")
 BARE_UUID_RE = re.compile(r"(?i)^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-PSEUDO_USER_RE = re.compile(r"^user-(?:\d+|[0-9a-f]{8})$")
+PSEUDO_USER_RE = re.compile(r"^user-(?:\d+|[0-9a-f]{8}|[g-z]{8})$")
 # host-N / host-<hash> (scrub's pseudonyms) and the 12-hex salted hash of manifest `host` fields
-PSEUDO_HOST_RE = re.compile(r"^(?:host-(?:\d+|[0-9a-f]{8})|[0-9a-f]{12})$")
+PSEUDO_HOST_RE = re.compile(r"^(?:host-(?:\d+|[0-9a-f]{8}|[g-z]{8})|[0-9a-f]{12})$")
 
 
 

@@ -32,20 +32,23 @@ from .identities import Pseudonyms, fallback_pseudonym, gpu_hash
 from .personal import ARGV_HINTS, NETWORK_HINT, USER_ROOT_RE, argv_secret_spans, network_spans, user_components
 from .policy import Policy
 from .prefilter import Prefilter
+from .shapes import GPU_SHORT_RE, host_spans, mac_spans, tilde_users, url_parts
+from .shapes import HINT_RE as SHAPES_HINT
 from .rules import (
     BARE_UUID_RE,
     GPU_UUID_RE,
     KIND_EMAIL,
     KIND_ENTROPY,
     KIND_GPU,
+    KIND_HARDWARE,
     KIND_HOME,
     KIND_HOST,
     KIND_NAME,
     KIND_PATH,
     KIND_SPLIT,
+    KIND_URL,
     KIND_USER,
     KIND_VALUE,
-    LEFT_EDGE,
     NameRule,
     PATTERN_HINTS,
     PATTERN_IHINTS,
@@ -53,16 +56,13 @@ from .rules import (
     PSEUDO_HOST_RE,
     PSEUDO_USER_RE,
     REDACTED,
-    RIGHT_EDGE,
     compile_patterns,
     context_kind,
     encoded_kind,
     hinted,
     is_placeholder,
     iter_assignments,
-    looks_like_env_block,
     name_words,
-    parse_env_block,
     pattern_kind,
     sub_pattern,
     unquote,
@@ -120,7 +120,9 @@ class Scrubber:
         # Known hosts/users as free words (long, uncommon ones only) and as path components.
         free = [n for n in list(self._host_map) + list(self._user_map)
                 if len(n) >= policy.min_free_text_length and n.lower() not in self._common]
-        self._free_rx = re.compile(LEFT_EDGE + "(" + "|".join(re.escape(n) for n in sorted(free, key=len, reverse=True)) + ")" + RIGHT_EDGE) if free else None
+        # whole tokens only (identifier boundaries: `_` joins words): USER=grace leaves `grace_hopper_kernel`
+        self._free_rx = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(re.escape(n) for n in sorted(free, key=len, reverse=True))
+                                   + r")(?![A-Za-z0-9_])") if free else None
         comp = [n for n in self._user_map if n not in self._keep_users]
         self._comp_rx = re.compile(r"(?<=[/\\])(" + "|".join(re.escape(n) for n in sorted(comp, key=len, reverse=True)) + r")(?=[/\\]|$|[\s\"':;,])") if comp else None
         ctx_hosts = list(self._host_map)
@@ -147,7 +149,7 @@ class Scrubber:
         self._pre = Prefilter(
             self._prefilter_literals(vals), hint_words, steps=self._rule_steps(hint_words), allow=self._allow_rx,
             always=any(not CONTEXT_HINTS.get(r.name) for r in self._context),
-            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES],
+            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT],
             entropy=self._entropy,
             decode=(policy.decode_min_base64, policy.decode_min_hex, policy.decode_min_printable,
                     policy.decode_max_depth) if policy.decode_enabled else None)
@@ -296,12 +298,12 @@ class Scrubber:
             self._join_cache[key] = hit
         return hit
 
-    def _key_class(self, key: str) -> int:
+    def key_class(self, key: str) -> int:
         """0 plain, 1 secret-named, 2 host key, 3 UUID key (cached: keys repeat)."""
         c = self._key_classes.get(key)
         if c is None:
             low = key.lower()
-            c = (1 if self.is_secret_name(key) else 2 if low in self._host_keys else 3 if low in _UUID_KEYS
+            c = (1 if self.is_secret_name(key) or low in _AUTH_KEYS else 2 if low in self._host_keys else 3 if low in _UUID_KEYS
                  else 4 if low in self._entropy_keys else 0)
             if len(self._key_classes) < 50_000:
                 self._key_classes[key] = c
@@ -316,7 +318,7 @@ class Scrubber:
         host keys get the host pseudonym, UUID keys the salted GPU hash."""
         if not value:
             return value
-        c = self._key_class(key)
+        c = self.key_class(key)
         if c == 0:
             return self.scrub(value, location)
         if c == 1:
@@ -338,7 +340,7 @@ class Scrubber:
     def keyed_findings(self, key: str, value: str) -> tuple[str, ...]:
         if not value:
             return ()
-        if self.is_secret_name(key) and not _is_clean_value(value):
+        if (self.is_secret_name(key) or key.lower() in _AUTH_KEYS) and not _is_clean_value(value):
             return (KIND_NAME,)
         low = key.lower()
         if low in self._host_keys and not self.is_clean_host(value):
@@ -430,6 +432,11 @@ class Scrubber:
         # 5. encoded runs whose decoded form holds anything above
         if self.policy.decode_enabled and depth < self.policy.decode_max_depth and len(s) >= 8:
             s = self._sub_encoded(s, depth, kinds, use_entropy)
+        # 5b. what has a shape but no fixed place: URLs (deny by default: after the decoders, which
+        # name what an encoded query value hides), hosts by shape, MAC addresses, short GPU ids,
+        # `~user` paths (shapes.py)
+        if SHAPES_HINT.search(s):
+            s = self._sub_shapes(s, kinds)
         # 6. random-looking runs no rule explained
         if use_entropy and self._entropy is not None and len(s) >= self.policy.entropy_min_length:
             s = _replace_spans(s, self._entropy.spans(s), KIND_ENTROPY, kinds)
@@ -538,9 +545,53 @@ class Scrubber:
                 if not self.policy.pseudonymize_hosts or PSEUDO_HOST_RE.match(name):
                     out.append(name)
                 else:
-                    out.append(self._host_map.get(name) or self._host_map.get(name.split(".")[0] if not name[0].isdigit() else name)
-                               or fallback_pseudonym("host", name.lower(), self.ps.salt))
+                    out.append(self._host_pseudonym(name))
                     kinds.append(KIND_HOST)
+            last = b
+        out.append(s[last:])
+        return "".join(out)
+
+    def _host_pseudonym(self, name: str) -> str:
+        return (self._host_map.get(name) or self._host_map.get(name.split(".")[0] if not name[0].isdigit() else name)
+                or fallback_pseudonym("host", name.lower(), self.ps.salt))
+
+    def _sub_shapes(self, s: str, kinds: list[str]) -> str:
+        """URL parts, hosts by shape, MAC addresses, short GPU ids and `~user` -> pseudonyms."""
+        salt = self.ps.salt
+        reps: list[tuple[int, int, str, str]] = []
+        if "://" in s:
+            for a, b, what in url_parts(s):
+                part = s[a:b]
+                if what == "userinfo" or what == "value":
+                    reps.append((a, b, REDACTED, KIND_URL))
+                elif what == "host":
+                    if self.policy.pseudonymize_hosts:
+                        reps.append((a, b, self._host_pseudonym(part), KIND_HOST))
+                else:
+                    reps.append((a, b, self._user_map.get(part) or self._host_map.get(part)
+                                 or fallback_pseudonym("p", part, salt), KIND_URL))
+        if self.policy.pseudonymize_hosts:
+            reps += [(a, b, self._host_pseudonym(s[a:b]), KIND_HOST) for a, b in host_spans(s)]
+        reps += [(a, b, fallback_pseudonym("mac", s[a:b].lower().replace("-", ":"), salt), KIND_HARDWARE)
+                 for a, b in mac_spans(s)]
+        if self.policy.hash_gpu_uuids:
+            reps += [(m.start(), m.end(), m.group("p") + "-" + gpu_hash(m.group("u"), salt), KIND_GPU)
+                     for m in GPU_SHORT_RE.finditer(s)]
+        if self.policy.pseudonymize_users:
+            for a, b in tilde_users(s):
+                user = s[a:b]
+                if user not in self._keep_users and not PSEUDO_USER_RE.match(user):
+                    reps.append((a, b, self._user_map.get(user) or fallback_pseudonym("user", user, salt), KIND_HOME))
+        if not reps:
+            return s
+        out: list[str] = []
+        last = 0
+        for a, b, new, kind in sorted(reps):
+            if a < last:
+                continue
+            out.append(s[last:a])
+            out.append(new)
+            kinds.append(kind)
             last = b
         out.append(s[last:])
         return "".join(out)
@@ -586,6 +637,10 @@ def _cpp_template_arg(s: str, name_start: int) -> bool:
 
 
 _UUID_KEYS = frozenset({"uuid", "gpu_uuid", "gpuuuid", "device_uuid"})
+# HTTP headers whose whole value is a credential (`{"Authorization": "Basic <base64>"}` in a nested
+# args dict): the value goes whatever its length, as under a secret-named key.
+_AUTH_KEYS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key",
+                        "x-auth-token", "www-authenticate"})
 
 
 def _strip_gpu(value: str) -> str:

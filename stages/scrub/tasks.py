@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 from ..core import atomic
 from ..core.errors import BadInputError, VerlprofError
-from .identities import Identities, Pseudonyms, find_config_identities, local_identities
+from .identities import Identities, Pseudonyms, find_config_identities, local_identities, owner_identities
 from .policy import Policy, load_policy
 from .scrubber import Scrubber
 from .snapshot import find_snapshot_identities, scrub_snapshot
@@ -148,9 +148,13 @@ def output_name(rel: str, kind: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 def find_identities(path: str | Path, kind: str, policy: Policy | None = None) -> Identities:
-    """Names, UUIDs and secret values an artifact reveals about itself (no output written)."""
+    """Names, UUIDs and secret values an artifact reveals about itself (no output written), and
+    the account that owns it."""
     pol = policy or load_policy()
-    p = Path(path)
+    return _content_identities(Path(path), kind, pol).merge(owner_identities(path, pol))
+
+
+def _content_identities(p: Path, kind: str, pol: Policy) -> Identities:
     if kind == KIND_SQLITE:
         return find_sqlite_identities(p, pol)
     if kind == KIND_TRACE:
@@ -176,7 +180,7 @@ def identities_task(task: ScrubTask, policy: Policy, open_sqlite: sqlite3.Connec
     """Executor-friendly form of `find_identities` (fn(item, options)). `open_sqlite`: the SQLite
     input's connection already open in this pass (read instead of opening the file again)."""
     if open_sqlite is not None and task.kind == KIND_SQLITE:
-        return find_sqlite_identities(open_sqlite, policy)
+        return find_sqlite_identities(open_sqlite, policy).merge(owner_identities(task.src, policy))
     return find_identities(task.src, task.kind, policy)
 
 
