@@ -49,6 +49,8 @@ from .rules import (
     KIND_URL,
     KIND_USER,
     KIND_VALUE,
+    LEFT_EDGE,
+    RIGHT_EDGE,
     NameRule,
     PATTERN_HINTS,
     PATTERN_IHINTS,
@@ -123,6 +125,12 @@ class Scrubber:
         # whole tokens only (identifier boundaries: `_` joins words): USER=grace leaves `grace_hopper_kernel`
         self._free_rx = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(re.escape(n) for n in sorted(free, key=len, reverse=True))
                                    + r")(?![A-Za-z0-9_])") if free else None
+        # known users and hosts as words of a file name (`_`, `-`, `.`, `+`, `@` separate them there)
+        self._file_names = {n: p for n, p in list(self._host_map.items()) + list(self._user_map.items())
+                            if len(n) >= 3 and n.lower() not in self._common and n not in self._keep_users
+                            and "." not in n}
+        self._file_rx = re.compile(LEFT_EDGE + "(" + "|".join(re.escape(n) for n in sorted(self._file_names, key=len, reverse=True))
+                                   + ")" + RIGHT_EDGE) if self._file_names else None
         comp = [n for n in self._user_map if n not in self._keep_users]
         self._comp_rx = re.compile(r"(?<=[/\\])(" + "|".join(re.escape(n) for n in sorted(comp, key=len, reverse=True)) + r")(?=[/\\]|$|[\s\"':;,])") if comp else None
         ctx_hosts = list(self._host_map)
@@ -424,6 +432,8 @@ class Scrubber:
             kinds += [KIND_HOST] * n
         if self._free_rx is not None:
             s = self._sub_free_names(s, kinds)
+        if self._file_names and "." in s:
+            s = self._sub_file_names(s, kinds)
         if self.policy.trim_env_prefixes and "-packages" in s:
             s2 = _ENV_PREFIX.sub(r"\g<pk>", s)
             if s2 != s:
@@ -596,6 +606,16 @@ class Scrubber:
         out.append(s[last:])
         return "".join(out)
 
+    def _sub_file_names(self, s: str, kinds: list[str]) -> str:
+        """A known user or host inside a file name (`trace_<user>_rank0.json.gz`, the names of the
+        inputs): in a file name `_` separates words, so the name is replaced there, as it is not in
+        a kernel name (`grace_hopper_kernel`)."""
+        def name(m: re.Match[str]) -> str:
+            kinds.append(KIND_USER)
+            return self._file_names[m.group(1)]
+
+        return _FILE_NAME_RE.sub(lambda m: self._file_rx.sub(name, m.group(0)), s)  # type: ignore[union-attr]
+
     def _sub_free_names(self, s: str, kinds: list[str]) -> str:
         def rep(m: re.Match[str]) -> str:
             name = m.group(1)
@@ -637,6 +657,9 @@ def _cpp_template_arg(s: str, name_start: int) -> bool:
 
 
 _UUID_KEYS = frozenset({"uuid", "gpu_uuid", "gpuuuid", "device_uuid"})
+# A file name of a profile input or output (no blank, no separator), and what separates its words.
+_FILE_NAME_RE = re.compile(r"(?<![^\s/\\\"'=:,;(\[])[A-Za-z0-9_.+@\-]+\.(?:json|gz|sqlite|nsys-rep|qdrep|qdstrm|pickle|pkl"
+                           r"|parquet|html|yaml|log|txt|pt|xz|zst|tar)(?![A-Za-z0-9_\-])")
 # HTTP headers whose whole value is a credential (`{"Authorization": "Basic <base64>"}` in a nested
 # args dict): the value goes whatever its length, as under a secret-named key.
 _AUTH_KEYS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key",
