@@ -49,7 +49,7 @@ def _walked(f: LiteralFilter, events: list[str]) -> list[bool]:
 def test_filter_passes_only_what_the_rules_leave_alone(tmp_path: Path) -> None:
     sc = Scrubber(POLICY)
     ok = unchanged_by(sc)
-    f = LiteralFilter(lambda t: ok(t) and sc._key_class(t) == 0)
+    f = LiteralFilter(lambda t: ok(t) and sc.key_class(t) == 0)
     ts = TraceScrubber(Scrubber(POLICY), POLICY)
     nan = EVENTS[-1]
     events = EVENTS[:-1]

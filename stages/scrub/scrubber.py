@@ -32,7 +32,7 @@ from .identities import Pseudonyms, fallback_pseudonym, gpu_hash
 from .personal import ARGV_HINTS, NETWORK_HINT, USER_ROOT_RE, argv_secret_spans, network_spans, user_components
 from .policy import Policy
 from .prefilter import Prefilter
-from .shapes import GPU_SHORT_RE, host_spans, mac_spans, tilde_users, url_parts
+from .shapes import GPU_SHORT_RE, host_spans, is_free_text, mac_spans, tilde_users, url_parts
 from .shapes import HINT_RE as SHAPES_HINT
 from .rules import (
     BARE_UUID_RE,
@@ -101,12 +101,14 @@ class Scrubber:
     """
 
     CACHE_MAX = 300_000
+    REVIEW_MAX = 20_000      # distinct kept free-text strings listed for review (then: counted only)
 
     def __init__(self, policy: Policy, pseudonyms: Pseudonyms | None = None) -> None:
         self.policy = policy
         self.ps = pseudonyms or Pseudonyms()
         self.is_secret_name = NameRule(policy)
         self.counts: Counter[tuple[str, str]] = Counter()
+        self.review: dict[str, Counter[str]] = {}
         self._cache, self._join_cache, self._decoded_cache = _shared_verdicts(policy, self.ps)
         self._forced: dict[str, str] = {}
         self._patterns = compile_patterns(policy)
@@ -252,7 +254,23 @@ class Scrubber:
         out, kinds = hit
         for k in kinds:
             self.counts[(k, location)] += 1
+        if " " in out and location != "-" and not location.startswith("ENUM_") and is_free_text(out):
+            # ("-": a probe, not a published value; ENUM_ tables: nsys's own vocabulary, an allowlist)
+            self._note_kept(out, location)
         return out
+
+    def _note_kept(self, text: str, location: str) -> None:
+        where = self.review.get(text)
+        if where is None:
+            if len(self.review) >= self.REVIEW_MAX:
+                return
+            where = self.review[text] = Counter()
+        where[location] += 1
+
+    def review_list(self) -> dict[str, dict[str, int]]:
+        """Every distinct free-text string `scrub` kept (whole or with parts replaced), with where
+        and how often it was met: what a person reads before sharing (issue 33). JSON-safe."""
+        return {t: dict(sorted(w.items())) for t, w in sorted(self.review.items())}
 
     def findings(self, text: str) -> tuple[str, ...]:
         """Kinds of secret/personal content in `text` (cosmetic rules excluded)."""

@@ -36,7 +36,7 @@ FILE_EXTENSIONS = frozenset({
     "qdstrm", "pkl", "pickle", "npz", "npy", "h5", "hdf5", "html", "htm", "js", "css", "png", "jpg",
     "jpeg", "svg", "pdf", "sh", "bash", "ipynb", "lock", "out", "err", "trace", "nsys", "tmp", "bak",
     "mp4", "wav", "jsonl", "model", "vocab", "tiktoken", "proto", "pb", "mlir", "ll", "ttir", "ttgir",
-    "llir", "hsaco", "exe", "dll", "lib",
+    "llir", "hsaco", "exe", "dll", "lib", "mjs", "cjs", "ts", "tsx", "jsx", "wasm", "map", "glsl", "wgsl",
 })
 # Path components of a URL kept as they are: structure, not content.
 URL_WORDS = frozenset({
@@ -51,6 +51,10 @@ URL_WORDS = frozenset({
     "buckets", "bucket", "repos", "users", "user", "org", "orgs", "groups", "public", "private", "refs",
     "heads", "tags", "commit", "commits", "archive", "packages", "package", "pypi", "torch", "verl",
 })
+# Public hosts whose path names a person or their work (`wandb.ai/<entity>/<project>`): their path
+# components are judged like a private host's; other public hosts keep their path (`www.w3.org/2000/svg`).
+PERSONAL_PATH_HOSTS = frozenset({"wandb.ai", "api.wandb.ai", "github.com", "gitlab.com", "huggingface.co", "hf.co",
+                                 "raw.githubusercontent.com", "bitbucket.org", "docker.io", "hub.docker.com"})
 # Scrub's own pseudonyms and redactions: a second pass leaves them as they are.
 PSEUDONYM_RE = re.compile(r"(?:host|user|name|mac|gpu|GPU|MIG|p)-(?:\d+|[0-9a-f]{8}|[0-9a-f]{12}|[g-z]{8}|[g-z]{12})")
 
@@ -63,12 +67,14 @@ URL_RE = re.compile(
     r"(?P<rest>[/?#][^\s\"'<>\x00`]*)?")
 # A dotted name that is a host by its shape: its first label holds a digit or a hyphen next to
 # letters (`build01`, `gpu-17`, `node-3a`) and its last label is alphabetic (`.team`, `.lab`).
+# A word of its own: blanks, quotes or separators on both sides (not the operators of code).
 SHAPED_HOST_RE = re.compile(
-    r"(?<![A-Za-z0-9_.\-@/\\:~])(?P<h>(?P<first>" + _LABEL + r")(?:\." + _LABEL + r")*\.(?P<last>[A-Za-z]{2,24}))"
-    r"(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
-# A dotted name followed by a port: a host whatever its labels (`db.lab:5432`, `svc.corp.x:8000`).
+    r"(?:^|(?<=[\s\"'=,;(\[{@]))(?P<h>(?P<first>" + _LABEL + r")(?:\." + _LABEL + r")*\.(?P<last>[A-Za-z]{2,24}))"
+    r"(?=$|[\s\"',;)\]}:])")
+# A dotted name followed by a port, at the start of a word (`db.lab:5432`, `svc.corp.x:8000`; not
+# the `a?b.c:80` of minified JavaScript).
 PORTED_HOST_RE = re.compile(
-    r"(?<![A-Za-z0-9_.\-@/\\:~])(?P<h>" + _LABEL + r"(?:\." + _LABEL + r")*\.(?P<last>[A-Za-z]{2,24}))"
+    r"(?:^|(?<=[\s\"'=,;\[{]))(?P<h>" + _LABEL + r"(?:\." + _LABEL + r")*\.(?P<last>[A-Za-z]{2,24}))"
     r":[0-9]{2,5}(?![0-9])")
 MAC_RE = re.compile(r"(?<![0-9A-Fa-f:\-.])(?P<m>[0-9A-Fa-f]{2}(?P<s>[:\-])(?:[0-9A-Fa-f]{2}(?P=s)){4}[0-9A-Fa-f]{2})"
                     r"(?![0-9A-Fa-f:\-])")
@@ -86,16 +92,22 @@ HINT_RE = re.compile(
     r"|~[A-Za-z_]|(?<![A-Za-z0-9_])(?:login|machine)[ \t]|users:")
 
 
+_HOST_FIRST = re.compile(r"[a-z]{3,}(?:[0-9]+[a-z]?|(?:-[a-z0-9]{2,}|-[0-9]+)+)|[a-z]{2}[0-9]+")
+
+
 def _is_host(name: str, last: str, ported: bool) -> bool:
-    """A dotted name found by shape is a host unless it is a file, a code name, kept or a version."""
+    """A dotted name found by shape is a host unless it is a file, a code name, kept or a version:
+    lower case (code names are camel case: `X8.lineGroupStyle`, `i-Math.floor`), and without a
+    port its first label reads as a machine's (`build01`, `gpu-17`, `db7`; not `k1t.exports`)."""
     low = name.lower()
+    if low != name:
+        return False
     labels = low.split(".")
     if last.lower() in FILE_EXTENSIONS or labels[0] in CODE_ROOTS or host_kept(low) or PSEUDONYM_RE.fullmatch(name):
         return False
     if ported:
         return True
-    first = labels[0]
-    return any(c.isdigit() or c == "-" for c in first) and any(c.isalpha() for c in first) and not re.fullmatch(r"v?[0-9.\-]+[a-z]?", first)
+    return bool(_HOST_FIRST.fullmatch(labels[0]))
 
 
 def host_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -110,6 +122,10 @@ def host_spans(text: str) -> Iterator[tuple[int, int]]:
                 yield m.start("h"), m.end("h")
 
 
+_LOCAL_SCHEMES = frozenset({"chrome", "about", "edge", "brave", "file", "data", "javascript", "view-source",
+                            "devtools", "blob"})
+
+
 def url_parts(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, what) of the parts of each URL that leave as pseudonyms: "userinfo" (redacted),
     "host" (the host pseudonym), "path" (one path component), "value" (a query or fragment value).
@@ -122,19 +138,23 @@ def url_parts(text: str) -> Iterator[tuple[int, int, str]]:
         host = m.group("host")
         bare = host.strip("[]")
         is_ip = bool(re.fullmatch(r"[0-9.]+|[0-9A-Fa-f:.]+", bare)) and (bare.count(".") == 3 or ":" in bare)
+        # a single label without a port names no machine by its shape (`chrome://tracing`, `about:`);
+        # a learned host name is replaced wherever it is anyway
         public = host_kept(bare) or (is_ip and ip_kept(bare)) or bool(PSEUDONYM_RE.fullmatch(bare)) \
-            or bare == "[REDACTED]" or "." not in bare and not is_ip and bare.lower() in ("localhost",)
+            or bare == "[REDACTED]" or ("." not in bare and not is_ip and not m.group("port")) \
+            or m.group("scheme").lower() in _LOCAL_SCHEMES
         if not public:
             yield m.start("host"), m.end("host"), "host"
         rest = m.group("rest")
         if not rest:
             continue
+        keep_path = public and bare.lower() not in PERSONAL_PATH_HOSTS
         base = m.start("rest")
         path, _, tail = rest.partition("?") if "?" in rest.split("#", 1)[0] else (rest.partition("#")[0], "", "")
         frag_at = rest.find("#")
         for c in re.finditer(r"[^/]+", path):
             comp = c.group(0)
-            if _path_word_kept(comp):
+            if keep_path or _path_word_kept(comp):
                 continue
             stem_end = c.end()
             dot = comp.rfind(".")
@@ -160,6 +180,19 @@ def _path_word_kept(comp: str) -> bool:
     stem = low.rsplit(".", 1)[0] if "." in low and low.rsplit(".", 1)[1] in FILE_EXTENSIONS else low
     return (len(stem) <= 2 or stem in URL_WORDS or bool(re.fullmatch(r"v?[0-9][0-9.]*|[0-9a-f]{0,6}", stem))
             or comp == "[REDACTED]" or bool(PSEUDONYM_RE.fullmatch(comp)))
+
+
+_CODE_MARKS = ("(", "<", "::", "##", "[REDACTED]")
+
+
+def is_free_text(text: str) -> bool:
+    """Words a person wrote (`run by <user> today`), as opposed to a code-shaped name: a name
+    without blanks (identifiers, `ns::op`, `Module.method`, `ProfilerStep#3`, numbers, verl's stage
+    names) or a signature (`void f<T>(int)`, `## Call CompiledFxGraph <key> ##`). Free text is kept
+    only after every rule ran, and listed in the scrub report for a person to read (issue 33)."""
+    if " " not in text.strip() or any(m in text for m in _CODE_MARKS):
+        return False
+    return sum(1 for w in text.split() if len(w) >= 2 and w[0].isalpha()) >= 2
 
 
 def mac_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -202,5 +235,5 @@ EXAMPLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-__all__ = ["URL_RE", "HINT_RE", "PSEUDONYM_RE", "host_spans", "url_parts", "mac_spans", "tilde_users",
+__all__ = ["is_free_text", "URL_RE", "HINT_RE", "PSEUDONYM_RE", "host_spans", "url_parts", "mac_spans", "tilde_users",
            "flag_value_items", "NETRC_RE", "KUBE_USER_RE", "GPU_SHORT_RE", "EXAMPLES"]

@@ -27,8 +27,8 @@ from ..readers.sqlite_export import decode_text, list_tables, open_readonly, sql
 from ..readers.sqlite_export import quote_ident as _q
 from .rules import KIND_GPU, KIND_SPLIT, REDACTED
 from .scrubber import Scrubber
-from .sqlite_cells import (NVTX_TABLE, SPLIT_LOCATION, STRING_TABLE, is_numeric, iter_adjacent_nvtx, numbers_only_sql, reading,
-                           split_halves)
+from .sqlite_cells import (NVTX_TABLE, SPLIT_LOCATION, STRING_TABLE, is_numeric, iter_adjacent_nvtx, iter_distinct_cells,
+                           numbers_only_sql, reading, split_halves)
 from .sqlite_pages import numeric_cells_are_numbers
 
 
@@ -170,6 +170,7 @@ def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubSta
         stats = _copy(out, src, src_tables, scrubber)
         if pairs is not None:   # and on the copy's pairs: the source's, with the texts the copy wrote
             redact_split_nvtx(out, scrubber, copied_pairs(out, pairs, stats.changed))
+        count_dropped(src, stats.tables_dropped, scrubber)
         return stats
     except sqlite3.DatabaseError as exc:
         raise BadInputError(src, f"corrupt SQLite database ({exc})") from None
@@ -553,3 +554,24 @@ def copied_pairs(out: sqlite3.Connection, pairs: list[Pair],
         if a2 is not None and b2 is not None:
             out_pairs.append((a2, b2))
     return out_pairs
+
+
+DROPPED = " (dropped)"
+
+
+def count_dropped(src: Path, tables: list[str], scrubber: Scrubber) -> None:
+    """Count what check would find in the tables the copy dropped, as `<table>.<column> (dropped)`:
+    so `verlprof scrub` of an export reports the findings `verlprof check` of the same export
+    reports (issue 33), not only the replacements in what it kept. Dropped tables are the small
+    ones (environment, streams, diagnostics), read once by distinct value."""
+    if not tables:
+        return
+    with reading(src) as (conn, path):
+        def flagged(col: str, value: Any) -> bool:
+            text = value.decode("latin-1") if isinstance(value, bytes) else value
+            return bool(scrubber.keyed_findings(col, text))
+
+        for table, col, _rid, value, n in iter_distinct_cells(conn, path=path, keep=flagged, only=tables):
+            text = value.decode("latin-1") if isinstance(value, bytes) else value
+            for kind in scrubber.keyed_findings(col, text):
+                scrubber.counts[(kind, f"{table}.{col}{DROPPED}")] += n

@@ -191,7 +191,8 @@ def split_halves(pairs: Iterable[Pair], scrubber: Scrubber) -> set[str]:
 # --------------------------------------------------------------------------------------------
 
 def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Path | None = None,
-                        keep: Callable[[str, Any], bool] | None = None) -> Iterator[tuple[str, str, Any, Any, int]]:
+                        keep: Callable[[str, Any], bool] | None = None, only: Iterable[str] | None = None
+                        ) -> Iterator[tuple[str, str, Any, Any, int]]:
     """(table, column, first rowid, value, cells) of every DISTINCT text/blob value of every column
     (numeric-declared ones too, when a probe finds any text in them), in first-rowid order; only
     the values `keep(column, value)` holds when it is given.
@@ -201,9 +202,10 @@ def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Pa
     with NUL bytes inside stay distinct, and keeps text and blob apart), and the cells and first
     row of a value are counted only for the values kept (the findings). `path` (the database file)
     lets the numeric columns be probed from the pages (sqlite_pages.py, on a thread ahead of the
-    value scans). Tables without rowid are read cell by cell.
+    value scans). Tables without rowid are read cell by cell. `only`: these tables alone.
     """
-    tables = [(t, table_columns(conn, t, schema)) for t in list_tables(conn, schema)]
+    names = list_tables(conn, schema) if only is None else [t for t in list_tables(conn, schema) if t in set(only)]
+    tables = [(t, table_columns(conn, t, schema)) for t in names]
     roots = dict(conn.execute(f"SELECT name, rootpage FROM {schema}.sqlite_master WHERE type='table'").fetchall())
     with ThreadPoolExecutor(1) as pool:     # the page reads run ahead of the value scans
         pages = {t: pool.submit(numeric_cells_are_numbers, path, roots[t], len(cols),

@@ -84,6 +84,7 @@ class ScrubResult:
     bytes_out: int = 0
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
+    review: dict[str, dict[str, int]] = field(default_factory=dict)   # kept free text -> location -> n
 
     @property
     def total(self) -> int:
@@ -250,7 +251,7 @@ def scrub_artifact(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
         rel=task.rel, kind=task.kind, dst=str(dst), status="done",
         detail=f"{sum(n for k in sc.report_counts().values() for n in k.values())} replacements",
         counts=sc.report_counts(), info=info, bytes_in=src.stat().st_size, bytes_out=dst.stat().st_size,
-        seconds=round(time.perf_counter() - t0, 3), peak_rss_mb=round(_peak_rss_mb(), 1))
+        seconds=round(time.perf_counter() - t0, 3), peak_rss_mb=round(_peak_rss_mb(), 1), review=sc.review_list())
 
 
 def scrub_task(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
@@ -277,11 +278,20 @@ def build_report(results: Iterable[ScrubResult], options: ScrubOptions | None = 
                 totals[kind] = totals.get(kind, 0) + n
                 slot = by_location.setdefault(loc, {})
                 slot[kind] = slot.get(kind, 0) + n
+    review: dict[str, dict[str, int]] = {}
+    for r in rs:
+        for text, where in r.review.items():
+            slot = review.setdefault(text, {})
+            for loc, n in where.items():
+                slot[f"{r.rel}: {loc}"] = slot.get(f"{r.rel}: {loc}", 0) + n
     rep: dict[str, Any] = {
         "report": "verlprof scrub", "version": REPORT_VERSION,
-        "artifacts": [r.to_report() for r in rs],
+        "artifacts": [{k: v for k, v in r.to_report().items() if k != "review"} for r in rs],
         "totals": dict(sorted(totals.items())),
         "by_location": dict(sorted(by_location.items())),
+        # every distinct free-text string that was kept, for a person to read before sharing
+        "kept_free_text": [{"text": t, "count": sum(w.values()), "where": sorted(w)}
+                           for t, w in sorted(review.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))],
     }
     if options is not None:
         ps = options.pseudonyms

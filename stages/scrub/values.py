@@ -78,7 +78,7 @@ def values_report(sc: Scrubber, rel: str = "summaries") -> ScrubResult:
     counts = sc.report_counts()
     total = sum(n for k in counts.values() for n in k.values())
     return ScrubResult(rel=rel, kind="summary_rows", dst="", status="done",
-                       detail=f"{total} replacements", counts=counts)
+                       detail=f"{total} replacements", counts=counts, review=sc.review_list())
 
 
 def scrub_summary_rows(rows: dict[str, Any], options: ScrubOptions,
