@@ -109,6 +109,7 @@ class Scrubber:
         self.is_secret_name = NameRule(policy)
         self.counts: Counter[tuple[str, str]] = Counter()
         self.review: dict[str, Counter[str]] = {}
+        self._free_text: dict[str, bool] = {}
         self._cache, self._join_cache, self._decoded_cache = _shared_verdicts(policy, self.ps)
         self._forced: dict[str, str] = {}
         self._patterns = compile_patterns(policy)
@@ -254,9 +255,15 @@ class Scrubber:
         out, kinds = hit
         for k in kinds:
             self.counts[(k, location)] += 1
-        if " " in out and location != "-" and not location.startswith("ENUM_") and is_free_text(out):
-            # ("-": a probe, not a published value; ENUM_ tables: nsys's own vocabulary, an allowlist)
-            self._note_kept(out, location)
+        if " " in out and location != "-":
+            free = self._free_text.get(out)
+            if free is None:
+                free = self._free_text[out] = is_free_text(out)
+                if len(self._free_text) >= self.CACHE_MAX:
+                    self._free_text.clear()
+            if free and not location.startswith("ENUM_"):
+                # ("-": a probe, not a published value; ENUM_ tables: nsys's own vocabulary, an allowlist)
+                self._note_kept(out, location)
         return out
 
     def _note_kept(self, text: str, location: str) -> None:

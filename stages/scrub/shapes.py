@@ -85,11 +85,29 @@ TILDE_USER_RE = re.compile(r"(?<![A-Za-z0-9_~$])~(?P<u>[A-Za-z_][A-Za-z0-9_.\-]{
 NETRC_RE = re.compile(r"(?<![A-Za-z0-9_])(?P<k>login|machine)[ \t]+(?P<v>[A-Za-z0-9_][A-Za-z0-9_.@\-]{0,63})")
 KUBE_USER_RE = re.compile(r"users:\s*\n\s*-\s*name:\s*['\"]?(?P<v>[A-Za-z0-9_][A-Za-z0-9_.@\-]{0,63})")
 
-# What the Prefilter must let through: a superset of every rule above (searched as it is).
-HINT_RE = re.compile(
-    r"://|(?<![0-9A-Fa-f])[0-9A-Fa-f]{2}[:\-][0-9A-Fa-f]{2}[:\-]|(?i:gpu|mig)-[0-9A-Fa-f]{8}"
-    r"|[A-Za-z0-9]\.[A-Za-z]{2,24}:[0-9]{2}|[0-9\-][A-Za-z0-9\-]*\.[A-Za-z]{2,24}(?![A-Za-z0-9_\-])"
-    r"|~[A-Za-z_]|(?<![A-Za-z0-9_])(?:login|machine)[ \t]|users:")
+_MAC_HINT = re.compile(r"[0-9A-Fa-f]{2}[:\-][0-9A-Fa-f]{2}[:\-][0-9A-Fa-f]{2}")
+_GPU_HINT = re.compile(r"(?i:gpu|mig)-[0-9A-Fa-f]{8}")
+_HOST_HINT = re.compile(r"[a-z0-9]\.[a-z]{2,24}:[0-9]{2}|[a-z][0-9\-][a-z0-9\-]*\.[a-z]{2,24}")
+
+
+class _Hint:
+    """What the Prefilter must let through: a superset of every rule above (`search(text)`, as a
+    compiled pattern answers). Each regex runs only behind a character its rule cannot match
+    without: one regex over every string cost more than all the other prefilter checks together."""
+
+    def search(self, t: str) -> bool | None:
+        """True when a rule may match, else None (a pattern's "no match": callers test `is not None`)."""
+        if "://" in t or "~" in t or "users:" in t or "login" in t or "machine" in t:
+            return True
+        colon, dash = ":" in t, "-" in t
+        if (colon or dash) and _MAC_HINT.search(t) is not None:
+            return True
+        if dash and ("PU-" in t or "pu-" in t or "IG-" in t or "ig-" in t) and _GPU_HINT.search(t) is not None:
+            return True
+        return True if "." in t and _HOST_HINT.search(t) is not None else None
+
+
+HINT_RE = _Hint()
 
 
 _HOST_FIRST = re.compile(r"[a-z]{3,}(?:[0-9]+[a-z]?|(?:-[a-z0-9]{2,}|-[0-9]+)+)|[a-z]{2}[0-9]+")
