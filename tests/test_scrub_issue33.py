@@ -310,3 +310,25 @@ def test_planted_classes_reach_no_byte_of_a_real_collect(tmp_path: Path, fmt: st
     assert chk.exit_code != 0
     for kind in ("host_name", "url_part", "hardware_id", "gpu_uuid", "secret_by_name"):
         assert kind in chk.output, (kind, chk.output[-3000:])
+
+
+def test_scrub_of_an_export_counts_what_check_finds_in_the_tables_it_drops(tmp_path: Path) -> None:
+    """Issue 33: `verlprof scrub` of one export reported 0 replacements where `verlprof check` of
+    the same file found secrets: those sat in tables the copy drops. Now both name them."""
+    db = tmp_path / "w.sqlite"
+    shutil.copyfile(data_path("h200-nsys-2025.3/whole/whole_1873.sqlite"), db)
+    con = sqlite3.connect(db)
+    con.executemany("INSERT INTO META_DATA_CAPTURE(name, value) VALUES (?, ?)",
+                    [("PROCESS_0:ENVIRONMENT_VARIABLE", f"HF_TOKEN=hf_{API_VALUE}Zx9QwErTyUiOp"),
+                     ("PROCESS_0:ENVIRONMENT_VARIABLE", "BROKER=amqp://svcuser:Pw0rdSecret9@broker.corp.example.com:5672")])
+    con.commit()
+    con.close()
+    res = runner.invoke(app, ["scrub", str(db), "-o", str(tmp_path / "out.sqlite"), "--no-local-env"])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "out.sqlite.scrub_report.json").read_text())
+    dropped = report["artifacts"][0]["counts"].get("META_DATA_CAPTURE.value (dropped)", {})
+    assert sum(dropped.values()) >= 2, report["artifacts"][0]["counts"]
+    chk = runner.invoke(app, ["check", str(db), "--no-local-env"])
+    assert chk.exit_code != 0 and "META_DATA_CAPTURE.value" in chk.output
+    # and the scrubbed copy holds none of it
+    assert runner.invoke(app, ["check", str(tmp_path / "out.sqlite"), "--no-local-env"]).exit_code == 0
