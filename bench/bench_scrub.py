@@ -29,7 +29,7 @@ DATA = ROOT / "bench" / "data"
 
 def _child(kind: str, src: Path, out: Path) -> None:
     from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
-    from verlprof.stages.scrub.secrets import load_policy
+    from verlprof.stages.scrub.policy import load_policy
     from verlprof.stages.scrub.check import check_paths
 
     pol = load_policy(use_local_environment=False)
@@ -105,7 +105,8 @@ def _per_string() -> None:
     tests/data (the false-positive corpus): first judgment, and a repeat (the per-run cache)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from scrub_corpus import corpus
-    from verlprof.stages.scrub.secrets import Scrubber, load_policy
+    from verlprof.stages.scrub.policy import load_policy
+    from verlprof.stages.scrub.scrubber import Scrubber
 
     names = sorted(set().union(*corpus().values()))
     sc = Scrubber(load_policy(use_local_environment=False))

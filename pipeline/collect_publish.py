@@ -165,6 +165,8 @@ def _source_outcomes(run: Run, window: Window, published: list[Published], rows:
     errors = dict(window.errors)
     errors.update({p.rel: p.rows_error for p in published if p.rows_error})
     with_rows = {r.get("source") for name in ("phases", "kernels") for r in rows.get(name, [])}
+    # by raw name too: a row's `source` is the published name (a user or host in it replaced)
+    with_rows |= {p.rel for p in published if p.rows and (p.rows.get("phases") or p.rows.get("kernels"))}
     steps_of = {src.ident.source: sorted({sp.step for sp in src.steps if sp.step is not None})
                 for src in window.resolved}
     # A torch trace read without error but with no event verlprof reads (every one lacked a numeric

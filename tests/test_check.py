@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 from verlprof.pipeline.cli import app
 from verlprof.stages.scrub.check import check_paths
-from verlprof.stages.scrub.secrets import load_policy
+from verlprof.stages.scrub.policy import load_policy
 
 POLICY = load_policy(use_local_environment=False)
 SECRET = "hf_CheckPlanted0123456789abcdefghijk"

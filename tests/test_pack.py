@@ -182,7 +182,7 @@ def test_cli_pack(bundle: Path, tmp_path: Path) -> None:
 def test_check_finds_a_secret_inside_the_archive(tmp_path: Path) -> None:
     """Negative control for the share test: `check` on an archive does look at its members."""
     from verlprof.stages.scrub.check import check_paths
-    from verlprof.stages.scrub.secrets import load_policy
+    from verlprof.stages.scrub.policy import load_policy
 
     policy = load_policy(use_local_environment=False)
     bundle = tmp_path / "OUT"

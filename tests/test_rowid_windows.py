@@ -15,7 +15,7 @@ import numpy as np
 from testdata import fixtures_dir
 from verlprof.stages.readers.nsys_sqlite import NsysExport
 from verlprof.stages.readers.sqlite_export import MAX_ROWID, rowid_windows
-from verlprof.stages.scrub.sqlite import iter_adjacent_nvtx
+from verlprof.stages.scrub.sqlite_cells import iter_adjacent_nvtx
 
 RAY2 = fixtures_dir() / "h200-nsys-2025.3" / "ray-continuous" / "worker_process_1983.2.sqlite"
 

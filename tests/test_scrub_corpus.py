@@ -13,7 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from scrub_corpus import corpus  # noqa: E402
 from verlprof.stages.scrub import load_policy, scrub_values  # noqa: E402
-from verlprof.stages.scrub.secrets import Pseudonyms, Scrubber  # noqa: E402
+from verlprof.stages.scrub.identities import Pseudonyms
+from verlprof.stages.scrub.scrubber import Scrubber
 
 POLICY = load_policy(use_local_environment=False)
 MUST_STAY = ("fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "fmha_cutlassB_bf16_aligned_64x128_k128_sm80",

@@ -25,13 +25,10 @@ from testdata import fixtures_dir
 from verlprof.pipeline.cli import app
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.hidden import encoded_value_forms, verify_allow_examples
-from verlprof.stages.scrub.secrets import (
-    REDACTED,
-    Pseudonyms,
-    Scrubber,
-    load_policy,
-    verify_pattern_examples,
-)
+from verlprof.stages.scrub.identities import Pseudonyms
+from verlprof.stages.scrub.policy import load_policy
+from verlprof.stages.scrub.rules import REDACTED, verify_pattern_examples
+from verlprof.stages.scrub.scrubber import Scrubber
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact, sniff_kind
 
 REPO = Path(__file__).resolve().parents[1]
@@ -354,12 +351,13 @@ def test_summary_rows_lose_split_halves_when_given_their_raw_export(tmp_path: Pa
 
 def test_a_scrubbed_copy_pairs_its_ranges_as_its_source_did(tmp_path: Path) -> None:
     """Scrub judges split values on the source's adjacent NVTX pairs and again on the copy's; the
-    copy's pairs are derived from the source's (`_copied_pairs`), not read again (issue 25). They
+    copy's pairs are derived from the source's (`copied_pairs`), not read again (issue 25). They
     are the pairs a read of the copy finds, with the texts the copy holds, when the copy rewrote
     texts of both kinds (explicit `text` and StringIds values); text in a thread id reads again."""
     import dataclasses
 
-    from verlprof.stages.scrub.sqlite import _copied_pairs, iter_adjacent_nvtx, reading, scrub_sqlite
+    from verlprof.stages.scrub.sqlite import copied_pairs, scrub_sqlite
+    from verlprof.stages.scrub.sqlite_cells import iter_adjacent_nvtx, reading
 
     raw = tmp_path / "raw.sqlite"
     _plant_sqlite(raw, ["reward", *_planted_texts(), "adv"])
@@ -375,18 +373,18 @@ def test_a_scrubbed_copy_pairs_its_ranges_as_its_source_did(tmp_path: Path) -> N
         return {((a[1], a[2]), (b[1], b[2])) for a, b in pairs}
 
     con = sqlite3.connect(out)
-    derived = _copied_pairs(con, source, stats.changed)
+    derived = copied_pairs(con, source, stats.changed)
     assert derived is not None and texts(derived) == texts(iter_adjacent_nvtx(con))
     assert texts(derived) != texts(source) and len(derived) == len(source) > 20
-    assert _copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.globalTid": {"7": "x"}}) is None
-    assert _copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.textId": {}}) is None
-    assert _copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.text": None}) is None
+    assert copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.globalTid": {"7": "x"}}) is None
+    assert copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.textId": {}}) is None
+    assert copied_pairs(con, source, {**stats.changed, "NVTX_EVENTS.text": None}) is None
 
 
 def test_split_halves_found_in_a_raw_export_are_redacted_wherever_met(tmp_path: Path) -> None:
     """For summaries built from a raw export and scrubbed string by string (no adjacency there):
     the halves are found on the raw export first and then redacted as whole strings."""
-    from verlprof.stages.scrub.sqlite import split_nvtx_texts
+    from verlprof.stages.scrub.sqlite_cells import split_nvtx_texts
 
     raw = tmp_path / "raw.sqlite"
     _plant_sqlite(raw, ["reward", SPLIT_A, SPLIT_B, "adv"])

@@ -22,13 +22,10 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 from scrub_corpus import corpus  # noqa: E402
 from verlprof.stages.scrub.personal import EXAMPLES as PERSONAL_EXAMPLES  # noqa: E402
-from verlprof.stages.scrub.secrets import (  # noqa: E402
-    PATTERN_EXAMPLES,
-    IdentityCollector,
-    Pseudonyms,
-    Scrubber,
-    load_policy,
-)
+from verlprof.stages.scrub.identities import IdentityCollector, Pseudonyms
+from verlprof.stages.scrub.policy import load_policy
+from verlprof.stages.scrub.rules import PATTERN_EXAMPLES
+from verlprof.stages.scrub.scrubber import Scrubber
 
 POLICY = load_policy(use_local_environment=False)
 # A bundle's identities: known secret values (plain and encoded forms), hosts, users, a GPU UUID.

@@ -1,4 +1,4 @@
-"""Detection rules of scrub/check (stages/scrub/secrets.py): by value, by pattern, by name, personal data.
+"""Detection rules of scrub/check (stages/scrub/rules.py, identities.py, scrubber.py): by value, by pattern, by name, personal data.
 
 Positive cases use FAKE secrets shaped like real ones; negative cases are the false-positive shapes
 scrub must leave alone (git SHAs, UUID-like kernel suffixes, `hf_xxxx` placeholders, C++ template
@@ -15,15 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
-from verlprof.stages.scrub.secrets import (
-    REDACTED,
-    IdentityCollector,
-    Pseudonyms,
-    Scrubber,
-    load_policy,
-    name_words,
-    parse_env_block,
-)
+from verlprof.stages.scrub.identities import IdentityCollector, Pseudonyms
+from verlprof.stages.scrub.policy import load_policy
+from verlprof.stages.scrub.rules import REDACTED, name_words, parse_env_block
+from verlprof.stages.scrub.scrubber import Scrubber
 
 FIXTURES = fixtures_dir()
 WHOLE = FIXTURES / "h200-nsys-2025.3" / "whole" / "whole_1873.sqlite"

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from testdata import data_dir, data_path  # noqa: E402
 from verlprof.pipeline.cli import app  # noqa: E402
 from verlprof.stages.scrub import Checker, check_paths, load_policy  # noqa: E402
-from verlprof.stages.scrub.secrets import Scrubber  # noqa: E402
+from verlprof.stages.scrub.scrubber import Scrubber
 
 runner = CliRunner()
 POLICY = load_policy(use_local_environment=False)
@@ -62,7 +62,7 @@ CONFIG = "judge_api_key: plumtree-lantern-horizon\ntrainer:\n  total_epochs: 1\n
 def _plant_nsys(db: Path) -> dict[str, int]:
     """Plant NSYS_PLANTS into phase names, THREAD_PLANTS into thread names, SPLIT into two adjacent
     ranges and FMHA as a kernel name; returns class -> StringIds id (for `check`'s locations)."""
-    from verlprof.stages.scrub.sqlite import iter_adjacent_nvtx
+    from verlprof.stages.scrub.sqlite_cells import iter_adjacent_nvtx
 
     con = sqlite3.connect(db)
     try:
@@ -192,7 +192,7 @@ def test_what_users_need_survives(nsys_run: tuple) -> None:
     FMHA, "fmha_cutlassB_bf16_aligned_64x128_k128_sm80", "http://127.0.0.1:8265", "torch.nn.functional.linear",
 ])
 def test_no_over_redaction(text: str) -> None:
-    from verlprof.stages.scrub.secrets import IdentityCollector, Pseudonyms
+    from verlprof.stages.scrub.identities import IdentityCollector, Pseudonyms
 
     col = IdentityCollector(POLICY)
     col.feed(text)

@@ -11,7 +11,8 @@ from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.readers.memory_snapshot import load_snapshot
 from verlprof.stages.scrub.check import check_paths
-from verlprof.stages.scrub.secrets import REDACTED, load_policy
+from verlprof.stages.scrub.policy import load_policy
+from verlprof.stages.scrub.rules import REDACTED
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
 
 FIXTURES = fixtures_dir()

@@ -15,7 +15,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from testdata import data_path  # noqa: E402
-from verlprof.stages.scrub.sqlite import iter_adjacent_nvtx, open_ro  # noqa: E402
+from verlprof.stages.readers.sqlite_export import decode_text, open_readonly  # noqa: E402
+from verlprof.stages.scrub.sqlite_cells import iter_adjacent_nvtx  # noqa: E402
 
 EXPORTS = ["gpu_captures/whole-emit-nvtx/whole_956.sqlite",
            "captures/nsysai_h100_2gpu/h100_2gpu_1s.sqlite",
@@ -42,7 +43,7 @@ def _expected(db: Path) -> tuple[set[tuple[str, str]], set[tuple[int, int]]]:
 
 
 def _scan(db: Path) -> list[tuple[tuple, tuple]]:
-    con = open_ro(db)
+    con = open_readonly(db, decode_text)
     try:
         return list(iter_adjacent_nvtx(con))
     finally:
@@ -124,8 +125,8 @@ def test_pass_two_judges_the_kept_pairs_without_reading_nvtx(tmp_path: Path) -> 
     from the file's path (its own read), and its connection runs no statement on NVTX_EVENTS."""
     from verlprof.stages.readers.nsys_sqlite import NsysExport
     from verlprof.stages.scrub import build_options, load_policy
-    from verlprof.stages.scrub.sqlite import split_nvtx_texts
-    from verlprof.stages.scrub.secrets import Scrubber
+    from verlprof.stages.scrub.sqlite_cells import split_nvtx_texts
+    from verlprof.stages.scrub.scrubber import Scrubber
 
     halves = ("hf_Sp1itT0kenPa1r", "tQ9wE8rT7yU6iO5p")     # FAKE: joined, an hf token; alone, nothing
     db = tmp_path / "raw.sqlite"

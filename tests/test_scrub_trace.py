@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.scrub.check import check_paths
-from verlprof.stages.scrub.secrets import REDACTED, load_policy
+from verlprof.stages.scrub.policy import load_policy
+from verlprof.stages.scrub.rules import REDACTED
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
 from verlprof.stages.readers.chrome_trace import ChromeTraceStream
 
@@ -194,7 +195,7 @@ _MEM_SCRIPT = r"""
 import gzip, resource, sys, orjson
 from pathlib import Path
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, scrub_artifact
-from verlprof.stages.scrub.secrets import load_policy
+from verlprof.stages.scrub.policy import load_policy
 src, big, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 d = orjson.loads(gzip.decompress(src.read_bytes()))
 ev = d.pop("traceEvents")

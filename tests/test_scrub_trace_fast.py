@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from testdata import fixtures_dir
 from verlprof.stages.scrub.check import check_paths
-from verlprof.stages.scrub.secrets import REDACTED, Scrubber, load_policy
+from verlprof.stages.scrub.policy import load_policy
+from verlprof.stages.scrub.rules import REDACTED
+from verlprof.stages.scrub.scrubber import Scrubber
 from verlprof.stages.readers.chrome_trace import ChromeTraceStream
 from verlprof.stages.scrub.trace import LiteralFilter, TraceScrubber, scrub_trace, unchanged_by
 
@@ -47,7 +49,7 @@ def _walked(f: LiteralFilter, events: list[str]) -> list[bool]:
 def test_filter_passes_only_what_the_rules_leave_alone(tmp_path: Path) -> None:
     sc = Scrubber(POLICY)
     ok = unchanged_by(sc)
-    f = LiteralFilter(lambda t: ok(t) and sc._key_class(t) == 0)
+    f = LiteralFilter(lambda t: ok(t) and sc.key_class(t) == 0)
     ts = TraceScrubber(Scrubber(POLICY), POLICY)
     nan = EVENTS[-1]
     events = EVENTS[:-1]

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from scrub_corpus import sqlite_files  # noqa: E402
 from testdata import data_path  # noqa: E402
 from verlprof.stages.scrub.check import check_paths  # noqa: E402
-from verlprof.stages.scrub.secrets import load_policy  # noqa: E402
-from verlprof.stages.scrub.sqlite import _is_numeric, numbers_only_sql  # noqa: E402
+from verlprof.stages.scrub.policy import load_policy
+from verlprof.stages.scrub.sqlite_cells import is_numeric, numbers_only_sql  # noqa: E402
 from verlprof.stages.scrub.sqlite_pages import numeric_cells_are_numbers, unallocated_regions  # noqa: E402
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact  # noqa: E402
 
@@ -33,7 +33,7 @@ def _verdicts(path: Path) -> dict[str, tuple[bool | None, bool]]:
     out = {}
     for name, root in c.execute("SELECT name, rootpage FROM sqlite_master WHERE type='table'").fetchall():
         cols = c.execute(f'PRAGMA table_info("{name}")').fetchall()
-        num = [i for i, r in enumerate(cols) if _is_numeric(r[2] or "")]
+        num = [i for i, r in enumerate(cols) if is_numeric(r[2] or "")]
         out[name] = (numeric_cells_are_numbers(path, root, len(cols), num),
                      numbers_only_sql(c, "main", name, [cols[i][1] for i in num]))
     c.close()

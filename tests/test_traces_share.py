@@ -19,7 +19,7 @@ from packed_bundle import verify_archive
 from verlprof.pipeline.pack import pack_bundle
 from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.scrub.check import check_paths
-from verlprof.stages.scrub.secrets import load_policy
+from verlprof.stages.scrub.policy import load_policy
 from verlprof.stages.scrub.tasks import ScrubTask, build_options, find_identities, scrub_artifact
 from verlprof.stages.traces.jobs import TraceJob, make_window_traces, trace_file_name
 from verlprof.stages.window.steps import identity_from_path

@@ -16,7 +16,8 @@ import sqlite3
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
+from urllib.parse import quote
 
 from ..core.errors import BadInputError
 from .files import require_nonempty_file
@@ -37,7 +38,6 @@ class ExportInfo:
     schema_version: str | None = None      # EXPORT_SCHEMA_VERSION, e.g. "3.20.3" (nsys 2025.3)
     nsys_version: str | None = None        # EXPORT_PRODUCT_VERSION, e.g. "2025.3.2.0"
     meta: dict[str, str] = field(default_factory=dict, compare=False)
-
 
 
 def check_header(path: Path) -> int:
@@ -70,32 +70,73 @@ def check_header(path: Path) -> int:
     return size
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open an export read-only without creating journals: inputs may sit on read-only media."""
-    uri = f"file:{_quote_uri_path(path)}?mode=ro&immutable=1"
-    return sqlite3.connect(uri, uri=True)
+def quote_ident(name: str) -> str:
+    """`name` as an SQL identifier (double-quoted, inner quotes doubled): the one quoter."""
+    return '"' + name.replace('"', '""') + '"'
 
 
-def open_export(path: str | Path) -> tuple[sqlite3.Connection, "ExportInfo"]:
-    """Validate an export and open it read-only: the one way readers open an nsys SQLite (one
-    connection serves the check and the caller)."""
+def sqlite_uri(path: Path, immutable: bool = True) -> str:
+    """The read-only URI of a database file (immutable: no journal, no lock, read-only media)."""
+    return f"file:{quote(str(Path(path).resolve()), safe='/')}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def decode_text(raw: bytes) -> str:
+    """Text cells as the scrub reads them: NUL bytes and invalid UTF-8 survive (as surrogates),
+    where a lossy decode would hide part of a secret from the rules and sqlite3's default refuses
+    the whole query. Set at open (`open_readonly(..., text_factory=decode_text)`), never swapped on
+    a connection others hold."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def open_readonly(path: str | Path, text_factory: Callable[[bytes], Any] | None = None,
+                  check: bool = True) -> sqlite3.Connection:
+    """The one way verlprof opens an SQLite input: header checked (`check_header`, unless `check`
+    is False for a file just checked), read-only and immutable, the schema read once so a corrupt
+    file fails here with one line naming it, and its text decoding set at open."""
     p = Path(path)
-    size = check_header(p)
+    if check:
+        check_header(p)
     try:
-        con = connect_readonly(p)
+        con = sqlite3.connect(sqlite_uri(p), uri=True)
     except sqlite3.Error as exc:
         raise BadInputError(p, f"cannot open it as SQLite ({exc})") from None
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise BadInputError(p, f"corrupt SQLite database ({exc})") from None
+    if text_factory is not None:
+        con.text_factory = text_factory
+    return con
+
+
+def list_tables(con: sqlite3.Connection, schema: str = "main") -> list[str]:
+    """Names of the tables of database `schema` (SQLite's own excluded), sorted."""
+    return [r[0] for r in con.execute(
+        f"SELECT name FROM {quote_ident(schema)}.sqlite_master WHERE type='table' "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+
+
+def table_columns(con: sqlite3.Connection, table: str, schema: str = "main") -> list[tuple[str, str, int, int]]:
+    """(name, declared type, notnull, pk) of every column of `table`: the schema probe (column sets
+    differ by nsys version: probe, never assume)."""
+    return [(r[1], r[2] or "", r[3], r[5])
+            for r in con.execute(f"PRAGMA {quote_ident(schema)}.table_info({quote_ident(table)})")]
+
+
+def open_export(path: str | Path, text_factory: Callable[[bytes], Any] | None = None
+                ) -> tuple[sqlite3.Connection, "ExportInfo"]:
+    """Validate an export and open it read-only: the one way readers open an nsys SQLite (one
+    connection serves the check and the caller). `text_factory`: the connection's text decoding,
+    set here at open (`decode_text` for a handle the scrub reads too)."""
+    p = Path(path)
+    size = check_header(p)
+    con = open_readonly(p, text_factory, check=False)
     try:
         return con, _check(con, p, size)
     except BaseException:
         con.close()
         raise
-
-
-def _quote_uri_path(path: Path) -> str:
-    from urllib.parse import quote
-
-    return quote(str(Path(path).absolute()), safe="/")
 
 
 def validate_export(path: str | Path) -> ExportInfo:

@@ -1,7 +1,9 @@
 """scrub: remove secrets and personal data from SQLite exports, chrome traces and memory snapshots,
 and `check` (re-scan) anything before it is shared."""
 from .check import Checker, check_paths, format_findings
-from .secrets import Policy, Pseudonyms, Scrubber, load_policy, local_identities, read_values_file
+from .identities import local_identities, Pseudonyms
+from .policy import load_policy, Policy, read_values_file
+from .scrubber import Scrubber
 from .tasks import (
     SCRUBBABLE,
     ScrubOptions,

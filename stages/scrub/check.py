@@ -38,20 +38,13 @@ from typing import IO, Any, Iterable, Iterator
 from ..core.errors import BadInputError
 from ..readers.chrome_trace import ChromeTraceStream
 from ..readers.memory_snapshot import loads_restricted
-from .secrets import (
-    _PATTERN_HINTS,
-    _PATTERN_IHINTS,
-    KIND_SPLIT,
-    Identities,
-    LocationNames,
-    Policy,
-    Pseudonyms,
-    Scrubber,
-    _hint_windows,
-    load_policy,
-)
-from .sqlite import SPLIT_LOCATION, SQLITE_MAGIC, iter_adjacent_nvtx, iter_distinct_cells
-from .sqlite import _uri as sqlite_uri
+from .identities import Identities, Pseudonyms, find_config_identities, hint_windows
+from .policy import Policy, load_policy
+from .rules import KIND_SPLIT, PATTERN_HINTS, PATTERN_IHINTS
+from .scrubber import LocationNames, Scrubber
+from ..readers.sqlite_export import SQLITE_MAGIC, decode_text, open_readonly
+from .shapes import flag_value_items
+from .sqlite_cells import SPLIT_LOCATION, iter_adjacent_nvtx, iter_distinct_cells
 from .sqlite_pages import unallocated_regions
 from .trace import LiteralFilter, loads_event
 
@@ -137,8 +130,6 @@ class Checker:
         """A run's own config (`.hydra/config.yaml`) among the inputs: its secret values are known
         values for every other file, as collect makes them (an unlabelled `judge_api_key` value in
         an NVTX range is a finding)."""
-        from .tasks import find_config_identities
-
         configs = [p for p in paths if p.is_file() and p.name == "config.yaml" and p.parent.name == ".hydra"]
         for p in paths:
             if p.is_dir():
@@ -206,8 +197,7 @@ class Checker:
 
     def _sqlite(self, path: Path, display: str) -> None:
         try:
-            conn = sqlite3.connect(sqlite_uri(path), uri=True)
-            conn.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+            conn = open_readonly(path, decode_text, check=False)
             try:
                 for name, sql in conn.execute("SELECT name, coalesce(sql, '') FROM sqlite_master"):
                     self._hit(display, "sqlite_master", str(name), self.sc.findings(f"{name} {sql}"))
@@ -227,6 +217,8 @@ class Checker:
                 conn.close()
         except sqlite3.DatabaseError as exc:
             self.sink.add(display, f"SQLite unreadable ({' '.join(str(exc).split())})", KIND_UNREADABLE)
+        except BadInputError as exc:      # the opener's one line: the database cannot be read at all
+            self.sink.add(display, f"SQLite unreadable ({exc.what})", KIND_UNREADABLE)
         # Deleted rows and free pages: raw bytes. Reported only for kinds the cells did not show.
         # Only the bytes no live cell holds (the cells were read above), when the pages can be read.
         template, skip = "raw bytes (free pages or unparsed data)", self.sink.kinds_for(display)
@@ -301,16 +293,19 @@ class Checker:
                     self._json_value(display, v, k, self._child(loc, shown), where, depth + 1)
         elif t is list and depth < 200:
             sub = loc if loc.endswith("[]") else loc + "[]"
-            for v in obj:
+            values = flag_value_items(obj, self.sc.is_secret_name) if len(obj) > 1 else ()
+            for i, v in enumerate(obj):
                 tv = type(v)
-                if tv is str or tv is dict or tv is list:
+                if i in values:      # `["--api-key", "<value>"]`: judged as the flag's value
+                    self._hit(display, sub, where, self.sc.keyed_findings(obj[i - 1], v))
+                elif tv is str or tv is dict or tv is list:
                     self._json_value(display, v, key, sub, where, depth + 1)
 
     def _child(self, parent: str, key: str) -> str:
         return self._names.child(parent, key)
 
     def _clean_literal(self, text: str) -> bool:
-        return not self.sc.findings(text) and self.sc._key_class(text) == 0
+        return not self.sc.findings(text) and self.sc.key_class(text) == 0
 
     def _json_members(self, display: str, members: dict[str, Any]) -> None:
         for key, val in members.items():
@@ -413,19 +408,19 @@ class Checker:
     def _raw_windows(self, text: str) -> list[tuple[int, int]]:
         low = text.lower()
         spans: list[tuple[int, int]] = []
-        for rule, hints in _PATTERN_HINTS.items():
+        for rule, hints in PATTERN_HINTS.items():
             if rule in self.policy.patterns:
-                spans += _hint_windows(text, hints, 200, 600)
-        for rule, hints in _PATTERN_IHINTS.items():
+                spans += hint_windows(text, hints, 200, 600)
+        for rule, hints in PATTERN_IHINTS.items():
             if rule in self.policy.patterns:
-                spans += _hint_windows(low, hints, 200, 600)
+                spans += hint_windows(low, hints, 200, 600)
         if self.policy.custom_patterns:
             spans.append((0, len(text)))
-        spans += _hint_windows(text, self.known.secret_values, 8, 8 + max((len(v) for v in self.known.secret_values), default=0))
-        spans += _hint_windows(text, ("/home/", "/Users/", "\\Users\\"), 16, 96)
-        spans += _hint_windows(low, ("gpu-", "mig-"), 4, 64)
+        spans += hint_windows(text, self.known.secret_values, 8, 8 + max((len(v) for v in self.known.secret_values), default=0))
+        spans += hint_windows(text, ("/home/", "/Users/", "\\Users\\"), 16, 96)
+        spans += hint_windows(low, ("gpu-", "mig-"), 4, 64)
         names = [n for n, _p in self.known.hosts + self.known.users if len(n) >= self.policy.min_free_text_length]
-        spans += _hint_windows(text, names, 64, 64)
+        spans += hint_windows(text, names, 64, 64)
         spans.sort()
         merged: list[tuple[int, int]] = []
         for a, b in spans:

@@ -1,6 +1,6 @@
 """Secrets that do not look like themselves: encoded, unlabelled, glued to their neighbours.
 
-Why a module of its own: the rules of `secrets.py` match what a secret looks like (a provider shape,
+Why a module of its own: the rules of `rules.py` match what a secret looks like (a provider shape,
 a known value, a secret-named assignment). Real runs also write secrets that match none of those:
 a token base64-encoded in an `Authorization: Basic ...` header logged as an NVTX range, a URL with
 `?token%3Dhf_...`, a hex dump, an AWS secret key with no label next to its key id, a random API key

@@ -1,6 +1,6 @@
 """Where a run was recorded and by whom: host names, addresses, e-mails, user directories, argv.
 
-Why a module of its own: `secrets.py` knows what a secret looks like; this one knows what a
+Why a module of its own: `rules.py` knows what a secret looks like; this one knows what a
 cluster writes about itself into traces (issue 22). Its rules need no list of known names, so they
 hold "whoever the user is" and on whichever machine `collect` runs (often as root in a container):
 
@@ -26,17 +26,18 @@ from typing import Callable, Iterator
 # Top-level domains a host name in a trace ends with: generic, country codes common on clusters,
 # and the private ones clusters use for themselves. A dotted Python/C++ name (`torch.nn.functional`)
 # does not end with one.
-_TLDS = (
+TLDS = (
     "com|net|org|edu|gov|mil|int|io|ai|co|cloud|dev|app|info|biz|tech|science|systems|"
     "internal|local|lan|corp|intra|intranet|cluster|private|priv|home|localdomain|ec2|compute|"
     "us|uk|de|fr|ch|nl|se|fi|dk|es|pl|ie|ca|au|nz|jp|kr|cn|tw|hk|sg|il|br|eu"
     # not pt, in, it, at, be, no, so, sh, py: file extensions and words (`model.pt`, `setup.in`)
 )
 FQDN_RE = re.compile(
-    r"(?<![A-Za-z0-9_\-.@])((?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+(?:" + _TLDS + r"))"
+    r"(?<![A-Za-z0-9_\-.@])((?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+(?:" + TLDS + r"))"
     r"(?![A-Za-z0-9\-]|\.[A-Za-z0-9])", re.I)       # `_` may follow: `<fqdn>_rank0.trace.json`
 IPV4_RE = re.compile(r"(?<![0-9.])((?:25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})(?:\.(?:25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})){3})(?![0-9]|\.[0-9])")
-_IPV6_CAND = re.compile(r"(?<![0-9A-Za-z:.])((?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:[0-9]{1,3}\.){3}[0-9]{1,3})?)(?![0-9A-Za-z:])")
+# `_` on either side makes it part of a C++ name (`c10d::_allgather_base_`), never an address.
+IPV6_CAND = re.compile(r"(?<![0-9A-Za-z:._])((?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:[0-9]{1,3}\.){3}[0-9]{1,3})?)(?![0-9A-Za-z:_])")
 EMAIL_RE = re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9\-])")
 
 # Hosts whose name identifies nobody: public endpoints every ML stack talks to. A name is kept
@@ -87,7 +88,7 @@ def _ipv6(cand: str) -> bool:
 
 
 # Cheap test before `network_spans`: something that can start an e-mail, a host or an address.
-NETWORK_HINT = re.compile(r"@|\.(?:" + _TLDS + r")(?![A-Za-z0-9\-])|[0-9]\.[0-9]{1,3}\.[0-9]|[0-9A-Fa-f]:[0-9A-Fa-f]{0,4}:", re.I)
+NETWORK_HINT = re.compile(r"@|\.(?:" + TLDS + r")(?![A-Za-z0-9\-])|[0-9]\.[0-9]{1,3}\.[0-9]|[0-9A-Fa-f]:[0-9A-Fa-f]{0,4}:", re.I)
 
 
 def network_spans(text: str, keep: tuple[str, ...] = KEEP_HOSTS) -> Iterator[tuple[int, int, str]]:
@@ -107,7 +108,7 @@ def network_spans(text: str, keep: tuple[str, ...] = KEEP_HOSTS) -> Iterator[tup
             if not ip_kept(m.group(1)):
                 yield m.start(1), m.end(1), "host"
     if text.count(":") >= 2:
-        for m in _IPV6_CAND.finditer(text):
+        for m in IPV6_CAND.finditer(text):
             c = m.group(1)
             if _ipv6(c) and not ip_kept(c):
                 yield m.start(1), m.end(1), "host"
@@ -122,17 +123,19 @@ def network_spans(text: str, keep: tuple[str, ...] = KEEP_HOSTS) -> Iterator[tup
 USER_ROOTS = ("home", "Users", "export/home", "fsx", "scratch", "lustre", "gpfs", "nfs", "mnt", "data",
               "work", "workspace", "workspaces", "checkpoint", "checkpoints", "projects", "project",
               "shared", "storage", "global/homes", "global/home", "global/scratch", "net", "efs", "weka",
-              "vast", "beegfs", "sharedfs", "cluster", "u", "p", "usr/people")
+              "vast", "beegfs", "sharedfs", "cluster", "u", "p", "usr/people", "srv", "envs", "venvs",
+              ".virtualenvs")
 # Directory names under a root that are not a person: the component after them is looked at instead.
 NOT_USERS = frozenset({"home", "homes", "users", "user", "shared", "public", "projects", "project", "groups",
                        "group", "scratch", "data", "datasets", "models", "checkpoints", "ckpt", "work", "team",
                        "teams", "common", "opt", "local", "share", "tmp", "cache", "apps", "software", "sw",
-                       "root", "nobody", "ubuntu", "admin", "runner", "jovyan", "ec2-user"})
+                       "root", "nobody", "ubuntu", "admin", "runner", "jovyan", "ec2-user", "venvs", "envs",
+                       "virtualenvs", ".virtualenvs", "conda", "miniconda3", "anaconda3", "www"})
 # A cluster root counts only at the start of a path (`/fsx/...`, not `.../utils/data/...`); a home
 # directory counts anywhere (`/tmp/home/<u>`, `C:\\Users\\<u>`).
 USER_ROOT_RE = re.compile(
     r"(?:(?<![A-Za-z0-9_.\-/\\])(?:[A-Za-z]:)?[/\\]{1,2}(?:" + "|".join(re.escape(r).replace("/", r"[/\\]") for r in USER_ROOTS)
-    + r")|[/\\]{1,2}(?:home|Users))(?P<rest>(?:[/\\]{1,2}[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}){1,2})(?=[/\\\s\"':;,)\]}>|]|$)")
+    + r")|[/\\]{1,2}(?:home|Users|envs|venvs|\.virtualenvs))(?P<rest>(?:[/\\]{1,2}[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}){1,2})(?=[/\\\s\"':;,)\]}>|]|$)")
 
 
 def user_components(rest: str) -> Iterator[tuple[int, int]]:
@@ -176,7 +179,7 @@ _AUTH_HEADER = re.compile(r"""(?i)authorization['"]?\s*[:=,]\s*['"]?(?:basic|bea
 
 
 def argv_secret_spans(text: str, is_secret_name: Callable[[str], bool]) -> Iterator[tuple[int, int]]:
-    """[start, end) of values `iter_assignments` (secrets.py) cannot see: quoted flag values, argv
+    """[start, end) of values `iter_assignments` (rules.py) cannot see: quoted flag values, argv
     list reprs, tool password options and auth headers."""
     if "-" in text:
         if "'" in text or '"' in text:

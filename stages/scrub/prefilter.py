@@ -2,7 +2,7 @@
 
 Why: almost every string of a profile (kernel names, CUDA API names, NVTX phases) is clean, and the
 rules of `Scrubber._apply` (provider shapes, assignments, host names, paths, decoders, entropy) cost
-12-20 us each on first sight. `Prefilter.needs_rules(text)` answers in a few microseconds and is a
+much more on first sight than one automaton pass (bench/README.md). `Prefilter.needs_rules(text)` is a
 SUPERSET of the rules: whenever the rules would change a string it returns True (tests/
 test_scrub_prefilter.py runs every must-catch example of every rule through it, and a Hypothesis
 property checks that no string it passes is changed by the rules). It never decides what to
@@ -28,13 +28,13 @@ from typing import Iterable, Mapping, Sequence
 import ahocorasick
 
 from .hidden import RUN_RE, EntropyRule, decoded_forms
-from .personal import _IPV6_CAND as IPV6_CAND
-from .personal import _TLDS, USER_ROOTS
+from .personal import IPV6_CAND
+from .personal import TLDS, USER_ROOTS
 
 # Shapes on the LOWER-CASED ASCII text, each behind the one character it cannot match without.
 # Each mirrors the part of a rule it must not miss:
 _EMAIL = re.compile(r"[a-z0-9._%+\-]@[a-z0-9]")                                  # personal.EMAIL_RE
-_DOTTED = re.compile(r"[a-z0-9]\.(?:" + _TLDS + r")(?![a-z0-9\-])"             # personal.FQDN_RE's TLD
+_DOTTED = re.compile(r"[a-z0-9]\.(?:" + TLDS + r")(?![a-z0-9\-])"             # personal.FQDN_RE's TLD
                      r"|[0-9]\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]")                   # personal.IPV4_RE
 _USER_ROOT = re.compile(r"[/\\](?:" + "|".join(re.escape(r.lower()).replace("/", r"[/\\]") for r in USER_ROOTS)
                         + r")[/\\]")                                              # personal.USER_ROOT_RE

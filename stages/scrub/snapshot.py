@@ -17,7 +17,9 @@ from typing import Any
 
 from ..core.errors import BadInputError
 from ..readers.memory_snapshot import load_snapshot
-from .secrets import Identities, IdentityCollector, LocationNames, Policy, Scrubber
+from .identities import Identities, IdentityCollector
+from .policy import Policy
+from .scrubber import LocationNames, Scrubber
 
 # Keys of snapshot records; they need no scrubbing themselves (values under them still are).
 _KNOWN_KEYS = frozenset({

@@ -14,24 +14,23 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
-import warnings
 from collections import Counter
-from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
-
-import numpy as np
+from typing import Any, Iterable
 
 from ..core.errors import BadInputError
-from ..readers.nsys_sqlite import NsysExport, string_values
-from ..readers.nvtx_pairs import Pair, adjacent_pairs
-from ..readers.sqlite_export import rowid_windows
-from .secrets import KIND_GPU, KIND_SPLIT, REDACTED, Identities, IdentityCollector, Policy, Scrubber
+from ..readers.nsys_sqlite import string_values
+from ..readers.nvtx_pairs import Pair
+from ..readers.sqlite_export import decode_text, list_tables, open_readonly, sqlite_uri, table_columns
+from ..readers.sqlite_export import quote_ident as _q
+from .rules import KIND_GPU, KIND_SPLIT, REDACTED
+from .scrubber import Scrubber
+from .sqlite_cells import (NVTX_TABLE, SPLIT_LOCATION, STRING_TABLE, is_numeric, iter_adjacent_nvtx, iter_distinct_cells,
+                           numbers_only_sql, reading, split_halves)
 from .sqlite_pages import numeric_cells_are_numbers
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,6 @@ SQLITE_ALLOWLIST: tuple[KeepTable, ...] = (
 )
 # Enumerations (ids -> names of CUDA/NSYS constants): harmless, kept whole.
 KEEP_PREFIXES: tuple[str, ...] = ("ENUM_",)
-STRING_TABLE = "StringIds"
 
 # Where thread and process ids come from: rows of ThreadNames/PROCESSES survive only for threads
 # and processes that the kept activity references (not every kworker on the host).
@@ -106,7 +104,6 @@ _PID_SOURCES: tuple[tuple[str, str], ...] = (
     ("CUDA_GPU_MEMORY_USAGE_EVENTS", "globalPid"), ("CUPTI_ACTIVITY_KIND_CUDA_EVENT", "globalPid"),
 )
 
-_NUMERIC_TYPES = ("INT", "REAL", "FLOA", "DOUB", "NUMERIC", "BOOL")
 
 
 def keep_spec(table: str) -> KeepTable | None:
@@ -119,80 +116,6 @@ def keep_spec(table: str) -> KeepTable | None:
     if table.startswith(KEEP_PREFIXES):
         return KeepTable(table)
     return None
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _uri(path: Path, immutable: bool = True) -> str:
-    q = urllib.parse.quote(str(path.resolve()), safe="/")
-    return f"file:{q}?mode=ro" + ("&immutable=1" if immutable else "")
-
-
-def check_sqlite_header(path: Path) -> None:
-    """Raise BadInputError unless `path` starts like an SQLite database."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(100)
-    except OSError as exc:
-        raise BadInputError(path, f"cannot read: {exc.strerror or exc}") from None
-    if not head:
-        raise BadInputError(path, "empty file, not an SQLite export")
-    if not head.startswith(SQLITE_MAGIC):
-        raise BadInputError(path, "not an SQLite database (bad header)")
-
-
-def open_ro(path: Path) -> sqlite3.Connection:
-    """Open an input read-only and immutable; a corrupt file fails here with one line."""
-    check_sqlite_header(path)
-    try:
-        conn = sqlite3.connect(_uri(path), uri=True)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
-    conn.text_factory = _text_factory
-    return conn
-
-
-def _text_factory(b: bytes) -> str:
-    # NUL bytes and invalid UTF-8 survive: a lossy decode would hide secrets from the scrubber.
-    return b.decode("utf-8", "surrogateescape")
-
-
-@contextmanager
-def reading(source: Path | sqlite3.Connection) -> Iterator[tuple[sqlite3.Connection, Path]]:
-    """(connection, file) of a RAW export to read: opened here and closed after, or the connection
-    a pass already has open (collect opens each export once per pass), left open. Either way cells
-    are read with this module's text factory while in use, so both read the same strings."""
-    if not isinstance(source, sqlite3.Connection):
-        conn = open_ro(Path(source))
-        try:
-            yield conn, Path(source)
-        finally:
-            conn.close()
-        return
-    factory = source.text_factory
-    source.text_factory = _text_factory
-    try:
-        yield source, Path(source.execute("PRAGMA main.database_list").fetchone()[2])
-    finally:
-        source.text_factory = factory
-
-
-def table_columns(conn: sqlite3.Connection, table: str, schema: str = "main") -> list[tuple[str, str, int, int]]:
-    """(name, declared type, notnull, pk) of every column, probed (schemas differ by nsys version)."""
-    return [(r[1], r[2] or "", r[3], r[5]) for r in conn.execute(f"PRAGMA {schema}.table_info({_q(table)})")]
-
-
-def list_tables(conn: sqlite3.Connection, schema: str = "main") -> list[str]:
-    return [r[0] for r in conn.execute(
-        f"SELECT name FROM {schema}.sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
-
-
-def _is_numeric(decl: str) -> bool:
-    d = decl.upper()
-    return any(t in d for t in _NUMERIC_TYPES)
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,7 +137,7 @@ class SqliteScrubStats:
 
 def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubStats:
     """Write the scrubbed copy of export `src` to `dst_tmp` (a fresh file; the caller renames it)."""
-    probe = open_ro(src)
+    probe = open_readonly(src, decode_text)
     try:
         src_tables = list_tables(probe)
     except sqlite3.DatabaseError as exc:
@@ -228,12 +151,12 @@ def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubSta
     if dst_tmp.exists():
         dst_tmp.unlink()
     out = sqlite3.connect(f"file:{urllib.parse.quote(str(dst_tmp.resolve()), safe='/')}", uri=True)
-    out.text_factory = _text_factory
+    out.text_factory = decode_text
     try:
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "secure_delete=ON", "temp_store=MEMORY",
                        "cache_size=-65536"):
             out.execute(f"PRAGMA {pragma}")
-        out.execute("ATTACH DATABASE ? AS src", (_uri(src),))
+        out.execute("ATTACH DATABASE ? AS src", (sqlite_uri(src),))
         _register(out, scrubber)
         pairs = None
         if scrubber.policy.join_adjacent_nvtx:
@@ -241,12 +164,13 @@ def scrub_sqlite(src: Path, dst_tmp: Path, scrubber: Scrubber) -> SqliteScrubSta
             # redacted by the entropy rule) the first half's prefix no longer shows as a secret
             with reading(src) as (conn, _path):
                 pairs = list(iter_adjacent_nvtx(conn))
-            halves = _split_halves(pairs, scrubber)
+            halves = split_halves(pairs, scrubber)
             if halves:
                 scrubber.force_redact(halves)
         stats = _copy(out, src, src_tables, scrubber)
         if pairs is not None:   # and on the copy's pairs: the source's, with the texts the copy wrote
-            redact_split_nvtx(out, scrubber, _copied_pairs(out, pairs, stats.changed))
+            redact_split_nvtx(out, scrubber, copied_pairs(out, pairs, stats.changed))
+        count_dropped(src, stats.tables_dropped, scrubber)
         return stats
     except sqlite3.DatabaseError as exc:
         raise BadInputError(src, f"corrupt SQLite database ({exc})") from None
@@ -334,8 +258,8 @@ def _text_columns(out: sqlite3.Connection, table: str, cols: list[tuple[str, str
     """Columns of src.`table` holding at least one text or blob cell: TEXT-declared ones are
     assumed to; numeric-declared ones are probed (a hostile file can put text anywhere): `probed`
     is the page reader's answer, computed on the pool (`_page_probe`), SQL's when it has none."""
-    have = {c[0] for c in cols if not _is_numeric(c[1])}
-    probe = [c[0] for c in cols if _is_numeric(c[1])]
+    have = {c[0] for c in cols if not is_numeric(c[1])}
+    probe = [c[0] for c in cols if is_numeric(c[1])]
     if probe:
         verdict = probed.result() if probed is not None else None
         if verdict is None:
@@ -349,21 +273,11 @@ def _page_probe(out: sqlite3.Connection, pool: ThreadPoolExecutor, src: Path, ro
                 cols: list[tuple[str, str, int, int]]) -> Future[bool | None] | None:
     """Start reading, on `pool`, whether the numeric-declared columns of `cols` hold numbers only."""
     names = [c[0] for c in table_columns(out, table, "src")]
-    idx = [names.index(c[0]) for c in cols if _is_numeric(c[1]) and c[0] in names]
+    idx = [names.index(c[0]) for c in cols if is_numeric(c[1]) and c[0] in names]
     root = roots.get(table)
     if not idx or not isinstance(root, int):
         return None
     return pool.submit(numeric_cells_are_numbers, src, root, len(names), idx)
-
-
-def numbers_only_sql(conn: sqlite3.Connection, schema: str, table: str, columns: list[str]) -> bool:
-    """True when no cell of `columns` of `table` is text or a blob, in one SQL scan that stops at
-    the first one: `x >= ''` holds exactly for TEXT and BLOB cells (SQLite orders NULL < numbers <
-    TEXT < BLOB, and numeric affinity leaves the literal '' text), and costs half of
-    `typeof(x) IN (...)`. Used where the page reader (sqlite_pages.py, 0.36-0.40 of this scan's time
-    on the 95 MB bench export) declines a table."""
-    return not columns or conn.execute(f"SELECT 1 FROM {schema}.{_q(table)} WHERE "
-                                       + " OR ".join(f"{_q(c)} >= ''" for c in columns) + " LIMIT 1").fetchone() is None
 
 
 def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]], spec: KeepTable,
@@ -534,7 +448,7 @@ def _referenced_ids(src: Path, plan: list[tuple[str, KeepTable, list[tuple[str, 
     tids: set[int] = set()
     pids: set[int] = set()
     sids: set[int] = set()
-    conn = open_ro(src)
+    conn = open_readonly(src, decode_text)
     try:
         for t, spec, cols in plan:
             names = {c[0] for c in cols}
@@ -571,110 +485,13 @@ def _load_refs(out: sqlite3.Connection, refs: tuple[set[int], set[int], set[int]
     return sids
 
 
-# --------------------------------------------------------------------------------------------
-# Split values: a secret written across two adjacent NVTX ranges of one thread
-# --------------------------------------------------------------------------------------------
-
-NVTX_TABLE = "NVTX_EVENTS"
-SPLIT_LOCATION = "NVTX_EVENTS.text (joined with the next range of its thread)"
-_ADJ_CHUNK = 1 << 18     # rows per rowid window of the NVTX column read
-
-
-def iter_adjacent_nvtx(conn: sqlite3.Connection, schema: str = "main") -> Iterator[Pair]:
-    """Each DISTINCT pair ((rowid, textId, text), (rowid, textId, text)) of texts of NVTX events that
-    follow each other on one thread (ordered by start), once, with the rowids of its first
-    occurrence; text from the `text` column (textId None) or else from StringIds via `textId`.
-
-    Why pairs in start order: `nvtx.annotate(f"...{tok[:8]}")` then `(f"{tok[8:]}...")` writes a
-    token across two ranges that no rule sees whole; verl pushes one range after another per thread.
-    The pairs are found over columns by `readers/nvtx_pairs.adjacent_pairs`, which a raw export's
-    ranges read uses too (`NsysExport.adjacent_nvtx_pairs`); this reads any SQLite file with an
-    NVTX table (the window files verlprof writes, the check).
-    """
-    cols = _adjacent_columns(conn, schema)
-    if cols is not None:
-        yield from adjacent_pairs(*cols, lambda ids: string_values(conn, ids, schema))
-
-
-def _adjacent_columns(conn: sqlite3.Connection, schema: str
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]] | None:
-    """(rowid, globalTid, start, code, keys) of every NVTX event, in rowid order: `keys[code]` is the
-    event's text (str/bytes, from the `text` column, which wins as in readers/nsys_sqlite.py), its
-    StringIds id (int), or None. None when the export has no NVTX texts to pair.
-
-    Why this shape: the integers come back as one comma-joined string per column and rowid window
-    (`group_concat`, parsed by numpy: no Python object per row), and the rows holding their own
-    text as one row per distinct text with its rowids: no per-row Python at all (issue 25).
-    """
-    if NVTX_TABLE not in set(list_tables(conn, schema)):
-        return None
-    names = {c[0] for c in table_columns(conn, NVTX_TABLE, schema)}
-    if "start" not in names or not ({"text", "textId"} & names):
-        return None
-    table = f"{schema}.{_q(NVTX_TABLE)}"
-    has_ids = "textId" in names and STRING_TABLE in set(list_tables(conn, schema))
-    own_if = " OR ".join(c for c, ok in (("text IS NOT NULL", "text" in names),
-                                          ("typeof(textId) IN ('text', 'blob')", has_ids)) if ok)
-    own = "coalesce(text, textId)" if "text" in names and has_ids else "text" if "text" in names else "textId"
-    # rows without an integer textId of their own get an id no StringIds row holds: they pair as "no text"
-    none_id = -1
-    if has_ids:
-        low = conn.execute(f"SELECT min(id) FROM {schema}.{_q(STRING_TABLE)}").fetchone()[0]
-        none_id = min(-1, int(low) - 1) if isinstance(low, int) else -1
-    sid = (f"CASE WHEN {'text IS NULL AND ' if 'text' in names else ''}typeof(textId) = 'integer' "
-           f"THEN textId ELSE {none_id} END" if has_ids else str(none_id))
-    parts = []
-    for window in rowid_windows(conn, table, _ADJ_CHUNK):
-        part = _int_window(conn, table, ("globalTid" if "globalTid" in names else "0", "start", sid), window)
-        if part is not None:
-            parts.append(part)
-    if not parts:
-        return None
-    rid, gtid, start, ids = (np.concatenate(c) for c in zip(*parts))
-    if rid.size > 1 and not bool(np.all(rid[1:] > rid[:-1])):   # scan order is rowid order; never assumed
-        by_rid = np.argsort(rid, kind="stable")
-        rid, gtid, start, ids = rid[by_rid], gtid[by_rid], start[by_rid], ids[by_rid]
-    id_keys, code = np.unique(ids, return_inverse=True)
-    keys: list[Any] = id_keys.tolist()
-    if none_id in keys:
-        keys[keys.index(none_id)] = None
-    code = code.astype(np.int64)
-    if own_if:   # one row per distinct own text (SQLite groups them), with the rowids holding it
-        groups = conn.execute(f"SELECT {own}, count(*), group_concat(rowid) FROM {table} WHERE {own_if} GROUP BY 1"
-                              ).fetchall()
-        if groups:
-            texts, counts, rowids = zip(*groups)
-            at = np.searchsorted(rid, np.fromstring(",".join(rowids), dtype=np.int64, sep=","))  # noqa: NPY201
-            code[at] = np.repeat(np.arange(len(keys), len(keys) + len(texts)), np.asarray(counts, np.int64))
-            keys += texts
-    return rid, gtid, start, code, keys
-
-
-def _int_window(conn: sqlite3.Connection, table: str, exprs: tuple[str, ...],
-                window: tuple[int, int]) -> list[np.ndarray] | None:
-    """rowid and `exprs` (NULL as 0) of the rows of one rowid window, as int64 arrays; None if empty.
-    A window holding non-integers (a hand-made file) is read again through CAST."""
-    for cast in (False, True):
-        cols = ["rowid", *(f"ifnull(CAST({e} AS INTEGER), 0)" if cast else f"ifnull({e}, 0)" for e in exprs)]
-        n, *joined = conn.execute(f"SELECT count(*), {', '.join(f'group_concat({c})' for c in cols)} FROM {table} "
-                                  "WHERE rowid BETWEEN ? AND ?", window).fetchone()
-        if not n:
-            return None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = [np.fromstring(s, dtype=np.int64, sep=",") for s in joined]  # noqa: NPY201 - the fast C parser
-        if all(a.size == n for a in out):
-            return out
-    raise sqlite3.DatabaseError(f"{table}: integers that do not read as integers")
-
-
 def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber,
                       pairs: Iterable[Pair] | None = None) -> int:
     """Redact both halves of every secret split across adjacent NVTX ranges; return halves redacted.
 
     A half held in `text` is replaced in every row holding that text; a half held in StringIds is
     replaced there (every range naming that same string loses it too, which is what a secret half
-    deserves). `pairs`: the adjacent pairs of `conn` when known without reading it (`_copied_pairs`).
+    deserves). `pairs`: the adjacent pairs of `conn` when known without reading it (`copied_pairs`).
     """
     texts: set[str] = set()
     sids: set[int] = set()
@@ -698,14 +515,14 @@ def redact_split_nvtx(conn: sqlite3.Connection, scrubber: Scrubber,
     return n
 
 
-def _copied_pairs(out: sqlite3.Connection, pairs: list[Pair],
+def copied_pairs(out: sqlite3.Connection, pairs: list[Pair],
                   changed: dict[str, dict[Any, Any] | None]
                   ) -> list[Pair] | None:
     """The adjacent NVTX pairs of the scrubbed copy `out` (main), from `pairs`, those of its source:
     or None when they must be read from `out` (`iter_adjacent_nvtx`).
 
-    Why: reading a range-heavy table's columns again costs as much as the first read (0.2 s for
-    240k ranges, issue 25). The copy keeps every NVTX row (`KeepTable` rows "all") with its
+    Why: reading a range-heavy table's columns again costs as much as the first read
+    (issue 25). The copy keeps every NVTX row (`KeepTable` rows "all") with its
     thread and start, and StringIds with their ids, so the neighbours are the source's; only the
     texts changed: a `text` into what the copy wrote for it (`changed`), a StringIds half into the
     copy's own StringIds value. That holds when the thread and start columns came through
@@ -739,164 +556,22 @@ def _copied_pairs(out: sqlite3.Connection, pairs: list[Pair],
     return out_pairs
 
 
-def split_nvtx_texts(source: "Path | sqlite3.Connection | NsysExport", scrubber: Scrubber) -> set[str]:
-    """The raw texts of a RAW export's NVTX ranges that hold half of a split secret.
-
-    For callers that read a raw export and scrub the strings they keep one by one (summary rows):
-    `scrubber.force_redact(split_nvtx_texts(raw, scrubber))` first, so a split value is redacted
-    there too. `joined_halves` judges each half against its own scrub (`update_actor api_key=...`
-    alone keeps its own, finer redaction); the raw text is what the caller will meet.
-    `source`: the export's path, its connection open in this pass (`reading`), or the export open
-    in this pass (`NsysExport`): then the pairs its ranges' read found (kept by collect's pass 1 in
-    the ranges cache) are judged, and the NVTX table is not read again.
-    """
-    pairs = source.adjacent_nvtx_pairs() if isinstance(source, NsysExport) else None
-    with reading(source.con if isinstance(source, NsysExport) else source) as (conn, path):
-        try:
-            return _split_halves(pairs if pairs is not None else iter_adjacent_nvtx(conn), scrubber)
-        except sqlite3.DatabaseError as exc:
-            raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
+DROPPED = " (dropped)"
 
 
-def _split_halves(pairs: Iterable[Pair], scrubber: Scrubber) -> set[str]:
-    """The texts of `pairs` that are half of a secret the two make together (`joined_halves`)."""
-    return {raw for a, b in pairs for raw, hit in zip((a[2], b[2]), scrubber.joined_halves(a[2], b[2])) if hit}
-
-
-# --------------------------------------------------------------------------------------------
-# Identities (the cheap first pass) and cell iteration (shared with check)
-# --------------------------------------------------------------------------------------------
-
-def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Path | None = None,
-                        keep: Callable[[str, Any], bool] | None = None) -> Iterator[tuple[str, str, Any, Any, int]]:
-    """(table, column, first rowid, value, cells) of every DISTINCT text/blob value of every column
-    (numeric-declared ones too, when a probe finds any text in them), in first-rowid order; only
-    the values `keep(column, value)` holds when it is given.
-
-    Why: `check` must see every cell, but judging a value once and counting its cells is the same
-    verdict; SQLite finds the distinct values in C (BINARY comparison is length-aware, so values
-    with NUL bytes inside stay distinct, and keeps text and blob apart), and the cells and first
-    row of a value are counted only for the values kept (the findings). `path` (the database file)
-    lets the numeric columns be probed from the pages (sqlite_pages.py, on a thread ahead of the
-    value scans). Tables without rowid are read cell by cell.
-    """
-    tables = [(t, table_columns(conn, t, schema)) for t in list_tables(conn, schema)]
-    roots = dict(conn.execute(f"SELECT name, rootpage FROM {schema}.sqlite_master WHERE type='table'").fetchall())
-    with ThreadPoolExecutor(1) as pool:     # the page reads run ahead of the value scans
-        pages = {t: pool.submit(numeric_cells_are_numbers, path, roots[t], len(cols),
-                                [i for i, c in enumerate(cols) if _is_numeric(c[1])])
-                 for t, cols in tables if path is not None and isinstance(roots.get(t), int)}
-        for t, cols in tables:
-            yield from _distinct_cells_of(conn, schema, t, cols, pages.get(t), keep)
-
-
-def _distinct_cells_of(conn: sqlite3.Connection, schema: str, t: str, cols: list[tuple[str, str, int, int]],
-                       pages: Future[bool | None] | None, keep: Callable[[str, Any], bool] | None
-                       ) -> Iterator[tuple[str, str, Any, Any, int]]:
-    """`iter_distinct_cells` of one table; `pages`: the page reader's answer on its numeric columns."""
-    try:
-        conn.execute(f"SELECT rowid FROM {schema}.{_q(t)} LIMIT 0")
-    except sqlite3.OperationalError:   # WITHOUT ROWID
-        for t2, c, rid, v in _cells_of(conn, t, cols, schema):
-            if keep is None or keep(c, v):
-                yield t2, c, rid, v, 1
+def count_dropped(src: Path, tables: list[str], scrubber: Scrubber) -> None:
+    """Count what check would find in the tables the copy dropped, as `<table>.<column> (dropped)`:
+    so `verlprof scrub` of an export reports the findings `verlprof check` of the same export
+    reports (issue 33), not only the replacements in what it kept. Dropped tables are the small
+    ones (environment, streams, diagnostics), read once by distinct value."""
+    if not tables:
         return
-    use = [c[0] for c in cols if not _is_numeric(c[1])]
-    probe = [c[0] for c in cols if _is_numeric(c[1])]
-    verdict = pages.result() if pages is not None else None
-    if probe and not (verdict if verdict is not None else numbers_only_sql(conn, schema, t, probe)):
-        use += probe
-    for c in use:
-        qc = _q(c)
-        values = [v for (v,) in conn.execute(f"SELECT DISTINCT {qc} FROM {schema}.{_q(t)} WHERE {qc} >= ''")
-                  if keep is None or keep(c, v)]
-        rows = []
-        for k in range(0, len(values), 500):
-            part = values[k:k + 500]
-            rows += conn.execute(f"SELECT min(rowid), {qc}, count(*) FROM {schema}.{_q(t)} WHERE {qc} IN "
-                                 f"({', '.join('?' * len(part))}) GROUP BY {qc}", part).fetchall()
-        rows.sort(key=lambda r: r[0])
-        for rid, v, n in rows:
-            yield t, c, rid, v, n
+    with reading(src) as (conn, path):
+        def flagged(col: str, value: Any) -> bool:
+            text = value.decode("latin-1") if isinstance(value, bytes) else value
+            return bool(scrubber.keyed_findings(col, text))
 
-
-def _cells_of(conn: sqlite3.Connection, t: str, cols: list[tuple[str, str, int, int]],
-              schema: str) -> Iterator[tuple[str, str, Any, Any]]:
-    sel = ", ".join(f"CASE WHEN typeof({_q(c[0])}) IN ('text','blob') THEN {_q(c[0])} END" for c in cols)
-    cond = " OR ".join(f"typeof({_q(c[0])}) IN ('text','blob')" for c in cols)
-    for n, row in enumerate(conn.execute(f"SELECT {sel} FROM {schema}.{_q(t)} WHERE {cond}")):
-        for c, v in zip(cols, row):
-            if v is not None:
-                yield t, c[0], n, v
-
-
-def iter_distinct_text(conn: sqlite3.Connection, schema: str = "main") -> Iterator[tuple[str, str, Any]]:
-    """(table, column, value) of every DISTINCT text/blob value of text-declared columns.
-
-    Why: the identity pass needs each value once, not each row; large tables repeat a handful of
-    names (a memory-event table of millions of rows holds a dozen distinct strings), and SQLite
-    finds the distinct ones in C. BINARY comparison is length-aware, so values with NUL bytes
-    inside stay distinct.
-    """
-    for t in list_tables(conn, schema):
-        for c in table_columns(conn, t, schema):
-            if _is_numeric(c[1]):
-                continue
-            col = _q(c[0])
-            try:
-                cur = conn.execute(f"SELECT DISTINCT {col} FROM {schema}.{_q(t)} "
-                                   f"WHERE typeof({col}) IN ('text','blob')")
-            except sqlite3.OperationalError:
-                continue
-            for (v,) in cur:
-                yield t, c[0], v
-
-
-def find_sqlite_identities(source: Path | sqlite3.Connection, policy: Policy) -> Identities:
-    """Host/user names, GPU UUIDs and secret values anywhere in an export (all tables, not only kept).
-    `source`: the export's path, or its connection open in this pass (`reading`)."""
-    col = IdentityCollector(policy)
-    with reading(source) as (conn, path):
-        _feed_identities(conn, path, col)
-    return col.ids
-
-
-def _feed_identities(conn: sqlite3.Connection, path: Path, col: IdentityCollector) -> None:
-    argv: dict[str, dict[int, str]] = {}
-    try:
-        for _t, c, v in iter_distinct_text(conn):
-            text = v.decode("latin-1") if isinstance(v, bytes) else v
-            col.feed(text, c)
-        # name/value tables: the name says what the value is.
-        for t in ("TARGET_INFO_SYSTEM_ENV", "META_DATA_CAPTURE", "META_DATA_EXPORT", "EXPORT_META_DATA"):
-            try:
-                rows = conn.execute(f"SELECT name, value FROM {_q(t)}").fetchall()
-            except sqlite3.OperationalError:
-                continue
-            for name, value in rows:
-                if not isinstance(name, str) or not isinstance(value, str):
-                    continue
-                key = name.split(":")[-1] if ":" in name else name
-                if key.upper() in ("HOSTNAME", "DEVICE_DISPLAY_NAME", "EXPORT_HOST"):
-                    col.add_host(value)
-                elif key.upper() in ("USER_NAME", "EXPORT_USER"):
-                    col.add_user(value)
-                elif key.startswith("ARGUMENT_") and key[9:].isdigit():
-                    argv.setdefault(name.split(":")[0], {})[int(key[9:])] = value
-                elif key == "ENVIRONMENT_VARIABLE":
-                    for n, val in _env_var_row(value):
-                        col.add_pair(n, val)
-                else:
-                    col.add_pair(key, value)
-        for args in argv.values():
-            col.feed_argv([args[i] for i in sorted(args)])
-    except sqlite3.DatabaseError as exc:
-        raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
-
-
-def _env_var_row(value: str) -> list[tuple[str, str]]:
-    name, sep, val = value.partition("=")
-    if not sep:
-        return []
-    val = val[1:-1] if len(val) >= 2 and val[0] == val[-1] == '"' else val
-    return [(name, val)]
+        for table, col, _rid, value, n in iter_distinct_cells(conn, path=path, keep=flagged, only=tables):
+            text = value.decode("latin-1") if isinstance(value, bytes) else value
+            for kind in scrubber.keyed_findings(col, text):
+                scrubber.counts[(kind, f"{table}.{col}{DROPPED}")] += n

@@ -5,7 +5,7 @@ answered by the page layout alone (https://www.sqlite.org/fileformat2.html):
 
 - `numeric_cells_are_numbers`: does any numeric-declared column of a table hold a text or blob
   cell? (A hostile export can put text anywhere; nsys never does.) In SQL that is one comparison
-  per cell, 0.3-0.6 s per 100 MB. In a record header every NULL, integer and float cell is one
+  per cell (bench/README.md). In a record header every NULL, integer and float cell is one
   serial-type byte below 12, and every text or blob cell a serial type >= 12: so the header bytes of
   every record of the table's leaf pages, checked at once with numpy, answer it;
 - `unallocated_regions`: which bytes of the file no live cell holds (free pages, the gap between a

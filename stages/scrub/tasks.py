@@ -26,9 +26,13 @@ from typing import Any, Iterable
 
 from ..core import atomic
 from ..core.errors import BadInputError, VerlprofError
-from .secrets import Identities, Policy, Pseudonyms, Scrubber, load_policy, local_identities
+from .identities import Identities, Pseudonyms, find_config_identities, local_identities, owner_identities
+from .policy import Policy, load_policy
+from .scrubber import Scrubber
 from .snapshot import find_snapshot_identities, scrub_snapshot
-from .sqlite import SQLITE_MAGIC, find_sqlite_identities, scrub_sqlite
+from ..readers.sqlite_export import SQLITE_MAGIC
+from .sqlite import scrub_sqlite
+from .sqlite_cells import find_sqlite_identities
 from .trace import GZIP_MAGIC, find_trace_identities, scrub_trace, sniff_json
 
 KIND_SQLITE = "nsys_sqlite"
@@ -80,6 +84,7 @@ class ScrubResult:
     bytes_out: int = 0
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
+    review: dict[str, dict[str, int]] = field(default_factory=dict)   # kept free text -> location -> n
 
     @property
     def total(self) -> int:
@@ -144,9 +149,13 @@ def output_name(rel: str, kind: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 def find_identities(path: str | Path, kind: str, policy: Policy | None = None) -> Identities:
-    """Names, UUIDs and secret values an artifact reveals about itself (no output written)."""
+    """Names, UUIDs and secret values an artifact reveals about itself (no output written), and
+    the account that owns it."""
     pol = policy or load_policy()
-    p = Path(path)
+    return _content_identities(Path(path), kind, pol).merge(owner_identities(path, pol))
+
+
+def _content_identities(p: Path, kind: str, pol: Policy) -> Identities:
     if kind == KIND_SQLITE:
         return find_sqlite_identities(p, pol)
     if kind == KIND_TRACE:
@@ -163,23 +172,6 @@ def find_identities(path: str | Path, kind: str, policy: Policy | None = None) -
 KIND_CONFIG = "hydra_config"
 
 
-def find_config_identities(path: Path, policy: Policy) -> Identities:
-    """Secret values of the run's own config (`.hydra/config.yaml`: `judge_api_key: ...`): the run
-    repeats them unlabelled in range names and arguments, so they become known values, replaced
-    wherever they appear in the bundle. The config itself is never published."""
-    import yaml
-
-    from .secrets import IdentityCollector
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise BadInputError(path, f"cannot read the run's config: {' '.join(str(exc).split())[:200]}") from None
-    col = IdentityCollector(policy)
-    col.feed_obj(data)
-    return col.ids
-
-
 def config_task(path: str | Path, rel: str) -> ScrubTask:
     """The identity-pass task of a run's config (collect adds it to pass 1; nothing is written)."""
     return ScrubTask(src=str(path), dst="", kind=KIND_CONFIG, rel=rel)
@@ -189,7 +181,7 @@ def identities_task(task: ScrubTask, policy: Policy, open_sqlite: sqlite3.Connec
     """Executor-friendly form of `find_identities` (fn(item, options)). `open_sqlite`: the SQLite
     input's connection already open in this pass (read instead of opening the file again)."""
     if open_sqlite is not None and task.kind == KIND_SQLITE:
-        return find_sqlite_identities(open_sqlite, policy)
+        return find_sqlite_identities(open_sqlite, policy).merge(owner_identities(task.src, policy))
     return find_identities(task.src, task.kind, policy)
 
 
@@ -259,7 +251,7 @@ def scrub_artifact(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
         rel=task.rel, kind=task.kind, dst=str(dst), status="done",
         detail=f"{sum(n for k in sc.report_counts().values() for n in k.values())} replacements",
         counts=sc.report_counts(), info=info, bytes_in=src.stat().st_size, bytes_out=dst.stat().st_size,
-        seconds=round(time.perf_counter() - t0, 3), peak_rss_mb=round(_peak_rss_mb(), 1))
+        seconds=round(time.perf_counter() - t0, 3), peak_rss_mb=round(_peak_rss_mb(), 1), review=sc.review_list())
 
 
 def scrub_task(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
@@ -286,11 +278,20 @@ def build_report(results: Iterable[ScrubResult], options: ScrubOptions | None = 
                 totals[kind] = totals.get(kind, 0) + n
                 slot = by_location.setdefault(loc, {})
                 slot[kind] = slot.get(kind, 0) + n
+    review: dict[str, dict[str, int]] = {}
+    for r in rs:
+        for text, where in r.review.items():
+            slot = review.setdefault(text, {})
+            for loc, n in where.items():
+                slot[f"{r.rel}: {loc}"] = slot.get(f"{r.rel}: {loc}", 0) + n
     rep: dict[str, Any] = {
         "report": "verlprof scrub", "version": REPORT_VERSION,
-        "artifacts": [r.to_report() for r in rs],
+        "artifacts": [{k: v for k, v in r.to_report().items() if k != "review"} for r in rs],
         "totals": dict(sorted(totals.items())),
         "by_location": dict(sorted(by_location.items())),
+        # every distinct free-text string that was kept, for a person to read before sharing
+        "kept_free_text": [{"text": t, "count": sum(w.values()), "where": sorted(w)}
+                           for t, w in sorted(review.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))],
     }
     if options is not None:
         ps = options.pseudonyms

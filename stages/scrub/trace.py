@@ -32,7 +32,11 @@ import orjson
 from ..core.errors import BadInputError
 from ..core.gzip_pipe import GzipPipe
 from ..readers.chrome_trace import Batch, ChromeTraceStream, byte_chunks
-from .secrets import KIND_UNKNOWN, REDACTED, Identities, IdentityCollector, LocationNames, Policy, Scrubber
+from .identities import Identities, IdentityCollector
+from .policy import Policy
+from .rules import KIND_UNKNOWN, REDACTED
+from .shapes import flag_value_items
+from .scrubber import LocationNames, Scrubber
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -290,9 +294,12 @@ class TraceScrubber:
         if depth > 100:
             raise RecursionError
         out = []
-        for v in obj:
+        values = flag_value_items(obj, self.sc.is_secret_name) if len(obj) > 1 else ()
+        for i, v in enumerate(obj):
             t = type(v)
-            if t is str:
+            if i in values:         # `["--api-key", "<value>"]`: the flag's value is the next item
+                out.append(self.sc.scrub_keyed(obj[i - 1], v, loc))
+            elif t is str:
                 out.append(self.sc.scrub_keyed(key, v, loc) if key is not None and v else self.sc.scrub(v, loc) if v else v)
             elif t is dict or t is list:
                 out.append(self.value(v, key, loc, depth + 1))
@@ -386,7 +393,7 @@ def write_scrubbed(stream: ChromeTraceStream, ts: TraceScrubber, out: IO[bytes] 
     def bad(_lit: bytes) -> None:
         raise BadInputError(stream.path, "not UTF-8 JSON (a string in traceEvents)")
 
-    lits = LiteralFilter(lambda t: ok(t) and ts.sc._key_class(t) == 0, bad)
+    lits = LiteralFilter(lambda t: ok(t) and ts.sc.key_class(t) == 0, bad)
     n = 0
     for batch in stream:
         if n == 0:

@@ -15,8 +15,10 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from ..readers.nsys_sqlite import NsysExport
-from .secrets import Pseudonyms, Scrubber, load_policy
-from .sqlite import split_nvtx_texts
+from .identities import Pseudonyms
+from .policy import load_policy
+from .scrubber import Scrubber
+from .sqlite_cells import split_nvtx_texts
 from .tasks import ScrubOptions, ScrubResult
 
 
@@ -76,7 +78,7 @@ def values_report(sc: Scrubber, rel: str = "summaries") -> ScrubResult:
     counts = sc.report_counts()
     total = sum(n for k in counts.values() for n in k.values())
     return ScrubResult(rel=rel, kind="summary_rows", dst="", status="done",
-                       detail=f"{total} replacements", counts=counts)
+                       detail=f"{total} replacements", counts=counts, review=sc.review_list())
 
 
 def scrub_summary_rows(rows: dict[str, Any], options: ScrubOptions,
