@@ -225,19 +225,6 @@ def test_cycle_check_finds_a_cycle() -> None:
     assert _cycles(fake) == [["verlprof.a", "verlprof.b", "verlprof.c"]]
 
 
-#: Cycles that live in other helpers' files of issue 30 and are being removed there.
-_OTHERS = ("stages.readers.nsys_sqlite", "stages.readers.nvtx_tree", "stages.scrub.check", "stages.scrub.tasks",
-           "stages.summarize.nsys", "stages.summarize.torch_profile")
-
-
-def _only_others() -> bool:
-    cyc = _cycles(_module_edges())
-    return bool(cyc) and all(any(m.endswith(o) for o in _OTHERS for m in c) for c in cyc)
-
-
-@pytest.mark.xfail(_only_others(), strict=False,
-                   reason="cycles of issue 30 left to other helpers: readers/nsys_sqlite <-> nvtx_tree, "
-                          "scrub/check <-> tasks, summarize/nsys <-> torch_profile")
 def test_no_import_cycle_between_modules() -> None:
     cycles = _cycles(_module_edges())
     assert not cycles, "import cycles (imports inside functions included):\n" + "\n".join(
