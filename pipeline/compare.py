@@ -78,7 +78,7 @@ UNATTRIBUTED = "(unattributed)"
 PEAK = "mem_peak_bytes"
 
 
-def _ancestor_paths(path: Any, phase: str, parent: Any, parent_of: Mapping[str, Any]) -> list[str]:
+def ancestor_paths(path: Any, phase: str, parent: Any, parent_of: Mapping[str, Any]) -> list[str]:
     """The ancestors of a row as path prefixes (outermost first): from `path` when the row has one,
     else rebuilt through `parent` names (older bundles), cycle-safe."""
     if isinstance(path, str) and path:
@@ -137,7 +137,7 @@ def process_stage_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         st = r.get("stage")
         if r["phase"] == UNATTRIBUTED or st in _NOT_A_STAGE or not isinstance(st, str):
             continue
-        anc = _ancestor_paths(r.get("path"), r["phase"], r.get("parent"), parent_of)
+        anc = ancestor_paths(r.get("path"), r["phase"], r.get("parent"), parent_of)
         anc_stages = {(by_path[a].get("stage") if a in by_path else canonical_stage(a.rsplit(" > ", 1)[-1]))
                       for a in anc}
         if not (anc_stages - _NOT_A_STAGE):

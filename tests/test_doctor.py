@@ -690,7 +690,7 @@ def test_shipped_sample_passes_the_doctor():
     sample = Path(__file__).resolve().parents[1] / "samples" / "tiny_run"
     res = invoke(str(sample))
     assert res.exit_code == 0, res.output
-    assert "0 error(s)" in res.output and "phase-rollout-hybrid" in res.output
+    assert "0 errors," in res.output and "phase-rollout-hybrid" in res.output
 
 
 # ---------------------------------------------------------------------------------------------
