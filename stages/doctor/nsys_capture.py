@@ -117,14 +117,14 @@ def check_capture_range_end(cfg: ProfileConfig) -> list[Finding]:
 
 
 def check_startup_step(cfg: ProfileConfig) -> list[Finding]:
-    """Continuous nsys captures of step 1 only: say that collect will summarise a warm-up step (a
+    """Continuous nsys captures of step 1 only: say that collect will summarize a warm-up step (a
     note: the lightest footprint is a fair choice), and what gives the steady-state step instead."""
     if global_tool(cfg) != "nsys" or nsys_discrete(cfg):
         return []
     if sorted(set(int_steps(cfg))) != [1]:
         return []
     return [Finding("nsys-startup-step", "info",
-                    "step 2 is not profiled, so collect summarises step 1, a warm-up step: it carries profiler "
+                    "step 2 is not profiled, so collect summarizes step 1, a warm-up step: it carries profiler "
                     "start-up (CUDA/NVTX init, first-touch allocations). Fine for the lightest footprint; for "
                     "the steady-state step 2, profile [1,2,3]",
                     recommended_words(cfg), "global_profiler.steps")]

@@ -14,12 +14,12 @@ from .config import (
 from .findings import Finding, Severity
 
 #: The steps doctor recommends profiling: step 1 carries start-up (CUDA/NCCL init, profiler start,
-#: first-touch allocations), so collect's window summarises step 2, and step 3 shows whether step 2
-#: was typical. `[1]` alone is the lightest footprint; collect then says it summarises a warm-up step.
+#: first-touch allocations), so collect's window summarizes step 2, and step 3 shows whether step 2
+#: was typical. `[1]` alone is the lightest footprint; collect then says it summarizes a warm-up step.
 STEADY_STATE_STEPS = [1, 2, 3]
-RECOMMENDATION = ("Profile steps [1,2,3] with trainer.total_training_steps=3: collect summarises the "
+RECOMMENDATION = ("Profile steps [1,2,3] with trainer.total_training_steps=3: collect summarizes the "
                   "steady-state step 2; steps [1] with total_training_steps=1 is the lightest, and collect "
-                  "then summarises step 1, a warm-up step")
+                  "then summarizes step 1, a warm-up step")
 
 
 def recommended_words(cfg: ProfileConfig) -> str:
