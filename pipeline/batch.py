@@ -97,10 +97,10 @@ class RunPayload:
 
 @dataclass
 class RunStatus:
-    """One line of the final table: a run that was summarised, reused from cache, or skipped.
+    """One line of the final table: a run that was summarized, reused from cache, or skipped.
 
     `failed` lists the artifacts its bundle's manifest records as failed ("rel: reason"): such a
-    run is summarised from what it has, and shown (and counted in the exit code) as incomplete."""
+    run is summarized from what it has, and shown (and counted in the exit code) as incomplete."""
 
     run: str
     input: str
@@ -136,8 +136,8 @@ class BatchResult:
 
     @property
     def exit_code(self) -> int:
-        """collect's rules over runs: 0 all summarised and complete; 3 some skipped or incomplete;
-        4 none summarised."""
+        """collect's rules over runs: 0 all summarized and complete; 3 some skipped or incomplete;
+        4 none summarized."""
         if not self.ok:
             return int(ExitCode.NOTHING)
         return int(ExitCode.PARTIAL) if self.skipped or self.incomplete else int(ExitCode.OK)
@@ -468,7 +468,7 @@ def classify_input(index: int, path: str, run: str) -> tuple[RunInput | None, st
 def pick_baseline(baseline: str | None, ok_runs: list[RunStatus]) -> str:
     """`--baseline` as a run id, an input as given, or a 1-based position; default the first run."""
     if not ok_runs:
-        raise VerlprofError(None, "no run could be summarised")
+        raise VerlprofError(None, "no run could be summarized")
     if baseline is None:
         return ok_runs[0].run
     for r in ok_runs:
@@ -476,7 +476,7 @@ def pick_baseline(baseline: str | None, ok_runs: list[RunStatus]) -> str:
             return r.run
     if baseline.isdigit() and 1 <= int(baseline) <= len(ok_runs):
         return ok_runs[int(baseline) - 1].run
-    raise VerlprofError(None, f"--baseline {baseline!r} is not among the summarised runs "
+    raise VerlprofError(None, f"--baseline {baseline!r} is not among the summarized runs "
                               f"({', '.join(r.run for r in ok_runs)})")
 
 
@@ -506,7 +506,7 @@ def summarize_runs(inputs: Sequence[str | Path], out: str | Path, *, baseline: s
                    html: bool = False, top_kernels: int = 20, collect_options: dict[str, Any] | None = None,
                    on_done: Callable[[RunStatus], None] | None = None, strict: bool = False,
                    noise_rel: float = compare.NOISE_REL, noise_abs_ns: int = compare.NOISE_ABS_NS) -> BatchResult:
-    """Summarise every input, stack their tables, compare against the baseline; write OUT.
+    """Summarize every input, stack their tables, compare against the baseline; write OUT.
 
     With `strict`, a skipped or incomplete run means no output is written (the result still says
     what happened to every run)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stages import gather as gather_stage
-from ..stages.doctor import after_run_checks
+from ..stages.doctor import Finding, after_run_checks
 from ..stages.core import atomic
 from ..stages.core.errors import plain_reason
 from ..stages.core.model import (
@@ -31,7 +31,7 @@ from ..stages.core.model import (
 )
 
 
-def after_run_findings(gathered: gather_stage.GatherResult | None) -> list[Any]:
+def after_run_findings(gathered: gather_stage.GatherResult | None) -> list[Finding]:
     """verlprof doctor's after-run checks over what gather found (.qdstrm left, empty reports,
     profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
     if gathered is None:

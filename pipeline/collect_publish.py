@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..stages import doctor as doctor_stage
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
 from ..stages.core import atomic
@@ -274,7 +275,7 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
     return result
 
 
-def _refuse_incomplete(result: CollectResult, strict: bool, doctor: list[Any], t0: float) -> None:
+def _refuse_incomplete(result: CollectResult, strict: bool, doctor: list[doctor_stage.Finding], t0: float) -> None:
     """Publish nothing when nothing was summarized (exit 4), or, with --strict, when anything
     failed (exit 3). The error carries the result, so the CLI still prints every row and reason."""
     failed = result.with_status(FAILED)

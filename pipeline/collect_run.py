@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from ..stages import doctor as doctor_stage
 from ..stages import gather as gather_stage
 from ..stages import scrub as scrub_stage
 from ..stages import window as window_stage
@@ -55,7 +56,7 @@ class CollectResult:
     manifest: dict[str, Any]
     seconds: float = 0.0
     rows: dict[str, Any] | None = None   # the summary rows (phases/kernels/steps) written to OUT/summaries
-    doctor: list[Any] = field(default_factory=list)   # after-run findings of `verlprof doctor`
+    doctor: list[doctor_stage.Finding] = field(default_factory=list)   # after-run findings of `verlprof doctor`
     statuses: list[ArtifactStatus] = field(default_factory=list)   # one final status per artifact
     published: bool = True    # False: nothing (or, with --strict, not everything) was summarized
     nodes: list[NodeRow] = field(default_factory=list)   # --ray: one row per node

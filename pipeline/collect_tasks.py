@@ -173,11 +173,11 @@ class SourceWork:
     """Pass 2 of one source: its summary job for the chosen step and its window trace job."""
 
     source: RawInput             # the raw input (nsys export or torch trace), opened once by the job
-    summary: Any = None          # stages.summarize job (NsysItem / TorchItem); None: no span in the window
+    summary: summarize_stage.SummaryItem | None = None   # its summary job (NsysItem / TorchItem); None: no span in the window
     trace: traces_stage.TraceJob | None = None   # None: no window trace wanted
     index: int = 0               # the source's place in the run (its block of pids in the merged trace)
     piece: bool = True           # make its piece of the merged trace (False: the run's only window, no merge)
-    other_steps: tuple = ()      # summary jobs of the source's other profiled steps (ranks.parquet, issue 32)
+    other_steps: tuple[summarize_stage.SummaryItem, ...] = ()   # jobs of the other profiled steps (ranks.parquet, issue 32)
 
     @property
     def rel(self) -> str:

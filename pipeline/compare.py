@@ -10,7 +10,7 @@ Definitions (documented in docs/batch.md):
   `other` ranges count only when no ancestor has a known stage besides `step`, so unknown ranges
   nested inside a known stage are not added on top of it.
 - One source kind per (run, role): nsys rows when the role has any, else torch rows, because a
-  bundle may summarise the same process from both an nsys report and a torch trace.
+  bundle may summarize the same process from both an nsys report and a torch trace.
 - Stage value = per process and step, the sum over counted rows; then the maximum over the
   processes of a role (ranks synchronise, the slowest bounds the stage); then the mean over steps.
 - Kernel value = per step, the sum of `total_ns` over all processes of the preferred source kind.
@@ -78,7 +78,7 @@ UNATTRIBUTED = "(unattributed)"
 PEAK = "mem_peak_bytes"
 
 
-def _ancestor_paths(path: Any, phase: str, parent: Any, parent_of: Mapping[str, Any]) -> list[str]:
+def ancestor_paths(path: Any, phase: str, parent: Any, parent_of: Mapping[str, Any]) -> list[str]:
     """The ancestors of a row as path prefixes (outermost first): from `path` when the row has one,
     else rebuilt through `parent` names (older bundles), cycle-safe."""
     if isinstance(path, str) and path:
@@ -137,7 +137,7 @@ def process_stage_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         st = r.get("stage")
         if r["phase"] == UNATTRIBUTED or st in _NOT_A_STAGE or not isinstance(st, str):
             continue
-        anc = _ancestor_paths(r.get("path"), r["phase"], r.get("parent"), parent_of)
+        anc = ancestor_paths(r.get("path"), r["phase"], r.get("parent"), parent_of)
         anc_stages = {(by_path[a].get("stage") if a in by_path else canonical_stage(a.rsplit(" > ", 1)[-1]))
                       for a in anc}
         if not (anc_stages - _NOT_A_STAGE):
@@ -278,7 +278,7 @@ def stage_totals(phases: Any, per: pd.DataFrame | None = None) -> pd.DataFrame:
 
 
 def with_step_noise(totals: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Fill `spread_ns` from steps.parquet where phases hold one step only (collect summarises the
+    """Fill `spread_ns` from steps.parquet where phases hold one step only (collect summarizes the
     chosen step): per role, the slowest process's wall of each profiled step 2..N; their half-range
     relative to their median, times the stage's value, is the stage's noise. Needs two such steps."""
     if totals.empty or steps.empty or not {"step", "wall_ns"} <= set(steps.columns):

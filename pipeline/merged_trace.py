@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-import orjson
-
 from ..stages.core.atomic import atomic_path
 from ..stages.core.gzip_pipe import gunzip, gzip_member
+from ..stages.readers import json_codec
 
 NAME = "all_ranks.trace.json.gz"
 PID_BLOCK = 1 << 16      # pids of one source's piece: (index + 1) * PID_BLOCK + j
@@ -104,24 +103,20 @@ def make_piece(chrome: Path, index: int, source: str, phases: Iterable[Mapping[s
         if key not in new_pid:   # a pid no phase row names (GPU device tracks ...): keep it apart
             new_pid[key] = base + len(new_pid)
             what = own.get(pid) or f"pid {pid}"
-            out.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": new_pid[key], "tid": 0,
+            out.append(json_codec.dumps({"ph": "M", "name": "process_name", "pid": new_pid[key], "tid": 0,
                                      "args": {"name": f"{owner} · {what}"}}))
         ev = dict(ev, pid=new_pid[key])
         if "id" in ev:   # flow ids of one file kept apart from another's; a number stays a number
             fid = ev["id"]
             ev["id"] = (index + 1) << 32 | fid if type(fid) is int and 0 <= fid < 1 << 32 else f"{index}:{fid}"
-        out.append(orjson.dumps(ev))
+        out.append(json_codec.dumps(ev))
     if out:
         piece.body, piece.count = gzip_member(_SEP.join(out)), len(out)
     return piece
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    raw = gunzip(path.read_bytes())
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:   # NaN / Infinity, which Kineto may write and json reads
-        data = json.loads(raw)
+    data = json_codec.loads(gunzip(path.read_bytes()))   # NaN / Infinity, which Kineto may write, too
     return data.get("traceEvents", []) if isinstance(data, dict) else data
 
 
@@ -186,9 +181,9 @@ def culprit_marks(summaries: Path, order: list[tuple[str, Any, int, str]]) -> li
         if pid is None or t is None:
             continue
         text = c.get("statement") or ""
-        out.append(orjson.dumps({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0,
+        out.append(json_codec.dumps({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0,
                                  "args": {"labels": f"culprit of step {step}: {text}"}}))
-        out.append(orjson.dumps({"ph": "i", "s": "p", "name": f"culprit: lost {c['excess_ns'] / 1e6:.1f} ms here",
+        out.append(json_codec.dumps({"ph": "i", "s": "p", "name": f"culprit: lost {c['excess_ns'] / 1e6:.1f} ms here",
                                  "cat": MARK_CAT, "pid": pid, "tid": MARK_TID, "ts": t / 1000,
                                  "args": {"statement": text, "rank": who, "phase": c["path"]}}))
         vpath = c.get("victim_path")
@@ -198,9 +193,9 @@ def culprit_marks(summaries: Path, order: list[tuple[str, Any, int, str]]) -> li
             vt = colls.get(key, starts.get(key))
             if vpid is None or vt is None:
                 continue
-            out.append(orjson.dumps({"ph": "M", "name": "process_labels", "pid": vpid, "tid": 0,
+            out.append(json_codec.dumps({"ph": "M", "name": "process_labels", "pid": vpid, "tid": 0,
                                      "args": {"labels": f"waited for rank {who} in step {step}"}}))
-            out.append(orjson.dumps({"ph": "i", "s": "p", "name": f"victim: waited for rank {who}",
+            out.append(json_codec.dumps({"ph": "i", "s": "p", "name": f"victim: waited for rank {who}",
                                      "cat": MARK_CAT, "pid": vpid, "tid": MARK_TID, "ts": vt / 1000,
                                      "args": {"statement": text, "rank": v, "culprit": who, "phase": vpath,
                                               "wait_ms": round((c.get("victim_wait_ns") or 0) / 1e6, 3)}}))
@@ -219,8 +214,8 @@ def write_merged_trace(bundle: Path, pieces: list[Piece], check: Check, scratch:
                    key=lambda p: (p[0], -1 if p[1] is None else int(p[1]), p[2]))
     head: list[bytes] = []
     for i, (_role, _rank, pid, label) in enumerate(order):
-        head.append(orjson.dumps({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}}))
-        head.append(orjson.dumps({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+        head.append(json_codec.dumps({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}}))
+        head.append(json_codec.dumps({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                                   "args": {"sort_index": i + 1}}))
     head += culprit_marks(bundle / "summaries", order)
     rel = f"traces/{NAME}"

@@ -41,7 +41,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..stages.schema import arrow_schema
-from .compare import UNATTRIBUTED, _ancestor_paths, process_stage_totals, to_frame
+from .compare import UNATTRIBUTED, ancestor_paths, process_stage_totals, to_frame
 
 MAX_DEPTH = 2
 _NUM = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "start_ns", "mem_peak_bytes", "depth")
@@ -133,7 +133,7 @@ def rank_rows(phases: Any) -> pd.DataFrame:
     if df["path"].isna().any():   # older rows: the path rebuilt from `parent` names
         parent_of = dict(zip(df["phase"], df.get("parent", pd.Series(None, index=df.index))))
         df["path"] = [p if isinstance(p, str) and p else
-                      " > ".join([*_ancestor_paths(None, ph, par, parent_of), ph])
+                      " > ".join([*ancestor_paths(None, ph, par, parent_of), ph])
                       for p, ph, par in zip(df["path"], df["phase"], df.get("parent", [None] * len(df)))]
     for c in _NUM:
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else np.nan

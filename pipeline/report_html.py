@@ -19,9 +19,7 @@ from .report import (
     trace_href,
 )
 
-_isnull = isnull   # the name summarize_cmd.py imports
-
 __all__ = [
-    "STAGE_COLORS", "esc", "fmt_ms", "fmt_rel", "kernel_labels", "render_bundle_report",
+    "STAGE_COLORS", "esc", "fmt_ms", "fmt_rel", "isnull", "kernel_labels", "render_bundle_report",
     "render_compare_report", "render_run_report", "svg_grouped_bars", "trace_href",
 ]

@@ -142,7 +142,7 @@ SCHEMAS: dict[str, list[Column]] = {
            "median; `ranks`: the largest; `culprit`: the culprit's, in the phase where it lost the time", "lower"),
         _c("floor_ns", pa.int64(), "ns", "noise floor of the phase (default max(5% of its median wall, 1 ms)): "
            "excess or wait at or below it names nobody"),
-        _c("chosen", pa.bool_(), "", "true on rows of the step summarised in phases.parquet (every profiled step "
+        _c("chosen", pa.bool_(), "", "true on rows of the step summarized in phases.parquet (every profiled step "
            "has rows; null on `recurrence` rows)"),
         _c("statement", pa.string(), "", "`culprit` / `recurrence` / `critical_path`: the finding in one sentence "
            "(`rank 2 lost 150 ms in generate_sequences; ranks 0, 1, 3 waited 148 ms for it in actor_update "
@@ -167,7 +167,7 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),
         _c("wall_ns", pa.int64(), "ns", "step duration", "lower"),
         _c("boundary", pa.string(), "", "how the step was found: nvtx_step | profiler_step (ProfilerStep#N) | step_name (step<N> range) | step_range (--step-range REGEX) | capture_range | aligned | discrete | stage_sequence (verl stage names only) | file_name | snapshot_dir | whole_file (no markers: the whole capture)"),
-        _c("chosen", pa.bool_(), "", "true for the steady-state step summarised in phases/kernels"),
+        _c("chosen", pa.bool_(), "", "true for the steady-state step summarized in phases/kernels"),
         _c("label", pa.string(), "", "the marker of the step as the source names it: the range (`ProfilerStep#104` "
            "is step 105, since profiler.step() counts from 0; `step #3`: the third verl `step` range), "
            "`capture range .2`, `step2 in the file name`, `whole capture`"),

@@ -1,7 +1,7 @@
 """`verlprof summarize`: many runs side by side, deltas against a baseline, resume, bad bundles.
 
 The bundles are built from the real H200 fixture (`whole_1873.sqlite`): its step-2 NVTX ranges
-become phase rows and its step-2 kernels kernel rows, exactly as collect would summarise them,
+become phase rows and its step-2 kernels kernel rows, exactly as collect would summarize them,
 then each run scales some stages/kernels by a known factor. Expected values are recomputed here
 from the fixture rows, so nothing is hard-coded.
 """

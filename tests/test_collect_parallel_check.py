@@ -16,7 +16,7 @@ import pytest
 from testdata import data_dir
 from verlprof.pipeline import collect
 from verlprof.pipeline.collect_tasks import check_written
-from verlprof.pipeline.merged_trace import NAME, make_piece, write_alone, write_merged_trace
+from verlprof.pipeline.merged_trace import MARK_CAT, NAME, make_piece, write_alone, write_merged_trace
 from verlprof.pipeline.progress import NoProgress
 from verlprof.stages.core.errors import RefusedError
 from verlprof.stages.core.hashing import sha256_file
@@ -49,9 +49,8 @@ def test_merged_trace_is_every_window_renamed(bundle) -> None:
     skip = ("process_name", "process_sort_index", "process_labels")
     want = sorted(json.dumps({k: v for k, v in e.items() if k not in ("pid", "id")}, sort_keys=True)
                   for evs in windows for e in evs if e.get("name") not in skip)
-    # the merged trace adds its own marks (culprit and victims, issue 32; tests/test_straggler_runs.py)
     got = sorted(json.dumps({k: v for k, v in e.items() if k not in ("pid", "id")}, sort_keys=True)
-                 for e in merged if e.get("name") not in skip and e.get("cat") != "verlprof.culprit")
+                 for e in merged if e.get("name") not in skip and e.get("cat") != MARK_CAT)
     assert got == want
     # each file's pids stay apart (two hosts may reuse a pid), flow ids too
     pids = [{e["pid"] for e in evs} for evs in windows]

@@ -444,7 +444,7 @@ def test_capture_range_end_discrete_is_not_counted(tmp_path):
 def test_startup_step(tmp_path):
     cfg = make_cfg(tmp_path, {"global_profiler.steps": [1], "trainer.total_training_steps": 1})
     f = D.check_startup_step(cfg)
-    # a note, not a warning: steps [1] is the lightest footprint, and collect says it summarises step 1
+    # a note, not a warning: steps [1] is the lightest footprint, and collect says it summarizes step 1
     assert codes(f, "info") == ["nsys-startup-step"]
     assert f[0].fix == "global_profiler.steps=[1,2,3] trainer.total_training_steps=3"
     assert D.check_startup_step(make_cfg(tmp_path)) == []
@@ -686,11 +686,11 @@ def test_cli_bad_inputs_say_one_line_on_stderr(tmp_path):
 
 def test_shipped_sample_passes_the_doctor():
     """`verlprof doctor samples/tiny_run` agrees with what collect makes of the same sample (it
-    summarises generate_sequences from the workers' nsys captures): no error, exit 0."""
+    summarizes generate_sequences from the workers' nsys captures): no error, exit 0."""
     sample = Path(__file__).resolve().parents[1] / "samples" / "tiny_run"
     res = invoke(str(sample))
     assert res.exit_code == 0, res.output
-    assert "0 error(s)" in res.output and "phase-rollout-hybrid" in res.output
+    assert "0 errors," in res.output and "phase-rollout-hybrid" in res.output
 
 
 # ---------------------------------------------------------------------------------------------

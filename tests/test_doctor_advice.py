@@ -1,5 +1,5 @@
 """doctor's advice is usable as printed (issue 20): it fits an 80-column terminal with every fix whole
-on its own line; its recommended steps agree with the step collect summarises; and a fix appended to
+on its own line; its recommended steps agree with the step collect summarizes; and a fix appended to
 a launch script's "$@" does not itself raise doctor's warnings.
 
 Real inputs: a launch script of verl's own examples (tests/data/doctor/), checked against the key
@@ -67,7 +67,7 @@ def test_recommended_steps_agree_with_collect() -> None:
                       "actor_rollout_ref.actor.profiler.enable=True")
     by = {f["code"]: f for f in found}
     assert by["pin-profile-steps"]["fix"] == "global_profiler.steps=[1,2,3] trainer.total_training_steps=3"
-    assert "collect summarises the steady-state step 2" in by["pin-profile-steps"]["message"]
+    assert "collect summarizes the steady-state step 2" in by["pin-profile-steps"]["message"]
     assert by["pin-total-steps"]["fix"] == "trainer.total_training_steps=3"
     one = {f["code"]: f for f in _findings("--", "python3", "-m", "verl.trainer.main_ppo", *PROFILE,
                                             "actor_rollout_ref.actor.profiler.enable=True")}
@@ -98,8 +98,8 @@ def test_a_fix_appended_to_the_script_raises_no_warning() -> None:
     assert not any(f["code"] == "nsys-startup-step" for f in third)
 
 
-def test_collect_summarises_a_lone_step_1_as_a_warm_up_step_on_purpose(tmp_path: Path) -> None:
-    """steps=[1] (doctor's lightest footprint): collect says it summarises the warm-up step 1 on
+def test_collect_summarizes_a_lone_step_1_as_a_warm_up_step_on_purpose(tmp_path: Path) -> None:
+    """steps=[1] (doctor's lightest footprint): collect says it summarizes the warm-up step 1 on
     purpose, and warns about nothing."""
     run = tmp_path / "run"
     run.mkdir()

@@ -22,7 +22,7 @@ from verlprof.pipeline.cli import app
 from verlprof.stages.summarize.intervals import union_length
 from verlprof.stages.summarize.nsys import scan_nsys
 from verlprof.stages.summarize.phases import PATH_SEP
-from verlprof.stages.summarize.render import _top_phases
+from verlprof.stages.summarize.render import top_phases
 from verlprof.stages.summarize.torch_profile import summarize_torch_trace
 from verlprof.stages.summarize.types import SummarizeOptions
 from verlprof.stages.window import identity_from_path
@@ -112,7 +112,7 @@ def tree_violations(phases: list[dict[str, Any]]) -> list[str]:
     for r in phases:
         groups.setdefault((r.get("source"), r.get("pid"), r.get("step")), []).append(r)
     for key, part in groups.items():
-        shown, rest = _top_phases(part, len(part))
+        shown, rest = top_phases(part, len(part))
         assert not rest
         stack: list[str] = []
         for r in shown:

@@ -57,7 +57,7 @@ def flagged_lines(result: Any, limit: int = 12) -> list[str]:
 
 def comparison_table(result: Any, metric: str = "wall_ns", max_runs: int = 8) -> Table:
     """The terminal table: per (stage, role) the baseline value and each run's value and delta."""
-    from ..report_html import _isnull, fmt_rel
+    from ..report_html import fmt_rel, isnull
 
     df = result.compare
     df = df[df["metric"] == metric]
@@ -75,16 +75,16 @@ def comparison_table(result: Any, metric: str = "wall_ns", max_runs: int = 8) ->
     for (stage, role), grp in df.groupby(["stage", "role"], sort=False, dropna=False):
         by_run = {r["run"]: r for r in grp.to_dict("records")}
         base = grp["baseline_ns"].iloc[0]
-        cells = [str(stage), "" if _isnull(role) else str(role), _value(None if _isnull(base) else base, metric)]
+        cells = [str(stage), "" if isnull(role) else str(role), _value(None if isnull(base) else base, metric)]
         for run in shown:
             rec = by_run.get(run)
-            if rec is None or _isnull(rec["value_ns"]):
+            if rec is None or isnull(rec["value_ns"]):
                 cells.append("–")
                 continue
             d = rec["delta_ns"]
             flagged = bool(rec.get("flagged", True))
-            style = "" if _isnull(d) or d == 0 or not flagged else ("red" if d > 0 else "green")
-            rel = fmt_rel(rec["delta_rel"]) if flagged or _isnull(d) else "noise"
+            style = "" if isnull(d) or d == 0 or not flagged else ("red" if d > 0 else "green")
+            rel = fmt_rel(rec["delta_rel"]) if flagged or isnull(d) else "noise"
             txt = f"{_value(rec['value_ns'], metric)} ({rel})"
             cells.append(f"[{style}]{txt}[/]" if style else txt)
         t.add_row(*cells)

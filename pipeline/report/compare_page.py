@@ -121,7 +121,7 @@ def _stage_tables(cmp_df: Any, run_ids: list[str], baseline: str) -> str:
 
 
 def _culprits_table(culprit_rows: Any, run_ids: list[str]) -> str:
-    """Per run and role: the culprit statement of the summarised step and its recurrence over the
+    """Per run and role: the culprit statement of the summarized step and its recurrence over the
     profiled steps (ranks.parquet `culprit` / `recurrence` rows): whether the same rank holds
     every run back."""
     df = compare.to_frame(culprit_rows)
@@ -137,9 +137,9 @@ def _culprits_table(culprit_rows: Any, run_ids: list[str]) -> str:
                          (esc(rec.iloc[0]) if len(rec) else "", "l")])
     if not rows:
         return ""
-    return ("<h2>Who held the step back</h2><p class=note>Per run and role, the culprit of the summarised step "
+    return ("<h2>Who held the step back</h2><p class=note>Per run and role, the culprit of the summarized step "
             "and how often it was the culprit over the profiled steps (docs/summaries.md).</p>"
-            + table([("run", "l"), ("role", "l"), ("summarised step", "l"), ("across the profiled steps", "l")], rows))
+            + table([("run", "l"), ("role", "l"), ("summarized step", "l"), ("across the profiled steps", "l")], rows))
 
 
 def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows: Any, *, baseline: str,

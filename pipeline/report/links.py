@@ -79,7 +79,7 @@ def leaf(href: str) -> str:
     return ".trace.json.gz" if href.endswith(".trace.json.gz") else href.rsplit("/", 1)[-1]
 
 
-TRACE_NOTE = ('<p class="note">Each process opens its own window trace (the summarised step, scrubbed). '
+TRACE_NOTE = ('<p class="note">Each process opens its own window trace (the summarized step, scrubbed). '
               'Open a <code>.trace.json.gz</code> in Perfetto (ui.perfetto.dev, <i>Open trace file</i>; '
               'it runs in your browser and uploads nothing) or in <code>chrome://tracing</code> '
               '(<i>Load</i>); a <code>.sqlite</code> is the nsys export of the window, for SQL or '

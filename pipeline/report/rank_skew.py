@@ -102,7 +102,7 @@ def culprit_html(df: pd.DataFrame, role: Any) -> str:
         out.append(f'<p class="recurrence">across the profiled steps: {esc(text)}</p>')
     steps = df[(df["row_kind"] == "culprit") & (df["role"].fillna("?") == role)] if "statement" in df.columns else df.iloc[:0]
     if len(steps) > 1:
-        items = "".join(f"<li>step {int(r['step'])}{' (summarised)' if r.get('chosen') is True else ''}: "
+        items = "".join(f"<li>step {int(r['step'])}{' (summarized)' if r.get('chosen') is True else ''}: "
                         f"{esc(r['statement'])}</li>" for r in steps.sort_values("step").to_dict("records")[:16])
         out.append(f"<details><summary>every profiled step</summary><ul>{items}</ul></details>")
     return "".join(out)
@@ -133,7 +133,7 @@ def critical_path_section(df: pd.DataFrame) -> str:
 
 
 def ranks_section(table: Any) -> str:
-    """HTML: per role, the culprit, its recurrence and the skew chart of the summarised step."""
+    """HTML: per role, the culprit, its recurrence and the skew chart of the summarized step."""
     full = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
     if full.empty:
         return ""

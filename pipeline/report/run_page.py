@@ -126,7 +126,7 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
     arts = manifest.get("artifacts")
     facts = [("created", manifest.get("created")), ("verlprof", manifest.get("verlprof_version")),
              ("tool", cfg.get("tool")), ("profiled steps", cfg.get("profiled_steps")),
-             ("summarised step", window.get("step")), ("why this step", window.get("reason")),
+             ("summarized step", window.get("step")), ("why this step", window.get("reason")),
              ("artifacts", len(arts) if isinstance(arts, list) else None),
              ("processes", len(procs) or None),
              ("window traces", f'<a href="#traces">{len(traces)} source(s)</a>' if traces else None),

@@ -10,7 +10,7 @@ from typing import Optional
 
 import yaml
 
-from .config import WORKER_OPTS, ProfileConfig, _fmt, enabled_roles, global_tool, load_yaml, profile_steps
+from .config import WORKER_OPTS, ProfileConfig, enabled_roles, fmt_value, global_tool, load_yaml, profile_steps
 from .findings import Finding
 
 ARTIFACT_KINDS = ("nsys_report", "nsys_qdstrm", "nsys_sqlite", "torch_trace", "memory_snapshot", "hydra_config")
@@ -155,7 +155,7 @@ def after_run_checks(artifacts: list[dict], cfg: Optional[dict] = None,
         roles = enabled_roles(pc) if profile_steps(pc) else {}
         if roles and not reports:
             out.append(Finding("after-no-reports", "error",
-                               f"profiling was configured ({tool}, steps {_fmt(profile_steps(pc))}, roles "
+                               f"profiling was configured ({tool}, steps {fmt_value(profile_steps(pc))}, roles "
                                f"{', '.join(sorted(roles))}) but the run left no {tool or 'profiler'} output here",
                                "run `verlprof doctor` on the config; for nsys look under "
                                "/tmp/ray/session_latest/logs/nsight or set global_profiler.relocate_results=True",

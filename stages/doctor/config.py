@@ -12,7 +12,7 @@ from typing import Any, Iterable, Literal, Optional
 
 import yaml
 
-from .config_tree import _lookup
+from .config_tree import lookup
 from .override_syntax import Duplicate, Override, parse_overrides
 
 BaseKind = Literal["config", "verl-default", "composed-run", "none"]
@@ -40,15 +40,15 @@ class ProfileConfig:
     # -- lookups ------------------------------------------------------------------------------
     def get(self, path: str, default: Any = None) -> Any:
         """The value at a dotted path with ``${...}`` interpolations resolved; default if absent."""
-        found, value = _lookup(self.data, path, resolve=True)
+        found, value = lookup(self.data, path, resolve=True)
         return value if found else default
 
     def raw(self, path: str, default: Any = None) -> Any:
-        found, value = _lookup(self.data, path, resolve=False)
+        found, value = lookup(self.data, path, resolve=False)
         return value if found else default
 
     def has(self, path: str) -> bool:
-        return _lookup(self.data, path, resolve=False)[0]
+        return lookup(self.data, path, resolve=False)[0]
 
     def set_by_override(self, path: str) -> bool:
         for o in self.overrides:
@@ -185,7 +185,8 @@ WORKER_OPTS = f"{NSYS}.worker_nsight_options"
 CONTROLLER_OPTS = f"{NSYS}.controller_nsight_options"
 
 
-def _truthy(v: Any) -> bool:
+def truthy(v: Any) -> bool:
+    """A config flag as Hydra users write it: `true`/`1`/`yes`/`on` strings count, like the bool."""
     if isinstance(v, str):
         return v.strip().lower() in ("true", "1", "yes", "on")
     return bool(v)
@@ -208,13 +209,14 @@ def profile_steps(cfg: ProfileConfig) -> Optional[list]:
     return out
 
 
-def _int_steps(cfg: ProfileConfig) -> list[int]:
+def int_steps(cfg: ProfileConfig) -> list[int]:
+    """The integer steps of `global_profiler.steps`, sorted, once each (words like `all` left out)."""
     return sorted({s for s in (profile_steps(cfg) or []) if isinstance(s, int)})
 
 
 def profiling_requested(cfg: ProfileConfig) -> bool:
     return bool(profile_steps(cfg)) or any(
-        _truthy(cfg.get(f"{p}.enable")) for p in (ACTOR, ROLLOUT, REF, CRITIC, REWARD)
+        truthy(cfg.get(f"{p}.enable")) for p in (ACTOR, ROLLOUT, REF, CRITIC, REWARD)
     )
 
 
@@ -229,7 +231,7 @@ def role_tool(cfg: ProfileConfig, prefix: str) -> Optional[str]:
 
 
 def nsys_discrete(cfg: ProfileConfig) -> bool:
-    return _truthy(cfg.get(f"{NSYS}.discrete", False))
+    return truthy(cfg.get(f"{NSYS}.discrete", False))
 
 
 def lora_enabled(cfg: ProfileConfig) -> bool:
@@ -249,12 +251,12 @@ def ref_needed(cfg: ProfileConfig) -> Optional[bool]:
     kl_reward = cfg.get("algorithm.use_kl_in_reward")
     if kl_loss is None and kl_reward is None:
         return None
-    return _truthy(kl_loss) or _truthy(kl_reward)
+    return truthy(kl_loss) or truthy(kl_reward)
 
 
 def ref_colocated(cfg: ProfileConfig) -> bool:
     """The ref runs inside the actor's process: hybrid engine (verl's default) or LoRA ref-in-actor."""
-    return _truthy(cfg.get("actor_rollout_ref.hybrid_engine", True)) or lora_enabled(cfg)
+    return truthy(cfg.get("actor_rollout_ref.hybrid_engine", True)) or lora_enabled(cfg)
 
 
 def rollout_in_worker(cfg: ProfileConfig) -> bool:
@@ -265,50 +267,52 @@ def rollout_in_worker(cfg: ProfileConfig) -> bool:
     profiler, which supports torch and npu alone."""
     if cfg.has("async_training"):
         return False
-    return _truthy(cfg.get("actor_rollout_ref.hybrid_engine", True))
+    return truthy(cfg.get("actor_rollout_ref.hybrid_engine", True))
 
 
-def _discrete(cfg: ProfileConfig, prefix: str, tool: Optional[str]) -> bool:
+def is_discrete(cfg: ProfileConfig, prefix: str, tool: Optional[str]) -> bool:
+    """Whether role `prefix` profiles with `tool` in discrete mode (one trace per profiled step)."""
     if tool == "nsys":
         return nsys_discrete(cfg)
-    return _truthy(cfg.get(f"{prefix}.tool_config.{tool}.discrete", False))
+    return truthy(cfg.get(f"{prefix}.tool_config.{tool}.discrete", False))
 
 
 def server_profiles(cfg: ProfileConfig, prefix: str) -> bool:
     """Whether a rollout-style server (generation, reward model) will actually write a trace."""
     tool = role_tool(cfg, prefix)
-    return _truthy(cfg.get(f"{prefix}.enable")) and tool in ("torch", "npu") and _discrete(cfg, prefix, tool)
+    return truthy(cfg.get(f"{prefix}.enable")) and tool in ("torch", "npu") and is_discrete(cfg, prefix, tool)
 
 
 def enabled_roles(cfg: ProfileConfig) -> dict[str, str]:
     """Roles expected to write profiler output: role -> the profiler key that enables it."""
     roles: dict[str, str] = {}
-    if _truthy(cfg.get(f"{ACTOR}.enable")):
+    if truthy(cfg.get(f"{ACTOR}.enable")):
         roles["actor"] = ACTOR
     if server_profiles(cfg, ROLLOUT):
         roles["rollout"] = ROLLOUT
-    if ref_needed(cfg) and not ref_colocated(cfg) and _truthy(cfg.get(f"{REF}.enable")):
+    if ref_needed(cfg) and not ref_colocated(cfg) and truthy(cfg.get(f"{REF}.enable")):
         roles["ref"] = REF
-    if _truthy(cfg.get(f"{CRITIC}.enable")) and (
-        _truthy(cfg.get("critic.enable")) or cfg.get("algorithm.adv_estimator") == "gae"
+    if truthy(cfg.get(f"{CRITIC}.enable")) and (
+        truthy(cfg.get("critic.enable")) or cfg.get("algorithm.adv_estimator") == "gae"
     ):
         roles["critic"] = CRITIC
-    if _truthy(cfg.get("reward.reward_model.enable")) and server_profiles(cfg, REWARD):
+    if truthy(cfg.get("reward.reward_model.enable")) and server_profiles(cfg, REWARD):
         roles["reward_model"] = REWARD
     return roles
 
 
-def _fmt(v: Any) -> str:
+def fmt_value(v: Any) -> str:
+    """A config value as it is typed in a Hydra override (`null`, `True`, `[1,2]`), for messages."""
     if v is None:
         return "null"
     if isinstance(v, bool):
         return "True" if v else "False"
     if isinstance(v, list):
-        return "[" + ",".join(_fmt(x) for x in v) + "]"
+        return "[" + ",".join(fmt_value(x) for x in v) + "]"
     return str(v)
 
 
-def _set_word(cfg: ProfileConfig, key: str, value: Any) -> str:
+def set_word(cfg: ProfileConfig, key: str, value: Any) -> str:
     """The override to type for ``key``: ``key=v`` when it exists, else ``+key=v``."""
     exists = cfg.has(key) or cfg.base_kind == "none"
-    return f"{'' if exists else '+'}{key}={_fmt(value)}"
+    return f"{'' if exists else '+'}{key}={fmt_value(value)}"

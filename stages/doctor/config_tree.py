@@ -12,7 +12,8 @@ import yaml
 _MISSING = object()
 
 
-def _lookup(root: Any, path: str, resolve: bool, _depth: int = 0) -> tuple[bool, Any]:
+def lookup(root: Any, path: str, resolve: bool, _depth: int = 0) -> tuple[bool, Any]:
+    """(found, value) at dotted `path` in a config tree; `resolve` follows `${...}` interpolations."""
     node = root
     for part in path.split(".") if path else []:
         if resolve:
@@ -91,19 +92,19 @@ def _eval_interpolation(root: Any, expr: str, depth: int) -> Any:
         parts = _split_top(args)
         if name == "oc.select":
             path = parts[0].strip()
-            found, value = _lookup(root, path, resolve=True, _depth=depth + 1)
+            found, value = lookup(root, path, resolve=True, _depth=depth + 1)
             if found and value != "???":
                 return value
             if len(parts) > 1:
-                return _resolve(root, _parse_scalar(",".join(parts[1:]).strip()), depth + 1)
+                return _resolve(root, parse_scalar(",".join(parts[1:]).strip()), depth + 1)
             return None
         # oc.env, oc.decode, custom resolvers: deliberately not evaluated (no environment reads).
         if name == "oc.env" and len(parts) > 1:
-            return _resolve(root, _parse_scalar(",".join(parts[1:]).strip()), depth + 1)
+            return _resolve(root, parse_scalar(",".join(parts[1:]).strip()), depth + 1)
         return None
     if expr.startswith("."):  # relative interpolation: not tracked
         return None
-    found, value = _lookup(root, expr, resolve=True, _depth=depth + 1)
+    found, value = lookup(root, expr, resolve=True, _depth=depth + 1)
     return value if found else None
 
 
@@ -125,7 +126,8 @@ def _resolve(root: Any, value: Any, depth: int = 0) -> Any:
     return "".join(out)
 
 
-def _set(root: dict, path: str, value: Any) -> None:
+def set_key(root: dict, path: str, value: Any) -> None:
+    """Set dotted `path` in a config tree to `value`, making the dicts on the way (a `+key=v` override)."""
     node = root
     parts = path.split(".")
     for part in parts[:-1]:
@@ -137,7 +139,8 @@ def _set(root: dict, path: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _delete(root: dict, path: str) -> bool:
+def delete_key(root: dict, path: str) -> bool:
+    """Remove dotted `path` from a config tree (a `~key` override); whether it was there."""
     node = root
     parts = path.split(".")
     for part in parts[:-1]:
@@ -150,7 +153,7 @@ def _delete(root: dict, path: str) -> bool:
     return False
 
 
-def _parse_scalar(text: str) -> Any:
+def parse_scalar(text: str) -> Any:
     """A Hydra override value, read as YAML: ``1``, ``true``, ``null``, ``[1,2]``, ``{a:1}``, strings."""
     if text == "":
         return ""

@@ -10,11 +10,11 @@ from .config import (
     CONTROLLER_OPTS,
     WORKER_OPTS,
     ProfileConfig,
-    _int_steps,
-    _truthy,
     global_tool,
+    int_steps,
     nsys_discrete,
     profile_steps,
+    truthy,
 )
 from .findings import Finding
 from .pins import recommended_words
@@ -49,10 +49,10 @@ def check_nsys_entrypoint(cfg: ProfileConfig) -> list[Finding]:
 
 def _capture_ranges(cfg: ProfileConfig) -> Optional[int]:
     """Capture ranges one worker opens in the run; None when it cannot be counted (discrete)."""
-    steps = _int_steps(cfg)
+    steps = int_steps(cfg)
     if not steps or nsys_discrete(cfg):
         return None
-    if _truthy(cfg.get("global_profiler.profile_continuous_steps", False)):
+    if truthy(cfg.get("global_profiler.profile_continuous_steps", False)):
         groups = 1 + sum(1 for a, b in zip(steps, steps[1:]) if b != a + 1)
         return groups
     return len(steps)
@@ -67,7 +67,7 @@ def check_capture_range_end(cfg: ProfileConfig) -> list[Finding]:
         return []
     out: list[Finding] = []
     ranges = _capture_ranges(cfg)
-    steps = _int_steps(cfg)
+    steps = int_steps(cfg)
     for who, path in (("worker", WORKER_OPTS), ("controller", CONTROLLER_OPTS)):
         opts = _opts(cfg, path)
         if str(opts.get("capture-range", "")).strip() != "cudaProfilerApi":
@@ -117,14 +117,14 @@ def check_capture_range_end(cfg: ProfileConfig) -> list[Finding]:
 
 
 def check_startup_step(cfg: ProfileConfig) -> list[Finding]:
-    """Continuous nsys captures of step 1 only: say that collect will summarise a warm-up step (a
+    """Continuous nsys captures of step 1 only: say that collect will summarize a warm-up step (a
     note: the lightest footprint is a fair choice), and what gives the steady-state step instead."""
     if global_tool(cfg) != "nsys" or nsys_discrete(cfg):
         return []
-    if sorted(set(_int_steps(cfg))) != [1]:
+    if sorted(set(int_steps(cfg))) != [1]:
         return []
     return [Finding("nsys-startup-step", "info",
-                    "step 2 is not profiled, so collect summarises step 1, a warm-up step: it carries profiler "
+                    "step 2 is not profiled, so collect summarizes step 1, a warm-up step: it carries profiler "
                     "start-up (CUDA/NVTX init, first-touch allocations). Fine for the lightest footprint; for "
                     "the steady-state step 2, profile [1,2,3]",
                     recommended_words(cfg), "global_profiler.steps")]
@@ -139,7 +139,7 @@ def check_discard_environment(cfg: ProfileConfig) -> list[Finding]:
         if not cfg.has(path) and cfg.base_kind != "none":
             continue
         opts = _opts(cfg, path)
-        (setw if _truthy(opts.get("discard-environment", False)) else unset).append((who, path))
+        (setw if truthy(opts.get("discard-environment", False)) else unset).append((who, path))
     out: list[Finding] = []
     if unset:
         whos = " and ".join(w for w, _ in unset)

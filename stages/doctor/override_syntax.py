@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Optional
 
-from .config_tree import _delete, _lookup, _parse_scalar, _set
+from .config_tree import delete_key, lookup, parse_scalar, set_key
 
 
 @dataclass(frozen=True)
@@ -103,14 +103,14 @@ def parse_overrides(words: Iterable[str], base: Optional[dict] = None) -> Parsed
             out.ignored.append(word)
             i += 1
             continue
-        existed = _lookup(cfg, key, resolve=False)[0] if known else None
-        value = _parse_scalar(raw) if raw is not None else None
+        existed = lookup(cfg, key, resolve=False)[0] if known else None
+        value = parse_scalar(raw) if raw is not None else None
         if op == "delete":
-            _delete(cfg, key)
+            delete_key(cfg, key)
         elif op == "add" and existed:
             pass  # Hydra refuses; the config keeps its value
         else:
-            _set(cfg, key, value)
+            set_key(cfg, key, value)
         ov = Override(index=i, word=word, op=op, key=key, value=value, raw_value=raw, existed=existed)
         out.overrides.append(ov)
         by_key.setdefault(key, []).append(ov)

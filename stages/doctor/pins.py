@@ -4,28 +4,28 @@ from __future__ import annotations
 
 from .config import (
     ProfileConfig,
-    _fmt,
-    _int_steps,
-    _set_word,
+    fmt_value,
     global_tool,
+    int_steps,
     profile_steps,
     profiling_requested,
+    set_word,
 )
 from .findings import Finding, Severity
 
 #: The steps doctor recommends profiling: step 1 carries start-up (CUDA/NCCL init, profiler start,
-#: first-touch allocations), so collect's window summarises step 2, and step 3 shows whether step 2
-#: was typical. `[1]` alone is the lightest footprint; collect then says it summarises a warm-up step.
+#: first-touch allocations), so collect's window summarizes step 2, and step 3 shows whether step 2
+#: was typical. `[1]` alone is the lightest footprint; collect then says it summarizes a warm-up step.
 STEADY_STATE_STEPS = [1, 2, 3]
-RECOMMENDATION = ("Profile steps [1,2,3] with trainer.total_training_steps=3: collect summarises the "
+RECOMMENDATION = ("Profile steps [1,2,3] with trainer.total_training_steps=3: collect summarizes the "
                   "steady-state step 2; steps [1] with total_training_steps=1 is the lightest, and collect "
-                  "then summarises step 1, a warm-up step")
+                  "then summarizes step 1, a warm-up step")
 
 
 def recommended_words(cfg: ProfileConfig) -> str:
     """The steady-state recommendation as override words for this config (`+` where a key is new)."""
-    return (_set_word(cfg, "global_profiler.steps", STEADY_STATE_STEPS) + " "
-            + _set_word(cfg, "trainer.total_training_steps", STEADY_STATE_STEPS[-1]))
+    return (set_word(cfg, "global_profiler.steps", STEADY_STATE_STEPS) + " "
+            + set_word(cfg, "trainer.total_training_steps", STEADY_STATE_STEPS[-1]))
 
 
 def check_pins(cfg: ProfileConfig) -> list[Finding]:
@@ -34,7 +34,7 @@ def check_pins(cfg: ProfileConfig) -> list[Finding]:
         return []
     out: list[Finding] = []
     steps = profile_steps(cfg)
-    ints = _int_steps(cfg)
+    ints = int_steps(cfg)
     last = max(ints) if ints else STEADY_STATE_STEPS[-1]
 
     # global_profiler.steps
@@ -49,13 +49,13 @@ def check_pins(cfg: ProfileConfig) -> list[Finding]:
         bad = [s for s in steps if not isinstance(s, int) or s < 1]
         if bad:
             out.append(Finding("pin-profile-steps", "error",
-                               f"global_profiler.steps names {_fmt(bad)}: steps count from 1, so these never run",
-                               _set_word(cfg, key, [s for s in ints if s >= 1] or [1]), key))
+                               f"global_profiler.steps names {fmt_value(bad)}: steps count from 1, so these never run",
+                               set_word(cfg, key, [s for s in ints if s >= 1] or [1]), key))
     if not global_tool(cfg):
         sev = "warning" if cfg.base_kind == "none" else "error"
         out.append(Finding("profiler-tool", sev,
                            "global_profiler.tool is not set: every role's profiler is a no-op",
-                           _set_word(cfg, "global_profiler.tool", "nsys") + " (or torch)", "global_profiler.tool"))
+                           set_word(cfg, "global_profiler.tool", "nsys") + " (or torch)", "global_profiler.tool"))
 
     # trainer.total_training_steps
     key = "trainer.total_training_steps"
@@ -63,11 +63,11 @@ def check_pins(cfg: ProfileConfig) -> list[Finding]:
     if origin == "missing" and cfg.base_kind == "none":
         out.append(Finding("pin-total-steps", "warning",
                            f"{key} is not pinned: the run trains for all of trainer.total_epochs",
-                           _set_word(cfg, key, last), key))
+                           set_word(cfg, key, last), key))
     elif total is None:
         out.append(Finding("pin-total-steps", "error",
                            f"{key} is null: the run trains every epoch and ends long after the profiled step",
-                           _set_word(cfg, key, last), key))
+                           set_word(cfg, key, last), key))
     else:
         try:
             total_i = int(total)
@@ -76,7 +76,7 @@ def check_pins(cfg: ProfileConfig) -> list[Finding]:
         if total_i is not None and ints and total_i < last:
             never = [s for s in ints if s > total_i]
             out.append(Finding("pin-profile-steps", "error",
-                               f"global_profiler.steps names {_fmt(never)} but the run stops at step {total_i}: "
+                               f"global_profiler.steps names {fmt_value(never)} but the run stops at step {total_i}: "
                                "those steps never run",
                                f"{key}={last}", "global_profiler.steps"))
         elif total_i is not None and total_i > last:
@@ -99,9 +99,9 @@ def check_pins(cfg: ProfileConfig) -> list[Finding]:
             out.append(Finding(code, "error", f"{key}={v}: {what}", f"{key}=-1", key))
         elif origin == "missing":
             out.append(Finding(code, "warning", f"{key} is not pinned; if the trainer config sets it > 0, {what}",
-                               _set_word(cfg, key, -1), key))
+                               set_word(cfg, key, -1), key))
         elif origin == "default":
-            out.append(Finding(code, "info", f"{key} is not pinned; verl's default {_fmt(v)} applies, "
+            out.append(Finding(code, "info", f"{key} is not pinned; verl's default {fmt_value(v)} applies, "
                                "a recipe config may differ", f"{key}=-1", key))
 
     key = "trainer.resume_mode"
@@ -109,9 +109,9 @@ def check_pins(cfg: ProfileConfig) -> list[Finding]:
     if origin == "missing" and cfg.base_kind == "none":
         out.append(Finding("pin-resume-mode", "warning",
                            f"{key} is not pinned: verl defaults to auto, which resumes from a leftover checkpoint "
-                           "past the profiled step", _set_word(cfg, key, "disable"), key))
+                           "past the profiled step", set_word(cfg, key, "disable"), key))
     elif v != "disable":
         out.append(Finding("pin-resume-mode", "error",
-                           f"{key}={_fmt(v)}: a leftover checkpoint resumes the run past the profiled step, so "
+                           f"{key}={fmt_value(v)}: a leftover checkpoint resumes the run past the profiled step, so "
                            "profiling is silently skipped", f"{key}=disable", key))
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import ACTOR, CRITIC, REF, ROLLOUT, ProfileConfig, _truthy, role_tool
+from .config import ACTOR, CRITIC, REF, ROLLOUT, ProfileConfig, role_tool, truthy
 from .findings import Finding
 
 _ROLES = (ACTOR, ROLLOUT, REF, CRITIC)
@@ -32,8 +32,8 @@ def _set(v: Any) -> bool:
 def check_profiler_keys(cfg: ProfileConfig) -> list[Finding]:
     """Notes on relocate_results, finish hooks, torch schedules and token windows where set."""
     out: list[Finding] = []
-    on = [p for p in _ROLES if _truthy(cfg.get(f"{p}.enable"))]
-    reloc = [p for p in on if cfg.has(f"{p}.relocate_results") and _truthy(cfg.get(f"{p}.relocate_results"))]
+    on = [p for p in _ROLES if truthy(cfg.get(f"{p}.enable"))]
+    reloc = [p for p in on if cfg.has(f"{p}.relocate_results") and truthy(cfg.get(f"{p}.relocate_results"))]
     if reloc:
         out.append(Finding(
             "profiler-relocate", "info",

@@ -91,7 +91,11 @@ def byte_chunks(path: Path, size: int | None = None) -> Iterator[bytes]:
                     yield out
                 data = d.unconsumed_tail
                 if d.eof:
-                    rest = d.unused_data + data
+                    # Past a member's end every input byte left is in unused_data. unconsumed_tail
+                    # may still repeat some of it (CPython's zlib and ISA-L before 1.9 leave it set
+                    # when the member ends in the same call), so it is not added: adding it read a
+                    # small last member twice (the merged trace's `]}` closing, then not JSON).
+                    rest = d.unused_data
                     if not rest.strip(b"\x00"):
                         data = b""
                         continue

@@ -21,7 +21,7 @@ def _ms(ns: Any) -> str:
 _NAME_WIDTH = 36
 
 
-def _top_phases(part: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def top_phases(part: list[dict[str, Any]], top: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The `top` phases of one process by wall time (ancestors of a shown phase are shown too, so
     the tree reads; the `(unattributed)` row always), in start order; and the rest."""
     by_path = {r.get("path") or r.get("phase"): r for r in part}
@@ -91,7 +91,7 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
         for col, just in cols:
             t.add_column(col, justify=just, no_wrap=True, min_width=max(3, len(col)),  # type: ignore[arg-type]
                          max_width=width if col == "phase" else 12 if col == "stage" else None)
-        shown, rest = _top_phases(part, max(1, top))
+        shown, rest = top_phases(part, max(1, top))
         for row in shown:
             peak = row.get("mem_peak_bytes")
             inh = row.get("gpu_busy_inherited_ns")
