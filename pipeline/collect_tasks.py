@@ -351,7 +351,8 @@ def summarize_memory(item: MemoryWork, options: PublishOptions) -> tuple[list[di
     return _scrubbed_phases(list(rows.get("phases", [])), options)
 
 
-def _scrubbed_phases(phases: list[dict[str, Any]], options: PublishOptions) -> tuple[list[dict[str, Any]], Counter]:
+def _scrubbed_phases(phases: list[dict[str, Any]], options: PublishOptions
+                     ) -> tuple[list[dict[str, Any]], Counter]:
     sc = scrub_stage.Scrubber(options.scrub.policy, options.scrub.pseudonyms)
     scrubbed, _ = scrub_stage.scrub_summary_rows({"phases": phases}, options.scrub, scrubber=sc)
     return list(scrubbed.get("phases", [])), Counter(sc.counts)

@@ -44,7 +44,8 @@ def reference() -> dict[str, int]:
     for key, plus, minus, final in (("peak_allocated", {"alloc"}, {"free_requested"}, state["allocated_size"]),
                                     ("peak_reserved", {"segment_alloc", "segment_map"},
                                      {"segment_free", "segment_unmap"}, state["total_size"])):
-        net = sum(e["size"] for e in trace if e["action"] in plus) - sum(e["size"] for e in trace if e["action"] in minus)
+        net = (sum(e["size"] for e in trace if e["action"] in plus)
+               - sum(e["size"] for e in trace if e["action"] in minus))
         level = best = final - net
         for e in trace:
             if e["action"] in plus:
@@ -71,7 +72,8 @@ def test_the_data_is_the_real_snapshot_less_the_newer_keys() -> None:
 def test_step_level_figures_equal_a_replay(reference: dict[str, int]) -> None:
     rows = summarize_memory_snapshot(UNTIMED, IDENT, SummarizeOptions())
     (row,) = rows["phases"]
-    assert (row["step"], row["pid"], row["phase"], row["depth"], row["stage"]) == (2, 804, "(recorded history)", 0, "step")
+    assert (row["step"], row["pid"], row["phase"], row["depth"], row["stage"]) == (
+        2, 804, "(recorded history)", 0, "step")
     assert row["mem_scope"] == "recorded_history"
     assert row["mem_peak_bytes"] == reference["peak_allocated"]
     assert row["mem_reserved_peak_bytes"] == reference["peak_reserved"]
@@ -96,7 +98,8 @@ def _collect(tmp: Path, snapshot_name: str) -> tuple[str, list[dict]]:
         shutil.copy(f, run / "profile" / f.name)
     (run / "profile" / "step2").mkdir()
     shutil.copy(UNTIMED, run / "profile" / "step2" / snapshot_name)
-    res = runner.invoke(app, ["collect", str(run), "-o", str(tmp / "out"), "--work", str(tmp / "work"), "--jobs", "1"])
+    res = runner.invoke(app, ["collect", str(run), "-o", str(tmp / "out"), "--work", str(tmp / "work"),
+                              "--jobs", "1"])
     assert res.exit_code == 0, res.output
     return " ".join(res.output.split()), pq.read_table(tmp / "out" / "summaries" / "phases.parquet").to_pylist()
 
@@ -118,7 +121,8 @@ def test_collect_reports_the_peak(tmp_path: Path, reference: dict[str, int]) -> 
     # The same snapshot as the traced process's (pid 754): the trace's rows come back unchanged
     # (no times, so no peak is placed in them) and the snapshot's row follows them.
     text2, phases2 = _collect(tmp_path / "b", NAME.replace("804", "754"))
-    assert [r for r in phases2 if r["source_kind"] != "memory"] == [r for r in phases if r["source_kind"] != "memory"]
+    traced = [r for r in phases if r["source_kind"] != "memory"]
+    assert [r for r in phases2 if r["source_kind"] != "memory"] == traced
     (row,) = [r for r in phases2 if r["source_kind"] == "memory"]
     assert (row["pid"], row["step"], row["mem_peak_bytes"]) == (754, 2, reference["peak_allocated"])
     assert "peak" in text2 and "over its recorded history" in text2

@@ -455,7 +455,8 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
         win = pick_window([src], options.step)
         spans, steps = win.spans_of(0), steps_rows(list(win.sources), win.choice)
     if untimed:
-        return {"phases": _history_rows(snap, ident, spans), "kernels": [], "steps": steps, "warnings": warnings}
+        return {"phases": _history_rows(snap, ident, spans), "kernels": [], "steps": steps,
+                "warnings": warnings}
     phases: list[dict[str, Any]] = []
     for s in spans:
         groups: dict[tuple, list[Annotation]] = {}
@@ -474,15 +475,17 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
     return {"phases": phases, "kernels": [], "steps": steps, "warnings": warnings}
 
 
-def _history_rows(snap: dict[str, Any], ident: SourceIdentity, spans: Sequence[StepSpan]) -> list[dict[str, Any]]:
+def _history_rows(snap: dict[str, Any], ident: SourceIdentity, spans: Sequence[StepSpan]
+                  ) -> list[dict[str, Any]]:
     """An untimed snapshot's rows: per chosen step and device, its figures over the recorded
     history (not per phase: `mem_scope`), at the step's top level (depth 0, stage `step`)."""
     figs = history_figures(snap)
     rows = []
     for step in sorted({s.step for s in spans}):
         for f in figs:
+            phase = HISTORY_PHASE if len(figs) == 1 else f"{HISTORY_PHASE} cuda:{f.device}"
             rows.append({
-                **ident.keys(step), "phase": HISTORY_PHASE if len(figs) == 1 else f"{HISTORY_PHASE} cuda:{f.device}",
+                **ident.keys(step), "phase": phase,
                 "stage": "step", "parent": None, "depth": 0, "mem_peak_bytes": f.peak_allocated,
                 "mem_scope": HISTORY_SCOPE, "mem_reserved_peak_bytes": f.peak_reserved,
                 "mem_reserved_bytes": f.reserved, "mem_allocated_bytes": f.allocated, "mem_active_bytes": f.active,
