@@ -152,11 +152,9 @@ def _add_memory(run: Run, rows: Rows, memory: list[tuple[RawInput, Survey]], ste
             continue
         new_rows, counts = res.value
         run.counts.update(counts)
-        if idx:
-            for k, r in zip(idx, new_rows):
-                phases[k] = r
-        else:
-            phases += new_rows
+        for k, r in zip(idx, new_rows):
+            phases[k] = r
+        phases += new_rows[len(idx):]   # the snapshot's own rows (all of them where idx is empty)
         run.outcomes.append(StageOutcome("summarize", art.rel, "done"))
     return {**rows, "phases": phases}
 

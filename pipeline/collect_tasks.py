@@ -342,11 +342,19 @@ def summarize_memory(item: MemoryWork, options: PublishOptions) -> tuple[list[di
     path = Path(item.source.path)
     if item.same_pid:
         rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize, list(item.same_pid))
-        return list(rows.get("phases", [])), Counter()   # numbers filled in rows already scrubbed
+        phases, n = list(rows.get("phases", [])), len(item.same_pid)
+        if len(phases) == n:
+            return phases, Counter()   # numbers filled in rows already scrubbed
+        new_rows, counts = _scrubbed_phases(phases[n:], options)   # an untimed snapshot's own rows
+        return phases[:n] + new_rows, counts
     rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize)
+    return _scrubbed_phases(list(rows.get("phases", [])), options)
+
+
+def _scrubbed_phases(phases: list[dict[str, Any]], options: PublishOptions
+                     ) -> tuple[list[dict[str, Any]], Counter]:
     sc = scrub_stage.Scrubber(options.scrub.policy, options.scrub.pseudonyms)
-    scrubbed, _ = scrub_stage.scrub_summary_rows({"phases": list(rows.get("phases", []))}, options.scrub,
-                                                 scrubber=sc)
+    scrubbed, _ = scrub_stage.scrub_summary_rows({"phases": phases}, options.scrub, scrubber=sc)
     return list(scrubbed.get("phases", [])), Counter(sc.counts)
 
 

@@ -111,7 +111,8 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
 
 
 def snapshot_lines(df: pd.DataFrame) -> list[str]:
-    """Memory snapshots (their rows are allocator phases, not wall time): the peak per process."""
+    """Memory snapshots (their rows are allocator phases, not wall time): the peak per process
+    (an untimed snapshot's: over its recorded history, `mem_scope`)."""
     if "source_kind" not in df.columns:
         return []
     mem = df[df["source_kind"] == "memory"]
@@ -121,6 +122,11 @@ def snapshot_lines(df: pd.DataFrame) -> list[str]:
     for (rank, pid), grp in mem.groupby([mem["rank"].fillna(-1), mem["pid"].fillna(-1)], sort=True):
         top = grp.loc[grp["mem_peak_bytes"].idxmax()]
         who = f"rank {int(rank)}" if rank >= 0 else f"pid {int(pid)}"
+        if top.get("mem_scope") == "recorded_history":   # torch < 2.2: no times, no phases
+            out.append(f"memory snapshot, {who}: peak {_mb(top['mem_peak_bytes'])} MB allocated, "
+                       f"{_mb(top['mem_reserved_peak_bytes'])} MB reserved, over its recorded history "
+                       "(no times in it: not per phase)")
+            continue
         out.append(f"memory snapshot, {who}: peak {_mb(top['mem_peak_bytes'])} MB in {top['phase']}")
     return out[:4] + ([f"... {len(out) - 4} more snapshots in phases.parquet"] if len(out) > 4 else [])
 

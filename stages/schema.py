@@ -85,6 +85,19 @@ SCHEMAS: dict[str, list[Column]] = {
            "gpu_busy_ns and gpu_busy_inherited_ns count lies inside it, so GPU % = gpu_busy_inherited_ns / "
            "launch_span_ns is at most 100 (GPU work that outlives its CPU range is not set against the "
            "range's wall)", "lower"),
+        # issue 31: memory snapshots without times (torch < 2.2) give step-level figures (additive)
+        _c("mem_scope", pa.string(), "", "what the row's mem_* figures cover: null = the range itself; "
+           "`recorded_history` = a memory snapshot whose allocation history carries no times (torch < 2.2): "
+           "nothing can be placed in a phase, so the row (phase `(recorded history)`, depth 0, stage `step`) "
+           "holds the figures of the snapshot's whole recorded history, which may reach back before the step"),
+        _c("mem_reserved_peak_bytes", pa.int64(), "B", "`recorded_history` rows: peak reserved bytes (allocator "
+           "segments) over the recorded history (mem_peak_bytes: peak allocated bytes)", "lower"),
+        _c("mem_reserved_bytes", pa.int64(), "B", "`recorded_history` rows: reserved bytes when the snapshot was "
+           "taken (its segments' total_size)"),
+        _c("mem_allocated_bytes", pa.int64(), "B", "`recorded_history` rows: allocated bytes when the snapshot was "
+           "taken (its segments' allocated_size)"),
+        _c("mem_active_bytes", pa.int64(), "B", "`recorded_history` rows: active bytes when the snapshot was "
+           "taken (its segments' active_size: allocated, or freed and awaiting another stream)"),
     ],
     "kernels": _KEYS + [
         _c("phase", pa.string(), "", "innermost range the kernel was launched from"),

@@ -32,7 +32,9 @@ exports go through too (same-thread projection, inherited figures, name paths, i
   `external_annotations` START/END pairs (record_function ranges) cut it into phases, and the peak
   inside each becomes `mem_peak_bytes`. The level before the first event is reconstructed from the
   snapshot's final state (blocks still allocated) minus the net of the timeline, so history
-  buffers that wrapped (`max_entries`) are still right.
+  buffers that wrapped (`max_entries`) are still right. A snapshot whose entries carry no time
+  (torch < 2.2) cannot be cut into phases: it gives one row per device of step-level figures over
+  its recorded history instead (`summarize/memory_history.py`, `mem_scope = "recorded_history"`).
 
 Per-artifact work is `summarize_torch_item(item, options)` / `summarize_memory_item(item,
 options)`: plain, module-level and picklable.
@@ -74,6 +76,7 @@ from ..window import (
     trace_ranges,
     trace_source_steps,
 )
+from .memory_history import HISTORY_PHASE, HISTORY_SCOPE, history_figures, is_untimed
 from .phases import UNATTRIBUTED, phase_rows
 from .steps import steps_rows, with_phase_identity
 from .types import SummarizeOptions, SummaryRows
@@ -427,20 +430,33 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
     tl = _timelines(snap)
     annots = snapshot_annotations(snap)
     warnings: list[dict[str, Any]] = []
-    if not any(t.times.size for t in tl.values()):
+    untimed = is_untimed(snap)
+    if untimed:
+        warnings.append({"source": ident.source, "message": "the snapshot's allocation history carries no "
+                         "times (torch < 2.2): memory figures over its recorded history, not per phase"})
+        if any(f.negative for f in history_figures(snap)):
+            warnings.append({"source": ident.source, "message": "allocation history and final state disagree "
+                             "(negative level): peaks may be off"})
+    elif not any(t.times.size for t in tl.values()):
         warnings.append({"source": ident.source, "message": "the snapshot holds no allocation history "
                          "(was _record_memory_history on?): no per-phase peaks"})
     if any(t.times.size and (int(t.levels.min()) < 0 or t.baseline < 0) for t in tl.values()):
         warnings.append({"source": ident.source, "message": "allocation history and final state disagree "
                          "(negative level): peaks may be off"})
-    if phases_rows is not None:
-        return {"phases": _attach(phases_rows, ident, tl, annots), "kernels": [], "steps": [],
-                "warnings": warnings}
     steps: list[dict[str, Any]] = []
+    if phases_rows is not None:
+        rows = _attach(phases_rows, ident, tl, annots)
+        if untimed:   # appended after the process's rows, which come back in their order
+            src = SourceSteps.from_spans(ident, snapshot_spans(snap, annots, ident), str(path))
+            rows += _history_rows(snap, ident, pick_window([src], options.step).spans_of(0))
+        return {"phases": rows, "kernels": [], "steps": [], "warnings": warnings}
     if spans is None:
         src = SourceSteps.from_spans(ident, snapshot_spans(snap, annots, ident), str(path))
         win = pick_window([src], options.step)
         spans, steps = win.spans_of(0), steps_rows(list(win.sources), win.choice)
+    if untimed:
+        return {"phases": _history_rows(snap, ident, spans), "kernels": [], "steps": steps,
+                "warnings": warnings}
     phases: list[dict[str, Any]] = []
     for s in spans:
         groups: dict[tuple, list[Annotation]] = {}
@@ -457,6 +473,24 @@ def summarize_memory_snapshot(path: str | Path, ident: SourceIdentity, options: 
                 "mem_peak_bytes": max((x for x in peaks if x is not None), default=None),
             })
     return {"phases": phases, "kernels": [], "steps": steps, "warnings": warnings}
+
+
+def _history_rows(snap: dict[str, Any], ident: SourceIdentity, spans: Sequence[StepSpan]
+                  ) -> list[dict[str, Any]]:
+    """An untimed snapshot's rows: per chosen step and device, its figures over the recorded
+    history (not per phase: `mem_scope`), at the step's top level (depth 0, stage `step`)."""
+    figs = history_figures(snap)
+    rows = []
+    for step in sorted({s.step for s in spans}):
+        for f in figs:
+            phase = HISTORY_PHASE if len(figs) == 1 else f"{HISTORY_PHASE} cuda:{f.device}"
+            rows.append({
+                **ident.keys(step), "phase": phase,
+                "stage": "step", "parent": None, "depth": 0, "mem_peak_bytes": f.peak_allocated,
+                "mem_scope": HISTORY_SCOPE, "mem_reserved_peak_bytes": f.peak_reserved,
+                "mem_reserved_bytes": f.reserved, "mem_allocated_bytes": f.allocated, "mem_active_bytes": f.active,
+            })
+    return rows
 
 
 def _attach(rows: Sequence[dict[str, Any]], ident: SourceIdentity, tl: dict[int, MemoryLevels],
