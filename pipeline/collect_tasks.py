@@ -69,7 +69,7 @@ class RawInput:
         db = None
         if self.kind == NSYS:
             try:
-                db = NsysExport.open(self.path, ranges_cache=ranges_cache)
+                db = NsysExport.open(self.path, ranges_cache=ranges_cache, scrub_text=True)
             except VerlprofError:
                 db = None
         try:

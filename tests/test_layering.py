@@ -231,14 +231,6 @@ def test_no_import_cycle_between_modules() -> None:
         " <-> ".join(m.removeprefix("verlprof.") for m in c) for c in cycles)
 
 
-#: Files that still import private names: only scrub's (stages/scrub/check.py, prefilter.py), owned by
-#: helper "scrub" while it works there; every other offender was fixed.
-_PRIVATE_ELSEWHERE = ("stages/scrub/",)
-
-
-@pytest.mark.xfail(bool(_private_imports()) and all(b.startswith(_PRIVATE_ELSEWHERE) for b in _private_imports()),
-                   strict=False, reason="only scrub's files still import private names: stages/scrub/check.py "
-                                        "and stages/scrub/prefilter.py (helper scrub)")
 def test_no_module_imports_another_modules_private_names() -> None:
     bad = _private_imports()
     assert not bad, "\n".join(bad)

@@ -28,7 +28,7 @@ from .events import NVTX_PUSHPOP, PID_SHIFT, TID_MASK, NvtxRanges, pid_of_gtid, 
 from .nvtx_pairs import Pair, adjacent_pairs
 from .nvtx_tree import same_thread_parents
 from .ranges_cache import RangeColumns
-from .sqlite_export import open_export, rowid_windows
+from .sqlite_export import decode_text, open_export, rowid_windows
 
 # the event model's names this reader fills, re-exported for its callers
 __all__ = ["NvtxRanges", "NVTX_PUSHPOP", "PID_SHIFT", "TID_MASK", "pid_of_gtid", "tid_of_gtid", "NsysExport"]
@@ -169,11 +169,14 @@ class NsysExport:
     # -- opening and probing -----------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, need_events: bool = True, ranges_cache: str | Path | None = None) -> "NsysExport":
+    def open(cls, path: str | Path, need_events: bool = True, ranges_cache: str | Path | None = None,
+             scrub_text: bool = False) -> "NsysExport":
         """Validate and open `path` read-only; BadInputError (one line, names the file) if it is not
-        an export, or, with `need_events`, if it holds neither NVTX nor CUDA tables."""
+        an export, or, with `need_events`, if it holds neither NVTX nor CUDA tables. `scrub_text`:
+        text cells decoded as the scrub decodes them (`decode_text`, set at open), for a handle the
+        scrub of the same pass reads too, so it needs no connection of its own."""
         p = Path(path)
-        con, info = open_export(p)
+        con, info = open_export(p, decode_text if scrub_text else None)
         try:
             exp = cls(p, con, probe_tables(con), info.nsys_version, info.schema_version,
                       ranges_cache=Path(ranges_cache) if ranges_cache else None)
@@ -499,7 +502,10 @@ def _scrub_decoding(con: sqlite3.Connection) -> Iterator[None]:
     """Cells decoded as the scrub decodes them (invalid UTF-8 kept as surrogates), for the texts the
     split-value scan judges: they must be the strings it would read itself (`scrub.sqlite.reading`)."""
     factory = con.text_factory
-    con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+    if factory is decode_text:   # opened for the scrub: nothing to swap
+        yield
+        return
+    con.text_factory = decode_text
     try:
         yield
     finally:
