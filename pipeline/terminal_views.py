@@ -21,9 +21,9 @@ from . import compare, ranks
 TOP_PHASES = 12
 #: Failed artifacts named one by one before the rest are counted.
 MAX_FAILED = 8
-GPU_NOTE = ("GPU % = GPU busy / wall, inherited rule: work launched from the phase and its\n"
-            "worker threads. NVIDIA's same-thread rule: gpu_busy_ns in phases.parquet,\n"
-            "--per-rank.")
+GPU_NOTE = ("GPU % = GPU busy / launch span (start to the end of the last GPU work the phase\n"
+            "launched), so never above 100; inherited rule: work launched from the phase and\n"
+            "its worker threads. NVIDIA's same-thread rule: gpu_busy_ns in phases.parquet.")
 
 
 def _ms(ns: Any) -> str:
@@ -92,8 +92,7 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
             depth = r["path"].count(" > ")
             label = ("  " * depth + r["path"].rsplit(" > ", 1)[-1])
             label = label if len(label) <= name_w else label[:name_w - 1] + "…"
-            gpu = r["gpu_busy_inherited_ns"]
-            pct = f"{100 * gpu / r['wall_median_ns']:.0f}%" if r["wall_median_ns"] and not pd.isna(gpu) else ""
+            pct = compare.gpu_percent(r["gpu_busy_inherited_ns"], r.get("launch_span_ns"))
             out.append(f"  {label:{name_w}} {_ms(r['wall_min_ns']):>8} {_ms(r['wall_median_ns']):>8} "
                        f"{_ms(r['wall_max_ns']):>8} {pct:>6} {_mb(r['mem_peak_bytes']):>7}")
         tot = totals[(totals["role"].fillna("?") == role)]
@@ -178,7 +177,7 @@ def critical_path_lines(table: pd.DataFrame, width: int = 80) -> list[str]:
         return []
     c = c[c["step"] == c["step"].max()]
     out = _wrapped(str(c["statement"].iloc[0]), width, "critical path: ")
-    parts = [f"{r or '?'} {_ms(b)}/{_ms(i)}" for r, b, i in zip(c["role"], c["busy_ns"], c["idle_ns"])]
+    parts = [f"{'?' if r is None or pd.isna(r) else r} {_ms(b)}/{_ms(i)}" for r, b, i in zip(c["role"], c["busy_ns"], c["idle_ns"])]
     out += _wrapped("busy/idle ms: " + ", ".join(parts[:6]) + (f" (+{len(parts) - 6} roles)" if len(parts) > 6 else ""),
                     width, "  ", "    ")
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..compare import gpu_percent
 from .processes import ProcessId, ProcessStep
 from .template import GAP_COLOR, axis, esc, fmt_ms, nice_ticks, open_process, stage_color
 
@@ -55,7 +56,8 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
         gy = y + bar_h + 2
         gpu = p.gpu_busy_ns
         if gpu is not None:
-            share = f" ({100 * gpu / p.wall_ns:.0f}% of the step)" if p.wall_ns > 0 else ""
+            pct = gpu_percent(gpu, p.launch_span_ns)   # over the launch span: never above 100
+            share = f" ({pct} of the step's launch span)" if pct else ""
             parts.append(f'<g class="gpu"><rect x="{label_w}" y="{gy}" width="{gpu * scale:.2f}" height="{gpu_h}" '
                          f'fill="{GPU_BAR_COLOR}"><title>{esc(p.label)} · GPU busy: {esc(fmt_ms(gpu))} ms{share}'
                          f'</title></rect></g>')
