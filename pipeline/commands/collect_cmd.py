@@ -220,7 +220,7 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
         for line in artifact_lines(result, console.width):
             console.print(line, overflow="fold", highlight=False, crop=False)
     else:
-        for line in terminal_views.artifact_summary(result.statuses, result.artifacts):
+        for line in terminal_views.artifact_summary(result.statuses, result.artifacts, console.width):
             console.print(line, markup=False, highlight=False, crop=False, overflow="fold")
     say(console, closing_line(result))
     if result.nodes:
