@@ -42,7 +42,7 @@ from .executors import Executor, InlineExecutor, TaskResult, run_all
 from .progress import NoProgress
 
 #: Bump when the cached per-run payload changes shape: old done records are then ignored.
-CACHE_VERSION = 4       # 2: meta carries the bundle's failed artifacts; 3: union totals, ranks table; 4: culprits (issue 32)
+CACHE_VERSION = 5       # 2: meta carries the bundle's failed artifacts; 3: union totals, ranks table; 4: culprits (issue 32); 5: launch spans
 STAGE = "summarize-run"
 
 #: Columns a bundle's table must have to be usable; every other schema column may be absent (null).

@@ -62,7 +62,9 @@ def artifact_statuses(artifacts: list[Artifact], outcomes: list[StageOutcome]) -
                 outcomes.append(StageOutcome("summarize", a.rel, "skipped", why))
                 mine = [outcomes[-1]]
         empty = plain_reason("empty file", size=0, kind=a.kind.value) if a.size == 0 and not mine else None
-        out.append(final_status(a.rel, mine, empty))
+        # gather found it unreadable (a corrupt file in a folder): it failed before any stage
+        unread = next((o.detail for o in mine if o.stage == "gather" and o.status == "failed"), None)
+        out.append(final_status(a.rel, mine, unread or empty))
     return out
 
 
@@ -85,7 +87,8 @@ def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutc
         by_rel.setdefault(o.artifact, []).append({"stage": o.stage, "status": o.status, "detail": o.detail, **o.info})
     final = {s.rel: s for s in statuses or []}
     artifacts = []
-    for a in gathered.artifacts:
+    rejected = {a.rel for a in gathered.rejected}   # unreadable candidates: listed as failed artifacts
+    for a in [*gathered.artifacts, *gathered.rejected]:
         rec = a.to_manifest(salt)
         rec["stages"] = by_rel.get(a.rel, [])
         if a.rel in final:
@@ -100,7 +103,7 @@ def build_manifest(gathered: gather_stage.GatherResult, outcomes: list[StageOutc
         "sources": gathered.roots,
         "config": gathered.config.to_manifest() if gathered.config else None,
         "artifacts": artifacts,
-        "skipped": [{"rel": r, "reason": why} for r, why in gathered.skipped],
+        "skipped": [{"rel": r, "reason": why} for r, why in gathered.skipped if r not in rejected],
         **extra,
     }
 

@@ -253,10 +253,13 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
                     other_steps=rows.get("step_phases") or [],
                     floor=parse_noise_floor(run.opts.noise_floor) if run.opts.noise_floor else DEFAULT_FLOOR)
     scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
-    statuses = artifact_statuses(run.artifacts, run.outcomes)
+    listed = [*run.artifacts, *run.gathered.rejected]   # the unreadable candidates: failed artifacts
+    statuses = artifact_statuses(listed, run.outcomes)
     manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)
     manifest = scrub_stage.publish_manifest(manifest, scrub_options)   # file names and SOURCEs as published
-    result = CollectResult(run.opts.out, run.artifacts, run.outcomes, run.gathered.skipped, manifest,
+    rejected = {a.rel for a in run.gathered.rejected}
+    result = CollectResult(run.opts.out, listed, run.outcomes,
+                           [(rel, why) for rel, why in run.gathered.skipped if rel not in rejected], manifest,
                            rows=rows if "window" in extra else None, statuses=statuses, published=False,
                            nodes=run.nodes)
     _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)

@@ -51,6 +51,9 @@ def gather(run: Run) -> None:
                                            exclude=[opts.out, opts.work_dir], host_salt=run.salt)
     n = max(1, len(run.artifacts))
     run.progress.update(task, total=n, completed=n, last="")
+    why = dict(run.gathered.unreadable)
+    for bad in run.gathered.rejected:   # a corrupt file beside good ones: a failed artifact, as given alone
+        run.outcomes.append(StageOutcome("gather", bad.rel, "failed", f"{bad.kind.value}: {why.get(bad.rel, 'unreadable')}"))
     if not run.artifacts:
         where = ", ".join(run.gathered.roots) or ("the Ray nodes" if opts.ray is not None else "the default locations")
         bad = gather_stage.unreadable(run.gathered.skipped)   # files named like artifacts, unreadable

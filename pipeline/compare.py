@@ -76,6 +76,22 @@ _NOT_A_STAGE = frozenset({"step", "other"})
 UNATTRIBUTED = "(unattributed)"
 #: Extra per-process figures next to METRICS (not compared as deltas of sums: a peak is a max).
 PEAK = "mem_peak_bytes"
+#: The launch-time span GPU % is taken over (phases.parquet `launch_span_ns`): carried next to
+#: METRICS, never compared (it is the denominator of a share, not a cost).
+SPAN = "launch_span_ns"
+
+
+def gpu_percent(gpu: Any, span: Any) -> str:
+    """GPU % as every view prints it: GPU busy (inherited rule) over the launch span, `""` when
+    either is unknown. Why not over wall: GPU work launched in a range may outlive it (an optimizer
+    step, graph replays), and busy / wall then passes 100; every operation a row's GPU figure counts
+    lies inside its launch span, so this share never does (issue 32)."""
+    try:
+        if gpu is None or span is None or pd.isna(gpu) or pd.isna(span) or float(span) <= 0:
+            return ""
+    except (TypeError, ValueError):
+        return ""
+    return f"{100 * float(gpu) / float(span):.0f}%"
 
 
 def ancestor_paths(path: Any, phase: str, parent: Any, parent_of: Mapping[str, Any]) -> list[str]:
@@ -121,10 +137,22 @@ def _num(v: Any) -> int:
         return 0
 
 
+def _span(r: Mapping[str, Any]) -> int | None:
+    """A row's launch span; None in rows older than the column (their GPU % is left blank)."""
+    v = r.get(SPAN)
+    return None if v is None or pd.isna(v) else _num(v)
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    """a + b, unknown when either is."""
+    return None if a is None or b is None else a + b
+
+
 def process_stage_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The stage split of one process's step (see `process_stage_totals`) from its phase rows as
-    dicts: one dict per stage, the `other` row and the `step` row, each with METRICS and
-    `mem_peak_bytes`."""
+    dicts: one dict per stage, the `other` row and the `step` row, each with METRICS,
+    `mem_peak_bytes` and `launch_span_ns` (a stage's: the sum over its top ranges, as its GPU
+    figures are, so its GPU % stays at most 100; `other`'s: null)."""
     parent_of = {r["phase"]: r.get("parent") for r in recs}
     by_path = {}
     for r in recs:
@@ -160,26 +188,33 @@ def process_stage_rows(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         step_wall = sum(owned.values())
     out: dict[str, dict[str, Any]] = {}
     for r in tops:
-        o = out.setdefault(r["stage"], {m: 0 for m in METRICS} | {PEAK: None})
+        o = out.setdefault(r["stage"], {m: 0 for m in METRICS} | {PEAK: None, SPAN: 0})
         for m in METRICS:
             if m != "wall_ns":
                 o[m] += _num(r.get(m))
+        o[SPAN] = _add(o[SPAN], _span(r))
         if _num(r.get(PEAK)):
             o[PEAK] = max(_num(o[PEAK]), _num(r.get(PEAK)))
     for st, o in out.items():
         o["wall_ns"] = owned.get(st, 0)
     # the step's own figures: its row, else the top-level rows plus what no range claimed
     if step_row is not None:
-        total = {m: _num(step_row.get(m)) for m in METRICS} | {PEAK: step_row.get(PEAK)}
+        total = {m: _num(step_row.get(m)) for m in METRICS} | {PEAK: step_row.get(PEAK), SPAN: _span(step_row)}
     else:
         total = {m: sum(_num(r.get(m)) for r in recs if _num(r.get("depth")) == 0 and r["phase"] != UNATTRIBUTED)
                  for m in METRICS}
+        total[SPAN] = 0
+        for r in recs:
+            if _num(r.get("depth")) == 0 and r["phase"] != UNATTRIBUTED:
+                total[SPAN] = _add(total[SPAN], _span(r))
         if unattr is not None:
             total["gpu_busy_inherited_ns"] += _num(unattr.get("gpu_busy_inherited_ns"))
+            total[SPAN] = _add(total[SPAN], _span(unattr))
         peaks = [_num(r.get(PEAK)) for r in recs if _num(r.get(PEAK))]
         total[PEAK] = max(peaks) if peaks else None
     total["wall_ns"] = step_wall
-    other = {m: max(0, total[m] - sum(o[m] for o in out.values())) for m in METRICS} | {PEAK: None}
+    # `other` is no range: it has no launch span, so no GPU % (its GPU work may run under the stages)
+    other = {m: max(0, total[m] - sum(o[m] for o in out.values())) for m in METRICS} | {PEAK: None, SPAN: None}
     other["wall_ns"] = max(0, step_wall - sum(owned.values()))
     rows = [{"stage": st, **o} for st, o in out.items()]
     rows.append({"stage": "other", **other})
@@ -202,7 +237,7 @@ def process_stage_totals(phases: Any) -> pd.DataFrame:
     df = to_frame(phases)
     cols = [*PROCESS_KEYS, "step", "stage"]
     if df.empty:
-        return pd.DataFrame(columns=[*cols, *METRICS, PEAK])
+        return pd.DataFrame(columns=[*cols, *METRICS, PEAK, SPAN])
     df = df.copy()
     if "stage" not in df.columns or df["stage"].isna().any():
         roles = df["role"] if "role" in df.columns else [None] * len(df)
@@ -224,9 +259,10 @@ def process_stage_totals(phases: Any) -> pd.DataFrame:
         ident = dict(zip(keys, key))
         for r in process_stage_rows(recs):
             out.append({**{k: ident[k] for k in (*PROCESS_KEYS, "step")}, **r})
-    res = pd.DataFrame(out, columns=[*cols, *METRICS, PEAK])
+    res = pd.DataFrame(out, columns=[*cols, *METRICS, PEAK, SPAN])
     for m in METRICS:
         res[m] = res[m].astype("int64")
+    res[SPAN] = pd.to_numeric(res[SPAN], errors="coerce")
     return _unfill(res, cols)
 
 
@@ -245,12 +281,13 @@ def stage_totals(phases: Any, per: pd.DataFrame | None = None) -> pd.DataFrame:
         per = process_stage_totals(df.drop(memory.index) if len(memory) else df)
     else:
         per = per[per["source_kind"] != "memory"] if "source_kind" in per.columns else per
-    cols = ["stage", "role", "source_kind", *METRICS, PEAK, "processes", "steps", "spread_ns"]
+    cols = ["stage", "role", "source_kind", *METRICS, PEAK, SPAN, "processes", "steps", "spread_ns"]
     if per.empty:
         return pd.DataFrame(columns=cols)
     per = _fill_keys(per, (*PROCESS_KEYS, "step"))
     per = _preferred_kind(per, ["role"])
     per[PEAK] = pd.to_numeric(per[PEAK], errors="coerce")
+    per[SPAN] = pd.to_numeric(per[SPAN], errors="coerce") if SPAN in per.columns else float("nan")
     keys = ["role", "source_kind", "step"]
     steps = per[per["stage"] == "step"]
     slowest = steps.loc[steps.groupby(keys, sort=False)["wall_ns"].idxmax()]
@@ -261,6 +298,8 @@ def stage_totals(phases: Any, per: pd.DataFrame | None = None) -> pd.DataFrame:
     g = rep.groupby(["stage", "role", "source_kind"], sort=False)
     out = g[list(METRICS)].mean().round().astype("int64").reset_index()
     out[PEAK] = g["_peak"].max().values
+    # the span like the GPU figures: the mean over steps of the same rows (unknown if any step's is)
+    out[SPAN] = g[SPAN].apply(lambda v: None if v.isna().any() else round(float(v.mean()))).values
     out["processes"] = g["processes"].max().values
     out["steps"] = g.size().values
 

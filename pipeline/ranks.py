@@ -44,7 +44,8 @@ from ..stages.schema import arrow_schema
 from .compare import UNATTRIBUTED, ancestor_paths, process_stage_totals, to_frame
 
 MAX_DEPTH = 2
-_NUM = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "start_ns", "mem_peak_bytes", "depth")
+_NUM = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "start_ns", "mem_peak_bytes", "depth",
+        "launch_span_ns")
 #: Victim lists longer than this are counted in the statement (the column keeps them all).
 MAX_NAMED = 8
 
@@ -151,6 +152,7 @@ def rank_rows(phases: Any) -> pd.DataFrame:
     df["role"] = df["role"].fillna("")
     if df.duplicated(["role", "step", "path", "rank"]).any():   # two processes or sources of one rank
         agg = {c: "sum" for c in ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "collective_ns")}
+        agg["launch_span_ns"] = lambda v: v.sum(min_count=len(v))   # summed as the GPU figures; unknown if any is
         agg.update(start_ns="min", mem_peak_bytes="max", stage="first", depth="min", _coll="first")
         df = df.groupby(["role", "step", "path", "rank"], sort=False, dropna=False).agg(agg).reset_index()
     g = df.groupby(["role", "step", "path"], sort=False)["start_ns"]
@@ -160,6 +162,7 @@ def rank_rows(phases: Any) -> pd.DataFrame:
         "stage": df["stage"], "rank": df["rank"].astype("int64").where(df["rank"] >= 0, None),
         "_key": df["rank"].astype("int64"), "wall_ns": df["wall_ns"].fillna(0).astype("int64"),
         "gpu_busy_inherited_ns": df["gpu_busy_inherited_ns"], "gpu_busy_ns": df["gpu_busy_ns"],
+        "launch_span_ns": df["launch_span_ns"],
         "comm_ns": df["comm_ns"].fillna(0).astype("int64"), "collective_ns": df["collective_ns"],
         "arrival_ns": df["arrival_ns"], "mem_peak_bytes": df["mem_peak_bytes"],
         "_start": df["start_ns"].fillna(0).astype("int64"), "_coll": df["_coll"],
@@ -221,7 +224,7 @@ def across_rows(per_rank: pd.DataFrame, floor: NoiseFloor = DEFAULT_FLOOR) -> pd
     cuts = np.flatnonzero(np.diff(gid[order])) + 1
     col = {c: per_rank[c].to_numpy() for c in ("wall_ns", "_key", "comm_ns", "collective_ns", "arrival_ns", "stage", "_start")}
     col.update({c: pd.to_numeric(per_rank[c], errors="coerce").to_numpy(np.float64)
-                for c in ("mem_peak_bytes", "gpu_busy_inherited_ns", "gpu_busy_ns")})
+                for c in ("mem_peak_bytes", "gpu_busy_inherited_ns", "gpu_busy_ns", "launch_span_ns")})
     role_v, step_v, path_v = key.to_numpy(), per_rank["step"].to_numpy(), per_rank["path"].to_numpy()
     n_all = len(per_rank)
     wait_all, excess_all, floor_all = np.zeros(n_all), np.full(n_all, np.nan), np.zeros(n_all)
@@ -251,7 +254,11 @@ def across_rows(per_rank: pd.DataFrame, floor: NoiseFloor = DEFAULT_FLOOR) -> pd
             "slowest_rank": int(slowest) if slowest >= 0 else None,
             "skew_ns": int(wall.max() - wall.min()), "straggler_rank": who, "straggler_by": rule,
             "straggler_ns": cost, "gpu_busy_inherited_ns": _skipna(np.median, col["gpu_busy_inherited_ns"][idx]),
-            "gpu_busy_ns": _skipna(np.median, col["gpu_busy_ns"][idx]), "comm_ns": int(np.median(col["comm_ns"][idx])),
+            "gpu_busy_ns": _skipna(np.median, col["gpu_busy_ns"][idx]),
+            # the median span of the same ranks: each rank's GPU figure lies under its span, so the
+            # medians keep GPU % at most 100 (order statistics keep the ranks' order)
+            "launch_span_ns": _span_median(col["gpu_busy_inherited_ns"][idx], col["launch_span_ns"][idx]),
+            "comm_ns": int(np.median(col["comm_ns"][idx])),
             "collective_ns": int(np.median(col["collective_ns"][idx])), "arrival_ns": int(col["arrival_ns"][idx].max()),
             "mem_peak_bytes": None if pd.isna(peak) else int(peak),
             "wait_ns": int(np.median(wait)), "excess_ns": None if np.isnan(excess).all() else int(np.nanmax(excess)),
@@ -283,6 +290,15 @@ def depth_first(rows: list[dict[str, Any]], start_of: Any) -> list[dict[str, Any
     for r in rows:
         firsts.setdefault((r["role"], r["step"]), len(firsts))
     return sorted(rows, key=lambda r: (firsts[(r["role"], r["step"])], key(r)))
+
+
+def _span_median(gpu: np.ndarray, span: np.ndarray) -> float:
+    """The median launch span over the ranks whose GPU figure is known (those the GPU median is
+    taken over); NaN when any of them lacks a span (rows older than the column)."""
+    known = ~np.isnan(gpu)
+    if not known.any() or np.isnan(span[known]).any():
+        return float("nan")
+    return float(np.median(span[known]))
 
 
 def _straggler(ranks: np.ndarray, excess: np.ndarray, floor: float) -> tuple[Any, str, Any]:
@@ -654,7 +670,8 @@ def statements(table: Any, role: Any, kind: str) -> list[str]:
 
 
 STEP_COLUMNS = ("source", "source_kind", "role", "rank", "pid", "step", "phase", "stage", "parent", "depth",
-                "start_ns", "wall_ns", "comm_ns", "gpu_busy_ns", "gpu_busy_inherited_ns", "kernel_ns", "path")
+                "start_ns", "wall_ns", "comm_ns", "gpu_busy_ns", "gpu_busy_inherited_ns", "kernel_ns", "path",
+                "launch_span_ns")
 
 
 def step_phase_rows(phases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -695,7 +712,7 @@ def bundle_ranks_table(bundle: Any, phases: Any) -> pa.Table:
             t = pq.read_table(p)
         except (pa.ArrowException, OSError):
             t = None
-        if t is not None and "statement" in t.column_names:
+        if t is not None and {"statement", "launch_span_ns"} <= set(t.column_names):
             return t.select(arrow_schema("ranks").names) if set(arrow_schema("ranks").names) <= set(t.column_names) else t
     return ranks_table(phases)
 

@@ -21,9 +21,9 @@ from . import compare, ranks
 TOP_PHASES = 12
 #: Failed artifacts named one by one before the rest are counted.
 MAX_FAILED = 8
-GPU_NOTE = ("GPU % = GPU busy / wall, inherited rule: work launched from the phase and its\n"
-            "worker threads. NVIDIA's same-thread rule: gpu_busy_ns in phases.parquet,\n"
-            "--per-rank.")
+GPU_NOTE = ("GPU % = GPU busy / launch span (start to the end of the last GPU work the phase\n"
+            "launched), so never above 100; inherited rule: work launched from the phase and\n"
+            "its worker threads. NVIDIA's same-thread rule: gpu_busy_ns in phases.parquet.")
 
 
 def _ms(ns: Any) -> str:
@@ -34,8 +34,9 @@ def _mb(b: Any) -> str:
     return "" if b is None or pd.isna(b) or not b else f"{b / 2**20:,.0f}"
 
 
-def artifact_summary(statuses: Iterable[Any], artifacts: Iterable[Any]) -> list[str]:
-    """One line per (kind, status, step) with the count and size; each failed file by name.
+def artifact_summary(statuses: Iterable[Any], artifacts: Iterable[Any], width: int = 80) -> list[str]:
+    """One line per (kind, status, step) with the count and size; each failed file by name; every
+    line at most `width` columns (reasons and names wrapped at words, `fit`).
 
     `statuses`: objects with `rel`, `status`, `reason`; `artifacts`: objects with `rel`, `kind`,
     `size`, `step` (collect's ArtifactStatus and Artifact)."""
@@ -59,11 +60,11 @@ def artifact_summary(statuses: Iterable[Any], artifacts: Iterable[Any]) -> list[
     for key in sorted(groups, key=lambda k: (k[1] != "failed", k[0], k[2], k[1])):
         kind, status, step = key
         reason = why.get(key, Counter()).most_common(1)
-        lines.append(f"{status:8} {groups[key]:>5} x {kind:15} step {step:>3}  {sizes[key] / 2**20:8.1f} MB"
-                     + (f"  ({reason[0][0]})" if reason and status != "done" else ""))
+        lines += fit(f"{status:8} {groups[key]:>5} x {kind:15} step {step:>3}  {sizes[key] / 2**20:8.1f} MB"
+                     + (f"  ({reason[0][0]})" if reason and status != "done" else ""), width, 10)
     if len(failed) > MAX_FAILED:
         failed = failed[:MAX_FAILED] + [f"  ... and {len(failed) - MAX_FAILED} more failed (manifest.json lists them)"]
-    return lines + failed
+    return lines + [piece for line in failed for piece in fit(line, width, 4)]
 
 
 def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, width: int = 80) -> list[str]:
@@ -81,8 +82,8 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
         step = grp["step"].dropna().max()
         grp = grp[grp["step"] == step] if not pd.isna(step) else grp
         n = int(grp["ranks"].max())
-        out.append(f"{role}: {n} rank{'s' if n != 1 else ''}, step {'' if pd.isna(step) else int(step)}"
-                   f" (ms across ranks; GPU % inh., mem MB)")
+        out += fit(f"{role}: {n} rank{'s' if n != 1 else ''}, step {'' if pd.isna(step) else int(step)}"
+                   f" (ms across ranks; GPU % inh., mem MB)", width, 2)
         out.append(f"  {'phase':{name_w}} {'min':>8} {'median':>8} {'max':>8} {'GPU %':>6} {'mem':>7}")
         rows = grp.sort_values("wall_median_ns", ascending=False, kind="stable").head(top)
         keep = set(rows["path"])
@@ -92,19 +93,18 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
             depth = r["path"].count(" > ")
             label = ("  " * depth + r["path"].rsplit(" > ", 1)[-1])
             label = label if len(label) <= name_w else label[:name_w - 1] + "…"
-            gpu = r["gpu_busy_inherited_ns"]
-            pct = f"{100 * gpu / r['wall_median_ns']:.0f}%" if r["wall_median_ns"] and not pd.isna(gpu) else ""
+            pct = compare.gpu_percent(r["gpu_busy_inherited_ns"], r.get("launch_span_ns"))
             out.append(f"  {label:{name_w}} {_ms(r['wall_min_ns']):>8} {_ms(r['wall_median_ns']):>8} "
                        f"{_ms(r['wall_max_ns']):>8} {pct:>6} {_mb(r['mem_peak_bytes']):>7}")
         tot = totals[(totals["role"].fillna("?") == role)]
         other = tot[tot["stage"] == "other"]["wall_ns"]
         stepw = tot[tot["stage"] == "step"]["wall_ns"]
         if len(other) and len(stepw) and stepw.iloc[0]:
-            out.append(f"  other (step minus its stages, slowest rank): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])}")
+            out += fit(f"  other (step minus its stages, slowest rank): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])}",
+                       width)
         out += culprit_lines(table, role, width)
     out += critical_path_lines(table, width)
-    out += dispatch_lines(table)
-    out += snapshot_lines(df)
+    out += [piece for line in dispatch_lines(table) + snapshot_lines(df) for piece in fit(line, width)]
     if out:
         out += GPU_NOTE.splitlines()
     return out
@@ -148,16 +148,25 @@ def dispatch_lines(table: pd.DataFrame, limit: int = 8) -> list[str]:
     return out
 
 
-def _wrapped(text: str, width: int, first: str, rest: str = "    ", clauses: bool = True) -> list[str]:
-    """`text` in lines of at most `width` columns, broken after `; ` first (`clauses`), then at spaces."""
-    import textwrap
+def fit(line: str, width: int, indent: int = 4) -> list[str]:
+    """One plain line in lines of at most `width` columns (continuations indented by `indent`),
+    broken at words, never between a number and its unit (commands/wrap.py); a word wider than
+    the line (a long name) stays whole."""
+    from rich.text import Text
 
+    from .commands.wrap import fit_lines
+
+    return [t.plain.rstrip() for t in fit_lines(Text(line), width, indent)]
+
+
+def _wrapped(text: str, width: int, first: str, rest: str = "    ", clauses: bool = True) -> list[str]:
+    """`text` in lines of at most `width` columns, broken after `; ` first (`clauses`), then at
+    words (never after a number: `fit`)."""
     out: list[str] = []
     parts = text.split("; ") if clauses else [text]
     for i, part in enumerate(parts):
         part = part + (";" if i < len(parts) - 1 else "")
-        out += textwrap.wrap(part, width=width, initial_indent=first if i == 0 else rest, subsequent_indent=rest,
-                             break_on_hyphens=False)
+        out += fit((first if i == 0 else rest) + part, width, len(rest))
     return out
 
 
@@ -171,7 +180,7 @@ def culprit_lines(table: pd.DataFrame, role: Any, width: int = 80) -> list[str]:
         out += _wrapped(text, width, "  across steps: ", clauses=False)
     if not out:
         across = table[(table["row_kind"] == "ranks") & (table["role"].fillna("?") == role)]
-        out.append("  " + straggler_line(across))
+        out += fit("  " + straggler_line(across), width)
     return out
 
 
@@ -184,7 +193,7 @@ def critical_path_lines(table: pd.DataFrame, width: int = 80) -> list[str]:
         return []
     c = c[c["step"] == c["step"].max()]
     out = _wrapped(str(c["statement"].iloc[0]), width, "critical path: ")
-    parts = [f"{r or '?'} {_ms(b)}/{_ms(i)}" for r, b, i in zip(c["role"], c["busy_ns"], c["idle_ns"])]
+    parts = [f"{'?' if r is None or pd.isna(r) else r} {_ms(b)}/{_ms(i)}" for r, b, i in zip(c["role"], c["busy_ns"], c["idle_ns"])]
     out += _wrapped("busy/idle ms: " + ", ".join(parts[:6]) + (f" (+{len(parts) - 6} roles)" if len(parts) > 6 else ""),
                     width, "  ", "    ")
     return out

@@ -175,6 +175,9 @@ SCHEMAS: dict[str, list[Column]] = {
            "controller, else on the slowest process)"),
         _c("bound_ns", pa.int64(), "ns", "`critical_path`: that stage's wall on the controller (else the slowest "
            "process)", "lower"),
+        _c("launch_span_ns", pa.int64(), "ns", "the phase's launch-time span (phases.parquet; summed over a rank's "
+           "processes; `ranks`: the median over the ranks with a GPU figure): GPU % = gpu_busy_inherited_ns / "
+           "launch_span_ns, at most 100"),
     ],
     "steps": _KEYS + [
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),

@@ -1,12 +1,13 @@
 """A corrupt file inside a SOURCE folder is named with its reason, as when it is given alone
 (issue 34): random bytes named `worker_process_4242.sqlite`, a `.json.gz` that is not gzip, a gzip
 of something that is not JSON. Alone in a folder: exit 4 (nothing summarized) and the one error
-line names each file and why; beside a good trace: the bundle is written (exit 0) and the closing
-line names the unreadable file. "JSON without traceEvents" is said only of real JSON.
+line names each file and why; beside a good trace: each is a failed artifact with that reason
+(its row, the closing line, manifest.json's status.failed_artifacts) and the exit is 3. "JSON without traceEvents" is said only of real JSON.
 """
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import random
 import shutil
@@ -81,14 +82,35 @@ def test_all_three_in_one_folder_are_all_named(tmp_path: Path) -> None:
         assert f"{name}: {why}" in res.stderr
 
 
-def test_bad_files_beside_a_good_trace_bundle_written_and_bad_ones_named(tmp_path: Path) -> None:
+def test_bad_files_beside_a_good_trace_are_failed_artifacts_exit_3(tmp_path: Path) -> None:
+    """Beside a good trace, each corrupt candidate is a failed artifact: its row says failed with
+    the reason it gets when given alone, the closing line counts and names it, manifest.json lists
+    it (artifacts, status.failed_artifacts) and exit 3 says the bundle is incomplete."""
     expect = make_bad(tmp_path / "run")
     shutil.copy(GOOD_TRACE, tmp_path / "run")
     res = verlprof("collect", tmp_path / "run", "-o", tmp_path / "out", "--work", tmp_path / "work")
-    assert res.returncode == 0, res.stdout + res.stderr       # something was summarized
-    assert (tmp_path / "out" / "manifest.json").is_file()
-    text = " ".join(res.stdout.split())                        # rich wraps the closing line
-    closing = text[text.index("1 artifact: "):]
-    assert "1 summarized" in closing and "3 files unreadable: " in closing
+    assert res.returncode == 3, res.stdout + res.stderr       # something summarized, some failed
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    kinds = {"worker_process_4242.sqlite": "nsys_sqlite", "notgzip.json.gz": "torch_trace", "words.json.gz": "torch_trace"}
+    failed = {f["rel"]: f for f in manifest["status"]["failed_artifacts"]}
+    assert set(failed) == set(expect)
     for name, why in expect.items():
-        assert f"{name} ({why})" in closing
+        assert failed[name] == {"rel": name, "stage": "gather", "reason": f"{kinds[name]}: {why}"}
+    arts = {a["rel"]: a for a in manifest["artifacts"]}
+    assert {n: arts[n]["status"] for n in expect} == {n: "failed" for n in expect}
+    assert arts[GOOD_TRACE.name]["status"] == "done"
+    assert not [s for s in manifest["skipped"] if s["rel"] in expect]    # failed, not also skipped
+    assert manifest["status"]["summarized"] == 1 and manifest["status"]["complete"] is False
+    text = " ".join(res.stdout.split())                        # rich wraps the closing line
+    closing = text[text.index("4 artifacts: "):]
+    assert closing.startswith("4 artifacts: 1 summarized, 0 skipped, 3 failed: ")
+    for name, why in expect.items():
+        assert name in closing
+        assert f"{kinds[name]}: {why}" in text                 # the row's reason
+
+
+def test_gather_keeps_the_unreadable_candidates_as_artifacts(tmp_path: Path) -> None:
+    expect = make_bad(tmp_path / "run")
+    got = gather([tmp_path / "run"], with_hashes=False)
+    assert sorted(a.rel for a in got.rejected) == sorted(expect)
+    assert {a.rel: a.size for a in got.rejected} == {n: (tmp_path / "run" / n).stat().st_size for n in expect}

@@ -220,7 +220,7 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
         for line in artifact_lines(result, console.width):
             console.print(line, overflow="fold", highlight=False, crop=False)
     else:
-        for line in terminal_views.artifact_summary(result.statuses, result.artifacts):
+        for line in terminal_views.artifact_summary(result.statuses, result.artifacts, console.width):
             console.print(line, markup=False, highlight=False, crop=False, overflow="fold")
     say(console, closing_line(result))
     if result.nodes:
@@ -258,7 +258,7 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
 
         print_findings(result.doctor, console, title="doctor: after-run checks")
     if not result.published:
-        console.print("[bold red]no bundle written[/bold red] (see the failed rows above)")
+        console.print("[bold red]no bundle written[/bold red] (see the rows above)")
     elif result.with_status(FAILED):
         say(console, f"bundle: {_esc(str(result.out))}  (safe to share; verified by `verlprof check`; "
                      f"[bold yellow]incomplete[/bold yellow]: {plural(len(result.with_status(FAILED)), 'artifact')} "

@@ -49,8 +49,10 @@ def flagged_lines(result: Any, limit: int = 12) -> list[str]:
     out = []
     for r in f.to_dict("records"):
         role = r["role"] if isinstance(r["role"], str) else "-"
+        rel = r["delta_rel"]   # null where the baseline is 0: a relative change has no meaning
+        rel = "from 0" if rel is None or rel != rel else f"{rel:+.1%}"
         out.append(f"  {r['run']}: {r['stage']} ({role}) {r['metric']} {_value(r['baseline_ns'], r['metric'])} -> "
-                   f"{_value(r['value_ns'], r['metric'])} ({r['delta_rel']:+.1%})")
+                   f"{_value(r['value_ns'], r['metric'])} ({rel})")
     return (["changes above the noise (steps 2..N spread, else 5% and 0.1 ms):"] + out) if out else \
         ["no change above the noise (steps 2..N spread, else 5% and 0.1 ms)"]
 

@@ -5,6 +5,7 @@ Numbers come from pipeline/compare.py, so the page, the terminal table and compa
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from .template import (
     nice_ticks,
     page,
     table,
+    text_width,
 )
 
 
@@ -37,7 +39,10 @@ def svg_grouped_bars(groups: Sequence[str], series: Sequence[str], value: Callab
     group_h = len(series) * bar_h + gap
     top = 6
     height = top + len(groups) * group_h + 34
-    width = label_w + plot_w + 150
+    # wide enough for the value and note after the longest bar (issue 34: a fixed 150 px cut them)
+    ends = [label_w + max(0.5, plot_w * v / vmax) + 3 + text_width(f"{fmt_ms(v)} {(note(g, s) if note else None) or ''}", 9) + 8
+            for g in groups for s in series if (v := value(g, s)) is not None] if len(series) <= 12 else []
+    width = int(math.ceil(max([label_w + plot_w + 20.0, *ends])))
     parts = [f'<svg role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
     parts += axis(label_w, plot_w, vmax, top, height - 34, unit, n_ticks)
     y = top

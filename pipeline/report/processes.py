@@ -75,6 +75,7 @@ class ProcessStep:
     gpu_busy_ns: int | None = None     # GPU busy inside the step (phases.parquet), None if unknown
     unattributed_gpu_ns: int = 0       # GPU time of kernels launched outside every range
     unattributed_left_ns: int | None = None   # of that, what no inheritance rule placed
+    launch_span_ns: int | None = None  # the step's launch span (phases.parquet): GPU % = busy / this
 
     @property
     def wall_ns(self) -> int:
@@ -222,9 +223,12 @@ def _one_process(ident: ProcessId, kind: str, pid: int | None, sources: list[str
     left = [_int(r.get("gpu_busy_inherited_ns")) for r in unattributed]
     un_left = sum(v for v in left if v is not None) if any(v is not None for v in left) else None
     if step_row is not None or container is not None:
-        gpu = _int((step_row if step_row is not None else container).get("gpu_busy_ns"))
+        outer = step_row if step_row is not None else container
+        gpu, span = _int(outer.get("gpu_busy_ns")), _int(outer.get("launch_span_ns"))
     else:
         parts = [p.gpu_busy_ns for p in phases if p.gpu_busy_ns is not None]
         gpu = (sum(parts) + un_gpu) if parts or unattributed else None
+        spans = [_int(r.get("launch_span_ns")) for r in [*top, *unattributed]]   # as the GPU figure: summed
+        span = None if any(v is None for v in spans) else sum(v for v in spans if v is not None)
     role, rank, _ = ident
-    return ProcessStep(role, rank, pid, kind, sources, start, end, how, phases, gpu, un_gpu, un_left)
+    return ProcessStep(role, rank, pid, kind, sources, start, end, how, phases, gpu, un_gpu, un_left, span)

@@ -217,14 +217,17 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
             "<p class=note>A stage's wall is the union of its ranges on the process (nested ranges "
             "counted once); <b>other</b> is the step minus the stages. <b>GPU ms</b> is the inherited "
             "figure: GPU work launched from the stage's ranges, their worker threads included; "
-            "<b>same-thread</b> is NVIDIA's rule (only work launched on the range's own thread).</p>"
+            "<b>same-thread</b> is NVIDIA's rule (only work launched on the range's own thread). "
+            "<b>GPU %</b> is GPU ms over the launch span (from each range's start to the end of the last "
+            "GPU work it launched), so work that outlives its range never takes it past 100%; "
+            "<b>other</b> is no range and has none.</p>"
             + table(
         [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU ms", ""), ("GPU %", ""),
          ("same-thread ms", ""), ("kernel ms", ""), ("comm ms", ""), ("mem peak", ""), ("processes", ""),
          ("trace (straggler, else slowest)", "l")],
         [[(esc(r["stage"]), "l"), (esc(r["role"]), "l"), (esc(r["source_kind"]), "l"),
           (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_inherited_ns"]), ""),
-          (f"{100 * r['gpu_busy_inherited_ns'] / r['wall_ns']:.0f}%" if r["wall_ns"] else "", ""),
+          (compare.gpu_percent(r["gpu_busy_inherited_ns"], r.get(compare.SPAN)), ""),
           (fmt_ms(r["gpu_busy_ns"]), ""), (fmt_ms(r["kernel_ns"]), ""),
           (fmt_ms(r["comm_ns"]), ""), (fmt_bytes(None if isnull(r["mem_peak_bytes"]) else int(r["mem_peak_bytes"])), ""),
           (esc(r["processes"]), ""), (trace_cell(r), "l")]

@@ -8,10 +8,12 @@ GPU time of kernels launched outside every range is a labelled figure, never a s
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
+from ..compare import gpu_percent
 from .processes import ProcessId, ProcessStep
-from .template import GAP_COLOR, axis, esc, fmt_ms, nice_ticks, open_process, stage_color
+from .template import GAP_COLOR, axis, esc, fmt_ms, nice_ticks, open_process, stage_color, text_width
 
 GPU_BAR_COLOR = "#404040"
 
@@ -26,7 +28,10 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
     gap, top = 8, 6
     row_h = bar_h + gpu_h + 2 + gap
     height = top + len(procs) * row_h + 34
-    width = label_w + plot_w + 330
+    notes = {id(p): _note(p) for p in procs}
+    # wide enough for the text after the longest bar (issue 34: it was cut at a fixed 330 px)
+    width = int(math.ceil(max([label_w + plot_w + 20.0] + [label_w + p.wall_ns * scale + 4 + text_width(notes[id(p)], 11) + 8
+                                                          for p in procs])))
     parts = [f'<svg role="img" class="stepbars" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
     parts += axis(label_w, plot_w, vmax, top, height - 34, "ms", n_ticks)
     y = top
@@ -55,21 +60,27 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
         gy = y + bar_h + 2
         gpu = p.gpu_busy_ns
         if gpu is not None:
-            share = f" ({100 * gpu / p.wall_ns:.0f}% of the step)" if p.wall_ns > 0 else ""
+            pct = gpu_percent(gpu, p.launch_span_ns)   # over the launch span: never above 100
+            share = f" ({pct} of the step's launch span)" if pct else ""
             parts.append(f'<g class="gpu"><rect x="{label_w}" y="{gy}" width="{gpu * scale:.2f}" height="{gpu_h}" '
                          f'fill="{GPU_BAR_COLOR}"><title>{esc(p.label)} · GPU busy: {esc(fmt_ms(gpu))} ms{share}'
                          f'</title></rect></g>')
         if href:
             parts.append("</a>")
-        note = f"{fmt_ms(p.wall_ns)} ms"
-        if gpu is not None:
-            note += f" · GPU {fmt_ms(gpu)} ms"
-        if p.unattributed_gpu_ns:
-            note += f" · unattributed GPU {fmt_ms(p.unattributed_gpu_ns)} ms"
-            if p.unattributed_left_ns is not None:
-                note += f" ({fmt_ms(p.unattributed_left_ns)} ms after inheritance)"
-        parts.append(f'<text x="{label_w + p.wall_ns * scale + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">{esc(note)}</text>')
+        parts.append(f'<text x="{label_w + p.wall_ns * scale + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">{esc(notes[id(p)])}</text>')
         parts.append("</g>")
         y += row_h
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _note(p: ProcessStep) -> str:
+    """The text after a process's bar: its wall, GPU busy and unattributed GPU time."""
+    note = f"{fmt_ms(p.wall_ns)} ms"
+    if p.gpu_busy_ns is not None:
+        note += f" · GPU {fmt_ms(p.gpu_busy_ns)} ms"
+    if p.unattributed_gpu_ns:
+        note += f" · unattributed GPU {fmt_ms(p.unattributed_gpu_ns)} ms"
+        if p.unattributed_left_ns is not None:
+            note += f" ({fmt_ms(p.unattributed_left_ns)} ms after inheritance)"
+    return note

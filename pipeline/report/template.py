@@ -93,6 +93,13 @@ def delta_class(delta: Any) -> str:
     return "up" if delta > 0 else "down"
 
 
+def text_width(text: str, font_px: float) -> float:
+    """A generous estimate of how wide `text` draws in the page's sans-serif font (0.62 em a
+    character: wider than the average glyph of system-ui, Arial or DejaVu Sans, so an SVG sized
+    with it never clips a label drawn after its longest bar)."""
+    return 0.62 * font_px * len(text)
+
+
 def nice_ticks(v: float, most: int = 6) -> tuple[float, int]:
     """(axis end, number of intervals) for a value: the interval is a 1/2/2.5/5 x 10^k step and at
     most `most` of them cover `v`, so the axis ends just past the data (105 ms -> 0..125 by 25)."""

@@ -51,6 +51,9 @@ class GatherResult:
     config: RunConfig | None
     skipped: list[tuple[str, str]] = field(default_factory=list)   # (rel, reason)
     roots: list[str] = field(default_factory=list)
+    #: the unreadable candidates inside folders (also in `skipped`, with their reason) as artifacts,
+    #: so that collect can list each as a failed artifact, as it would fail given alone
+    rejected: list[Artifact] = field(default_factory=list)
 
     def by_kind(self, kind: ArtifactKind) -> list[Artifact]:
         return [a for a in self.artifacts if a.kind == kind]
@@ -471,6 +474,7 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
     salt = host_salt if host_salt is not None else secrets.token_hex(8)
     skipped: list[tuple[str, str]] = []
     arts: list[Artifact] = []
+    rejected: list[Artifact] = []
     configs: list[Artifact] = []
     roots: list[str] = []
     seen_files: dict[tuple[int, int], str] = {}
@@ -520,8 +524,10 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 if bad is not None:
                     if single:
                         raise BadInputError(path, f"{info.kind.value}: {bad.removeprefix(UNREADABLE)}")
-                    skipped.append((rel, bad if bad.startswith(UNREADABLE) or not _named_bad(bad)
-                                    else UNREADABLE + bad))
+                    why = bad if bad.startswith(UNREADABLE) or not _named_bad(bad) else UNREADABLE + bad
+                    skipped.append((rel, why))
+                    if why.startswith(UNREADABLE):
+                        rejected.append(_artifact(path, rel, fst, info, index, host))
                     continue
             a = _artifact(path, rel, fst, info, index, host)
             if info.kind == ArtifactKind.HYDRA_CONFIG:
@@ -582,4 +588,4 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 if progress is not None:
                     progress(i, total, a.rel)
         arts = hashed
-    return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots)
+    return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots, rejected=rejected)
