@@ -62,9 +62,17 @@ class StageClock:
 _COLLECT = CHILD_PRELUDE + r"""
 srcs, out, work, jobs = [Path(p) for p in sys.argv[1].split(",")], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 clock = StageClock()
+prof = None
+if len(sys.argv) > 5:   # --profile: the driver's own time (a pool's wait shows as lock acquire)
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
 t0 = time.perf_counter()
 res = run_collect(CollectOptions(sources=srcs, out=out, work_dir=work, jobs=jobs), progress=clock)
 t1 = time.perf_counter()
+if prof is not None:
+    prof.disable()
+    prof.dump_stats(sys.argv[5])
 # collect's own imports count: collect.py imports every stage up front, where a collect before
 # issue 30 imported each stage inside the run (so both ways of importing are timed alike)
 stages = {"imports": T_IMPORTED - T_IMPORT}
@@ -96,11 +104,12 @@ def _warm(paths: list[Path]) -> None:
                 pass
 
 
-def run_collect(srcs: list[Path], jobs: int, tmp: Path) -> dict:
+def run_collect(srcs: list[Path], jobs: int, tmp: Path, profile: Path | None = None) -> dict:
     out, work = tmp / f"out_{len(srcs)}_{jobs}", tmp / f"work_{len(srcs)}_{jobs}"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
-    proc = subprocess.Popen([sys.executable, "-c", _COLLECT, ",".join(map(str, srcs)), str(out), str(work), str(jobs)],
+    proc = subprocess.Popen([sys.executable, "-c", _COLLECT, ",".join(map(str, srcs)), str(out), str(work), str(jobs),
+                             *([str(profile / f"driver_{len(srcs)}_{jobs}.prof")] if profile else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     total_mb, workers = _sample_tree(proc)
     stdout, stderr = proc.communicate()
@@ -180,7 +189,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1,
                     help="--many: run every --jobs value this many times, alternating, and compare medians "
                          "(on a shared machine one run each is noise)")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="write a cProfile of collect's driver process per run into this folder (read with "
+                         "pstats: time outside `acquire` is the driver's serial part)")
     args = ap.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     sizes = args.mb or [100]
     nsys = _nsys()
     report = _kernsum_report(nsys) if nsys else None
@@ -192,7 +206,7 @@ def main() -> int:
         if not src.exists():
             subprocess.run([sys.executable, str(ROOT / "bench" / "make_big_sqlite.py"), "--mb", str(mb)], check=True)
         _warm([src])
-        col = run_collect([src], args.jobs, tmp)
+        col = run_collect([src], args.jobs, tmp, args.profile)
         ns = run_nsys_kernsum(nsys, report, src, tmp) if nsys else {"seconds": None, "rss_mb": None}
         rows.append((f"{src.name}", src.stat().st_size / 1e6, col, ns))
     print(f"{'input':24} {'MB':>6} {'collect s':>9} {'peak MB':>8} {'nsys s':>7} {'nsys MB':>8} {'ratio':>6}")
@@ -229,7 +243,7 @@ def main() -> int:
         for _ in range(max(1, args.repeat)):
             for j in jobs:
                 load = os.getloadavg()[0]
-                runs[j].append((load, run_collect(copies, j, tmp)))
+                runs[j].append((load, run_collect(copies, j, tmp, args.profile)))
         print()
         print(f"{args.many} reports of 100 MB in one collect ({cores} cores; load average before each run in []):")
 

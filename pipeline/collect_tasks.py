@@ -260,10 +260,11 @@ def _scrubbed_rows(item: SourceWork, options: PublishOptions,
             if item.summary is not None else {})
     if item.other_steps:   # issue 32: what ranks.parquet needs of the other profiled steps
         rows["step_phases"] = []
+        lean = replace(options.summarize, memory=False)   # no memory column is kept of them
         for job in item.other_steps:
             try:
                 rows["step_phases"] += step_phase_rows(
-                    _as_dicts(summarize_stage.summarize_any_item(job, options.summarize, export=db).get("phases", [])))
+                    _as_dicts(summarize_stage.summarize_any_item(job, lean, export=db).get("phases", [])))
             except VerlprofError:
                 continue   # a refinement: an unreadable other step leaves ranks.parquet without it
     raw = [] if item.kind != NSYS else [db if db is not None else item.source.path]

@@ -102,7 +102,7 @@ def scan_nsys(path: "str | Path | NsysExport", ident: SourceIdentity, options: S
         res = project(db, index, selected=r.selected(rel_spans), window=window, kernel_totals=kernel_totals)
         res.ops.copy_kind = _copy_direction(res.ops.copy_kind, db.copy_kind_names())
         model = EventModel(ident, offset, r, index, res.ops, res.api_ns, _kernel_names(db, res.ops),
-                           _memory_levels(db, window) if window is not None else {})
+                           _memory_levels(db, window) if window is not None and options.memory else {})
         phases, kernels = phase_rows(model, rel_spans, options.top)
         ranks = _process_ranks(db, ident, {int(p) for p in np.unique(r.pid)} | {int(row["pid"]) for row in phases})
         for row in phases + kernels:

@@ -39,6 +39,9 @@ class SummarizeOptions:
     # A work-dir folder where an export's NVTX ranges, once read, are kept for the next pass
     # (collect reads them for the steps, then for the summary): `NsysExport.ranges_cache`.
     ranges_cache: str | None = None
+    # False: leave the device-memory levels out (collect's other profiled steps, whose rows keep
+    # no memory column: pipeline/ranks.STEP_COLUMNS; their SQL is a third of such a step's scan)
+    memory: bool = True
 
 
 def empty_rows() -> SummaryRows:
