@@ -199,6 +199,7 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
         return Window(None, [], [], errors)
     win = window_stage.pick_window([s for _i, s in found], run.opts.step)
     resolved, choice = list(win.sources), win.choice
+    compares = _processes(resolved) >= 2
     work = []
     for k, ((item, _s), src) in enumerate(zip(found, resolved)):
         spans = win.spans_of(k)
@@ -206,13 +207,38 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
         summary = summarize_stage.summarize_job(item.path, ident, src, choice.step)
         trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
         # issue 32: the other profiled steps too, for ranks.parquet's culprit per step (phases.parquet
-        # keeps the chosen step only)
-        others = tuple(j for j in (summarize_stage.summarize_job(item.path, ident, src, k)
-                                   for k in sorted({sp.step for sp in src.steps if sp.step is not None} - {choice.step}))
-                       if getattr(j, "spans", None))
+        # keeps the chosen step only); each costs one more windowed read of the source, so only where
+        # there are ranks to compare, and the OTHER_STEPS nearest the chosen one
+        others = tuple(j for j in (summarize_stage.summarize_job(item.path, ident, src, other)
+                                   for other in _other_steps(src, choice.step))
+                       if getattr(j, "spans", None)) if compares else ()
         work.append(SourceWork(item, summary if getattr(summary, "spans", None) else None, trace, len(work),
                                other_steps=others))
     return Window(choice, resolved, work, errors)
+
+
+#: Other profiled steps summarized per source for the culprit across steps (issue 32): verl profiles
+#: a handful of steps (`global_profiler.steps`); a continuous capture of many steps is sampled around
+#: the chosen one instead of read once per step (docs/summaries.md).
+OTHER_STEPS = 4
+
+
+def _processes(sources: list[window_stage.SourceSteps]) -> int:
+    """How many processes the run's sources hold (a source without pids in its spans counts once):
+    with one, there is no rank to compare and no culprit to look for in other steps."""
+    seen: set[tuple[int, object]] = set()
+    for k, src in enumerate(sources):
+        seen |= {(k, sp.pid) for sp in src.steps} or {(k, None)}
+    return len(seen)
+
+
+def _other_steps(src: window_stage.SourceSteps, chosen: int | None) -> list[int]:
+    """The source's profiled steps other than the chosen one, at most OTHER_STEPS, nearest first
+    (then in step order)."""
+    steps = sorted({sp.step for sp in src.steps if sp.step is not None} - {chosen})
+    if chosen is not None:
+        steps = sorted(sorted(steps, key=lambda s: (abs(s - chosen), s))[:OTHER_STEPS])
+    return steps[:OTHER_STEPS]
 
 
 def _trace_job(run: Run, item: RawInput, spans: list[window_stage.StepSpan],
