@@ -34,9 +34,12 @@ from .policy import Policy
 from .prefilter import Prefilter
 from .shapes import GPU_SHORT_RE, host_spans, is_free_text, mac_spans, tilde_users, url_parts
 from .shapes import HINT_RE as SHAPES_HINT
+from .deny import HINT_RE as DENY_HINT
+from .deny import deny_spans
 from .rules import (
     BARE_UUID_RE,
     GPU_UUID_RE,
+    KIND_DENIED,
     KIND_EMAIL,
     KIND_ENTROPY,
     KIND_GPU,
@@ -160,7 +163,7 @@ class Scrubber:
         self._pre = Prefilter(
             self._prefilter_literals(vals), hint_words, steps=self._rule_steps(hint_words), allow=self._allow_rx,
             always=any(not CONTEXT_HINTS.get(r.name) for r in self._context),
-            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT],
+            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT, DENY_HINT],
             entropy=self._entropy,
             decode=(policy.decode_min_base64, policy.decode_min_hex, policy.decode_min_printable,
                     policy.decode_max_depth) if policy.decode_enabled else None)
@@ -472,6 +475,10 @@ class Scrubber:
         # `~user` paths (shapes.py)
         if SHAPES_HINT.search(s):
             s = self._sub_shapes(s, kinds)
+        # 5c. deny by default: path components outside known roots and packages, option values
+        # outside the vocabulary (deny.py) -> stable pseudonyms
+        if DENY_HINT.search(s):
+            s = self._sub_denied(s, kinds)
         # 6. random-looking runs no rule explained
         if use_entropy and self._entropy is not None and len(s) >= self.policy.entropy_min_length:
             s = _replace_spans(s, self._entropy.spans(s), KIND_ENTROPY, kinds)
@@ -627,6 +634,23 @@ class Scrubber:
             out.append(s[last:a])
             out.append(new)
             kinds.append(kind)
+            last = b
+        out.append(s[last:])
+        return "".join(out)
+
+    def _sub_denied(self, s: str, kinds: list[str]) -> str:
+        """Path parts and option values no allowlist keeps -> `p-<letters>` (known users and hosts
+        keep their numbered pseudonym), so the same part reads the same everywhere in a bundle."""
+        spans = deny_spans(s)
+        if not spans:
+            return s
+        out: list[str] = []
+        last = 0
+        for a, b in spans:
+            part = s[a:b]
+            out.append(s[last:a])
+            out.append(self._user_map.get(part) or self._host_map.get(part) or fallback_pseudonym("p", part, self.ps.salt))
+            kinds.append(KIND_DENIED)
             last = b
         out.append(s[last:])
         return "".join(out)
