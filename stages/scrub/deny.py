@@ -129,6 +129,19 @@ def argv_spans(text: str) -> Iterator[tuple[int, int]]:
             yield m.start("v"), m.end("v")
 
 
+def denied_flag_items(items: list) -> set[int]:
+    """Indices of list items that are the value of the option before them and name something
+    outside the vocabulary: `["--run-name", "<value>"]` as separate items (argv lists, torch's
+    `Concrete Inputs`); the Scrubber pseudonymises them (`Scrubber.deny_value`)."""
+    out: set[int] = set()
+    for i in range(len(items) - 1):
+        a, b = items[i], items[i + 1]
+        if (type(a) is str and type(b) is str and a[:2] == "--" and "=" not in a and len(a) <= 64
+                and b and b[:1] != "-" and not value_kept(b)):
+            out.add(i + 1)
+    return out
+
+
 def deny_spans(text: str) -> list[tuple[int, int]]:
     """Every span `deny` replaces in `text`, sorted, overlaps dropped (the first wins)."""
     if not HINT_RE.search(text):
@@ -149,10 +162,10 @@ EXAMPLES: tuple[tuple[str, ...], tuple[str, ...]] = (
      "python3 -m verl.trainer.main_ppo --tag projectx"),
     ("/usr/lib/python3.10/site-packages/torch/nn/functional.py", "/proc/self/maps", "/dev/shm",
      "/tmp/ray/session_2025-01-02_03-04-05_123456_789/logs", "actor_rollout_ref.rollout.name=vllm",
-     "trainer.total_epochs=15", "--dtype=bf16", "KeyT=float", "torch/optim/adam.py(953): <genexpr>",
+     "trainer.total_epochs=15", "--dtype=bf16", "Kernel<ValueT=int>", "torch/optim/adam.py(953): <genexpr>",
      "kworker/98:1-events", "irq/592-nvidia", "python3 -m verl.trainer.main_ppo", "tokens/s",
      "/home/user-3/verl/verl/trainer/main_ppo.py(12): main", "trainer.logger=['console','wandb']"),
 )
 
-__all__ = ["deny_spans", "path_spans", "argv_spans", "value_kept", "HINT_RE", "EXAMPLES", "KEEP_ROOTS",
+__all__ = ["deny_spans", "denied_flag_items", "path_spans", "argv_spans", "value_kept", "HINT_RE", "EXAMPLES", "KEEP_ROOTS",
            "ENUM_VALUES", "HYDRA_ROOTS", "PACKAGES"]

@@ -32,7 +32,7 @@ from .identities import Pseudonyms, fallback_pseudonym, gpu_hash
 from .personal import ARGV_HINTS, NETWORK_HINT, USER_ROOT_RE, argv_secret_spans, network_spans, user_components
 from .policy import Policy
 from .prefilter import Prefilter
-from .shapes import GPU_SHORT_RE, host_spans, is_free_text, mac_spans, tilde_users, url_parts
+from .shapes import GPU_SHORT_RE, PSEUDONYM_RE, host_spans, is_free_text, mac_spans, tilde_users, url_parts
 from .shapes import HINT_RE as SHAPES_HINT
 from .deny import HINT_RE as DENY_HINT
 from .deny import deny_spans
@@ -386,6 +386,19 @@ class Scrubber:
         if low in self._entropy_keys:
             return tuple(k for k in self._apply(value, use_entropy=False)[1] if k != KIND_PATH)
         return self.findings(value)
+
+    def deny_value(self, value: str, location: str) -> str:
+        """An option's value met as a list item of its own (`deny.denied_flag_items`): the rules
+        first (a secret stays `[REDACTED]`), then a stable pseudonym for what they left."""
+        out = self.scrub(value, location)
+        if out != value and (out == REDACTED or PSEUDONYM_RE.fullmatch(out)):
+            return out
+        self.counts[(KIND_DENIED, location)] += 1
+        return self._user_map.get(value) or self._host_map.get(value) or fallback_pseudonym("p", value, self.ps.salt)
+
+    def deny_value_findings(self, value: str) -> tuple[str, ...]:
+        """What `deny_value` would count for `value` (check's view of the same item)."""
+        return tuple(sorted(set(self.findings(value)) | {KIND_DENIED}))
 
     def host(self, name: str, location: str) -> str:
         """Pseudonym of a value known to be a host name (host_name keys, Hostname rows)."""
