@@ -158,3 +158,7 @@ def test_planted_names_reach_no_byte_of_a_real_collect(tmp_path: Path, fmt: str)
     chk = runner.invoke(app, ["check", str(root), "--no-local-env"])
     assert chk.exit_code != 0 and "denied_text" in chk.output, chk.output[-2000:]
     assert runner.invoke(app, ["check", str(out), "--no-local-env"]).exit_code == 0
+    # the review list names the free text kept in the summary rows scrubbed in the workers too
+    report = json.loads((out / "scrub_report.json").read_text())
+    where = {w for k in report["kept_free_text"] for w in k["where"]}
+    assert any("summaries.phases." in w for w in where), sorted(where)

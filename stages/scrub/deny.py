@@ -63,6 +63,7 @@ ENUM_VALUES = frozenset({
     "nsys", "torch", "torch_memory", "npu", "dynamic", "static", "disable", "enable", "left", "right",
     "eager", "inductor", "cudagraph", "flash_attention_2", "sdpa", "flash_attn", "spawn", "fork",
     "cosine", "constant", "linear", "warmup", "adamw", "adam", "sgd", "gsm8k", "math", "geo3k",
+    "sqlite", "json", "parquet", "html", "csv", "arrow", "text", "nsys-rep", "qdrep", "jsonl", "yaml",
     "python", "python3", "main", "train", "val", "test", "info", "debug", "warning", "error", "critical",
 })
 # Config roots of verl's Hydra tree (keys of `key=value` overrides).
@@ -75,6 +76,10 @@ _MODULE_RE = re.compile(r"(?:" + "|".join(sorted(PACKAGES - {"site-packages", "d
 # `key=value` of an argv item or a command line: `--flag=v`, `-x=v`, Hydra `a.b.c=v`, `+a.b=v`, `++a.b=v`
 ASSIGN_RE = re.compile(r"(?<![^\s\"'\[,])(?P<k>--?[A-Za-z][\w.\-]*|\+{0,2}(?P<root>[a-z_][a-z0-9_]*)(?:\.[A-Za-z0-9_]+)+)="
                        r"(?P<v>\[[^\]\s]*\]|[^\s\"',]+)")
+# a command line: starts with a launcher or interpreter (a message that names an option, `run
+# nsys export --type sqlite`, is not one: there the word after an option is the tool's vocabulary)
+COMMAND_RE = re.compile(r"\s*(?:\S*/)?(?:python[\d.]*|torchrun|srun|mpirun|mpiexec|ray|accelerate|deepspeed|"
+                        r"bash|sh|uv|nsys|verlprof|pytest|conda|sbatch|launch)(?:\s|$)")
 # `--flag value` inside one command line
 FLAG_VALUE_RE = re.compile(r"(?<!\S)--[A-Za-z][\w\-]*[ ]+(?P<v>[^\s\-\"'][^\s\"']*)")
 HINT_RE = re.compile(r"(?<![A-Za-z0-9_.~:/\\\-@%])/[A-Za-z0-9_.~\-]|(?<=[\w.\-])=[^\s=]|--[A-Za-z]")
@@ -124,7 +129,7 @@ def argv_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         if not value_kept(m.group("v")):
             yield m.start("v"), m.end("v")
-    for m in FLAG_VALUE_RE.finditer(text):
+    for m in FLAG_VALUE_RE.finditer(text) if COMMAND_RE.match(text) else ():
         if not value_kept(m.group("v")):
             yield m.start("v"), m.end("v")
 

@@ -277,6 +277,17 @@ class Scrubber:
             where = self.review[text] = Counter()
         where[location] += 1
 
+    def add_review(self, review: dict[str, dict[str, int]]) -> None:
+        """Merge another scrubber's `review_list()` (a worker's summary rows) into this one's."""
+        for text, where in review.items():
+            for location, n in where.items():
+                slot = self.review.get(text)
+                if slot is None:
+                    if len(self.review) >= self.REVIEW_MAX:
+                        break
+                    slot = self.review[text] = Counter()
+                slot[location] += n
+
     def review_list(self) -> dict[str, dict[str, int]]:
         """Every distinct free-text string `scrub` kept (whole or with parts replaced), with where
         and how often it was met: what a person reads before sharing (issue 33). JSON-safe."""
