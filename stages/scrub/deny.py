@@ -35,6 +35,9 @@ STRUCTURE_WORDS = frozenset({
     "models", "cache", ".cache", "huggingface", "hub", "wandb", "run", "runs", "profile", "profiles",
     "nsys", "traces", "trace", "results", "root", "app", "code", "shm", "dev", "proc", "sys", "site",
     "conda", "miniconda3", "anaconda3", "nvidia", "cuda", "python", "latest", "files", "config", "configs",
+    "out", "output", "raw", "input", "inputs", "build", "dist", "scripts", "exp", "exps", "experiments",
+    "artifacts", "export", "exports", "reports", "report", "work", "workdir", "jobs", "job", "shared",
+    "common", "software", "apps", "modules", "projects", "users", "nfs", "torchinductor_root", "triton",
     "[REDACTED]",
 })
 # A component from which on the rest of the path is the package's own layout.
@@ -89,7 +92,9 @@ def value_kept(value: str) -> bool:
     """A command-line value that names nobody: a number, a boolean or enum word, a module name,
     a pseudonym or redaction, a list of those."""
     v = value.strip("'\"")
-    if not v or v == "[REDACTED]" or PSEUDONYM_RE.fullmatch(v) or _NUMBER_RE.fullmatch(v):
+    if (not v or v == "[REDACTED]" or PSEUDONYM_RE.fullmatch(v) or _NUMBER_RE.fullmatch(v)
+            or re.fullmatch(r"[0-9a-fA-F.:]*[.:][0-9a-fA-F.:]*", v) or v == "localhost"):
+        # (addresses and versions: judged by the network rule, which ran first)
         return True
     if v[0] == "[" and v[-1:] == "]":
         return all(value_kept(x.strip().strip("'\"")) for x in v[1:-1].split(",") if x.strip())
@@ -97,7 +102,7 @@ def value_kept(value: str) -> bool:
 
 
 def _component_kept(comp: str) -> bool:
-    return (comp in STRUCTURE_WORDS or comp in PACKAGES or bool(PSEUDONYM_RE.fullmatch(comp))
+    return (len(comp) <= 2 or comp in STRUCTURE_WORDS or comp in PACKAGES or bool(PSEUDONYM_RE.fullmatch(comp))
             or bool(_SESSION_RE.fullmatch(comp)) or comp in (".", "..", "~") or "[REDACTED]" in comp)
 
 
@@ -167,7 +172,8 @@ EXAMPLES: tuple[tuple[str, ...], tuple[str, ...]] = (
      "python3 -m verl.trainer.main_ppo --tag projectx"),
     ("/usr/lib/python3.10/site-packages/torch/nn/functional.py", "/proc/self/maps", "/dev/shm",
      "/tmp/ray/session_2025-01-02_03-04-05_123456_789/logs", "actor_rollout_ref.rollout.name=vllm",
-     "trainer.total_epochs=15", "--dtype=bf16", "Kernel<ValueT=int>", "torch/optim/adam.py(953): <genexpr>",
+     "trainer.total_epochs=15", "python -m sglang --host 0.0.0.0 --port 30000", "/root/out/raw/x.sqlite",
+     "/tmp/torchinductor_root/qd/cqd2vhk5xjz3m4ab7wq9p2rdl6s8t0yvn1c5e7g3h.py", "--dtype=bf16", "Kernel<ValueT=int>", "torch/optim/adam.py(953): <genexpr>",
      "kworker/98:1-events", "irq/592-nvidia", "python3 -m verl.trainer.main_ppo", "tokens/s",
      "/home/user-3/verl/verl/trainer/main_ppo.py(12): main", "trainer.logger=['console','wandb']"),
 )
