@@ -157,6 +157,12 @@ def test_planted_names_reach_no_byte_of_a_real_collect(tmp_path: Path, fmt: str)
 
     chk = runner.invoke(app, ["check", str(root), "--no-local-env"])
     assert chk.exit_code != 0 and "denied_text" in chk.output, chk.output[-2000:]
+    # one line per class with its occurrences: the kinds scrub_report.json counts
+    by_class = [ln for ln in chk.output.splitlines() if ln.startswith("by class: ")]
+    assert any(ln.startswith("by class: denied_text: ") for ln in by_class), by_class
+    total = sum(int(ln.split(": ")[2].split()[0]) for ln in by_class)
+    assert total == sum(int(ln.rsplit("(", 1)[1].split()[0]) if ln.endswith("occurrences)") else 1
+                        for ln in chk.output.splitlines() if ": " in ln and not ln.startswith(("by class", "verlprof")))
     assert runner.invoke(app, ["check", str(out), "--no-local-env"]).exit_code == 0
     # the review list names the free text kept in the summary rows scrubbed in the workers too
     report = json.loads((out / "scrub_report.json").read_text())

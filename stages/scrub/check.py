@@ -578,4 +578,16 @@ def format_findings(findings: list[Finding], limit: int = 200) -> list[str]:
     return lines
 
 
-__all__ = ["Finding", "Checker", "check_paths", "format_findings"]
+def class_totals(findings: list[Finding]) -> list[str]:
+    """One line per class of finding with its occurrences and files, most first: the same classes
+    (kinds) scrub_report.json counts, so a person compares what check saw with what scrub replaced."""
+    occ: dict[str, int] = {}
+    files: dict[str, set[str]] = {}
+    for f in findings:
+        occ[f.kind] = occ.get(f.kind, 0) + f.count
+        files.setdefault(f.kind, set()).add(f.path)
+    return [f"by class: {k}: {n} occurrence{'s' if n != 1 else ''} in {len(files[k])} file{'s' if len(files[k]) != 1 else ''}"
+            for k, n in sorted(occ.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+__all__ = ["Finding", "Checker", "check_paths", "format_findings", "class_totals"]

@@ -25,7 +25,7 @@ from .shapes import PSEUDONYM_RE
 # Path prefixes whose every component is the machine's, never a person's.
 KEEP_ROOTS: tuple[str, ...] = (
     "/usr/", "/opt/conda/", "/opt/nvidia/", "/proc/", "/dev/", "/sys/", "/bin/", "/sbin/", "/lib/",
-    "/lib64/", "/etc/", "/var/lib/", "/var/log/", "/run/", "/tmp/ray/", "/root/.cache/", "/opt/rocm/",
+    "/lib64/", "/etc/", "/var/lib/", "/var/log/", "/run/", "/tmp/ray/", "/tmp/nvidia/", "/root/.cache/", "/opt/rocm/",
 )
 # Directories every install or cluster layout has: kept wherever they are.
 STRUCTURE_WORDS = frozenset({
@@ -37,7 +37,7 @@ STRUCTURE_WORDS = frozenset({
     "conda", "miniconda3", "anaconda3", "nvidia", "cuda", "python", "latest", "files", "config", "configs",
     "out", "output", "raw", "input", "inputs", "build", "dist", "scripts", "exp", "exps", "experiments",
     "artifacts", "export", "exports", "reports", "report", "work", "workdir", "jobs", "job", "shared",
-    "common", "software", "apps", "modules", "projects", "users", "nfs", "torchinductor_root", "triton",
+    "common", "software", "apps", "modules", "projects", "users", "nfs", "torchinductor_root", "triton", "gcc", "clang", "llvm",
     "[REDACTED]",
 })
 # A component from which on the rest of the path is the package's own layout.
@@ -49,9 +49,12 @@ PACKAGES = frozenset({
 })
 _SESSION_RE = re.compile(r"session_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}_\d+_\d+|python\d(?:\.\d+)?|cuda-\d+(?:\.\d+)?|\d+")
 # A code-shaped file name: an identifier stem, a known-looking extension.
-_FILE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_]{1,10}){1,3}(?:\(\d+\))?|[A-Za-z_][A-Za-z0-9_\-]*")
+_FILE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_+\-]*(?:\.[A-Za-z0-9_]{1,10}){1,3}(?:\(\d+\))?|[A-Za-z_][A-Za-z0-9_+\-]*")
+# Programs a path ends with.
+TOOLS = frozenset({"g++", "gcc", "c++", "cc", "clang", "clang++", "nvcc", "bash", "sh", "zsh", "env", "nsys",
+                   "torchrun", "ray", "srun", "python", "pip", "uv", "conda", "verlprof", "ncu", "java", "node"})
 # An absolute path: starts at `/` not preceded by a name (`irq/592-nvidia`, `a/b`, URLs are not).
-PATH_RE = re.compile(r"(?<![A-Za-z0-9_.~:/\\\-@%])/(?=[A-Za-z0-9_.~\-\[])[^\s\"'`,;()\[\]{}<>:=|]*(?:\[REDACTED\][^\s\"'`,;(){}<>:=|]*)*")
+PATH_RE = re.compile(r"(?<![A-Za-z0-9_.~:/\\\-@%])/(?=[A-Za-z0-9_.~\-\[])[^\s\x00\"'`,;()\[\]{}<>:=|]*(?:\[REDACTED\][^\s\x00\"'`,;(){}<>:=|]*)*")
 
 # Values of argv/Hydra options that name nobody: verl's, torch's and the launchers' vocabulary.
 ENUM_VALUES = frozenset({
@@ -119,7 +122,8 @@ def path_spans(text: str) -> Iterator[tuple[int, int]]:
             if comp in PACKAGES:           # the package's own layout from here on
                 break
             if comp and not _component_kept(comp):
-                file_ok = i == last and _FILE_RE.fullmatch(comp) and ("." in comp or comp.isidentifier())
+                # a file name with an extension, or a tool (a directory without one is a name)
+                file_ok = i == last and _FILE_RE.fullmatch(comp) and ("." in comp or comp in TOOLS)
                 if not file_ok:
                     yield pos, pos + len(comp)
             pos += len(comp) + 1
