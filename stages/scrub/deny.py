@@ -37,7 +37,8 @@ STRUCTURE_WORDS = frozenset({
     "conda", "miniconda3", "anaconda3", "nvidia", "cuda", "python", "latest", "files", "config", "configs",
     "out", "output", "raw", "input", "inputs", "build", "dist", "scripts", "exp", "exps", "experiments",
     "artifacts", "export", "exports", "reports", "report", "work", "workdir", "jobs", "job", "shared",
-    "common", "software", "apps", "modules", "projects", "users", "nfs", "torchinductor_root", "triton", "gcc", "clang", "llvm",
+    "common", "software", "apps", "modules", "projects", "users", "nfs", "torchinductor_root", "triton", "gcc", "clang", "llvm", "tiktoken_cache",
+    "torch_cache", "hf_cache", "triton_cache", ".triton", "pip",
     "[REDACTED]",
 })
 # A component from which on the rest of the path is the package's own layout.
@@ -54,7 +55,7 @@ _FILE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_+\-]*(?:\.[A-Za-z0-9_]{1,10}){1,3}(?
 TOOLS = frozenset({"g++", "gcc", "c++", "cc", "clang", "clang++", "nvcc", "bash", "sh", "zsh", "env", "nsys",
                    "torchrun", "ray", "srun", "python", "pip", "uv", "conda", "verlprof", "ncu", "java", "node"})
 # An absolute path: starts at `/` not preceded by a name (`irq/592-nvidia`, `a/b`, URLs are not).
-PATH_RE = re.compile(r"(?<![A-Za-z0-9_.~:/\\\-@%])/(?=[A-Za-z0-9_.~\-\[])[^\s\x00\"'`,;()\[\]{}<>:=|]*(?:\[REDACTED\][^\s\x00\"'`,;(){}<>:=|]*)*")
+PATH_RE = re.compile(r"(?<![A-Za-z0-9_.~:/\\\-@%<*])/(?=[A-Za-z0-9_.~\-\[])[^\s\x00\"'`,;()\[\]{}<>:=|]*(?:\[REDACTED\][^\s\x00\"'`,;(){}<>:=|]*)*")
 
 # Values of argv/Hydra options that name nobody: verl's, torch's and the launchers' vocabulary.
 ENUM_VALUES = frozenset({
@@ -82,13 +83,13 @@ _MODULE_RE = re.compile(r"(?:" + "|".join(sorted(PACKAGES - {"site-packages", "d
 # `key=value` of an argv item or a command line: `--flag=v`, `-x=v`, Hydra `a.b.c=v`, `+a.b=v`, `++a.b=v`
 ASSIGN_RE = re.compile(r"(?<![^\s\"'\[,])(?P<k>--?[A-Za-z][\w.\-]*|\+{0,2}(?P<root>[a-z_][a-z0-9_]*)(?:\.[A-Za-z0-9_]+)+)="
                        r"(?P<v>\[[^\]\s]*\]|[^\s\"',]+)")
-# a command line: starts with a launcher or interpreter (a message that names an option, `run
+# a command line: holds a launcher or interpreter (a message that names an option, `run
 # nsys export --type sqlite`, is not one: there the word after an option is the tool's vocabulary)
-COMMAND_RE = re.compile(r"\s*(?:\S*/)?(?:python[\d.]*|torchrun|srun|mpirun|mpiexec|ray|accelerate|deepspeed|"
-                        r"bash|sh|uv|nsys|verlprof|pytest|conda|sbatch|launch)(?:\s|$)")
+COMMAND_RE = re.compile(r"(?:^|[\s(\"'])(?:\S*/)?(?:python[\d.]*|torchrun|srun|mpirun|mpiexec|ray|accelerate|"
+                        r"deepspeed|bash|sh|uv|pytest|conda|sbatch)(?:\s|$)")
 # `--flag value` inside one command line
 FLAG_VALUE_RE = re.compile(r"(?<!\S)--[A-Za-z][\w\-]*[ ]+(?P<v>[^\s\-\"'][^\s\"']*)")
-HINT_RE = re.compile(r"(?<![A-Za-z0-9_.~:/\\\-@%])/[A-Za-z0-9_.~\-]|(?<=[\w.\-])=[^\s=]|--[A-Za-z]")
+HINT_RE = re.compile(r"(?<![A-Za-z0-9_.~:/\\\-@%<*])/[A-Za-z0-9_.~\-]|(?<=[\w.\-])=[^\s=]|--[A-Za-z]")
 
 
 def value_kept(value: str) -> bool:
@@ -138,7 +139,7 @@ def argv_spans(text: str) -> Iterator[tuple[int, int]]:
             continue
         if not value_kept(m.group("v")):
             yield m.start("v"), m.end("v")
-    for m in FLAG_VALUE_RE.finditer(text) if COMMAND_RE.match(text) else ():
+    for m in FLAG_VALUE_RE.finditer(text) if COMMAND_RE.search(text) else ():
         if not value_kept(m.group("v")):
             yield m.start("v"), m.end("v")
 
@@ -178,7 +179,7 @@ EXAMPLES: tuple[tuple[str, ...], tuple[str, ...]] = (
      "/tmp/ray/session_2025-01-02_03-04-05_123456_789/logs", "actor_rollout_ref.rollout.name=vllm",
      "trainer.total_epochs=15", "python -m sglang --host 0.0.0.0 --port 30000", "/root/out/raw/x.sqlite",
      "/tmp/torchinductor_root/qd/cqd2vhk5xjz3m4ab7wq9p2rdl6s8t0yvn1c5e7g3h.py", "--dtype=bf16", "Kernel<ValueT=int>", "torch/optim/adam.py(953): <genexpr>",
-     "kworker/98:1-events", "irq/592-nvidia", "python3 -m verl.trainer.main_ppo", "tokens/s",
+     "kworker/98:1-events", "<title>x</title></svg>", "TIKTOKEN_CACHE_DIR=/opt/tiktoken_cache", "irq/592-nvidia", "python3 -m verl.trainer.main_ppo", "tokens/s",
      "/home/user-3/verl/verl/trainer/main_ppo.py(12): main", "trainer.logger=['console','wandb']"),
 )
 

@@ -331,12 +331,12 @@ class Scrubber:
         if hit is None:
             # the joined text first: almost every pair has no finding at all, and then neither
             # half's own scrub is needed (one rule pass per pair instead of three)
-            out, kinds = self._apply(a + b, use_entropy=False)
+            out, kinds = self._apply(a + b, use_entropy=False, deny=False)
             if any(k != KIND_PATH for k in kinds):
-                sa = self._apply(a, use_entropy=False)[0]
-                sb = self._apply(b, use_entropy=False)[0]
+                sa = self._apply(a, use_entropy=False, deny=False)[0]
+                sb = self._apply(b, use_entropy=False, deny=False)[0]
                 first = not out.startswith(sa)
-                second = not self._apply(sa + b, use_entropy=False)[0].endswith(sb)
+                second = not self._apply(sa + b, use_entropy=False, deny=False)[0].endswith(sb)
                 hit = (first, second)
             else:
                 hit = (False, False)
@@ -440,8 +440,11 @@ class Scrubber:
         return out
 
     # -- the rules ----------------------------------------------------------------------------
-    def _apply(self, text: str, depth: int = 0, use_entropy: bool = True) -> tuple[str, tuple[str, ...]]:
-        """(cleaned text, kinds replaced). `depth` counts decodings already applied to `text`."""
+    def _apply(self, text: str, depth: int = 0, use_entropy: bool = True,
+               deny: bool = True) -> tuple[str, tuple[str, ...]]:
+        """(cleaned text, kinds replaced). `depth` counts decodings already applied to `text`;
+        `deny=False` skips the deny-by-default step (split-value judgement: a path or option
+        joined across two ranges is no secret split in two)."""
         if not self._pre.needs_rules(text, depth):
             return text, ()
         kinds: list[str] = []
@@ -501,7 +504,7 @@ class Scrubber:
             s = self._sub_shapes(s, kinds)
         # 5c. deny by default: path components outside known roots and packages, option values
         # outside the vocabulary (deny.py) -> stable pseudonyms
-        if DENY_HINT.search(s):
+        if deny and DENY_HINT.search(s):
             s = self._sub_denied(s, kinds)
         # 6. random-looking runs no rule explained
         if use_entropy and self._entropy is not None and len(s) >= self.policy.entropy_min_length:
