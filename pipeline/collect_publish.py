@@ -74,6 +74,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     published = list(by_rel.values())
     for p in published:
         run.counts.update(p.counts)
+        run.review.append(p.review)
         run.findings += p.findings
         if p.trace_error is None:      # a window that failed on the way is checked at run level
             run.checked.update(p.checked)
@@ -230,6 +231,8 @@ def scrub_published(run: Run, window: Window, surveys: list[tuple[RawInput, Surv
         if run.opts.traces and window.work:
             extra["traces"] = scrub_stage.scrub_values(traces, sc, "manifest.traces")
     sc.counts.update(run.counts)
+    for review in run.review:
+        sc.add_review(review)
     run.scrub_results.insert(0, scrub_stage.values_report(sc))
     run.progress.update(task, completed=1)
     return extra

@@ -104,6 +104,7 @@ class Run:
     outcomes: list[StageOutcome] = field(default_factory=list)
     scrub_results: list[scrub_stage.ScrubResult] = field(default_factory=list)  # scrub_report.json entries
     counts: Counter = field(default_factory=Counter)        # values pass 2 replaced in the rows
+    review: list[dict[str, dict[str, int]]] = field(default_factory=list)  # free text pass 2 kept in the rows
     summary_metadata: dict[str, str] | None = None           # Parquet metadata, scrubbed
     checked: dict[str, str] = field(default_factory=dict)     # staged name -> sha256 checked in a pass-2 job
     findings: list[Any] = field(default_factory=list)         # the checker's findings in those files

@@ -204,6 +204,7 @@ class Published:
     rows: dict[str, Any] | None = None
     rows_error: str | None = None
     counts: Counter = field(default_factory=Counter)   # (kind, location) -> n replaced in the rows
+    review: dict[str, dict[str, int]] = field(default_factory=dict)   # free text kept in the rows -> where -> n
     trace: dict[str, Any] | None = None                  # facts of the written window, incl. its scrub report
     trace_error: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)   # bundle-relative name -> scrubbed bytes
@@ -222,7 +223,7 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
     with item.source.opened(options.summarize.ranges_cache) as db:
         if item.summary is not None or item.other_steps:
             try:
-                out.rows, out.counts = _scrubbed_rows(item, options, db)
+                out.rows, out.counts, out.review = _scrubbed_rows(item, options, db)
             except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
                 out.rows_error = one_line(exc)
         if item.trace is not None:
@@ -253,9 +254,10 @@ def _as_dicts(rows: Any) -> list[dict[str, Any]]:
 
 
 def _scrubbed_rows(item: SourceWork, options: PublishOptions,
-                   db: NsysExport | None) -> tuple[dict[str, Any], Counter]:
+                   db: NsysExport | None) -> tuple[dict[str, Any], Counter, dict[str, dict[str, int]]]:
     """The chosen step's rows of one source, scrubbed; values split across adjacent NVTX ranges of
-    an nsys export are found on the same open export first."""
+    an nsys export are found on the same open export first. Also returns the free text the
+    scrubber kept (scrub_report.json `kept_free_text`, issue 33)."""
     rows = (dict(summarize_stage.summarize_any_item(item.summary, options.summarize, export=db))
             if item.summary is not None else {})
     if item.other_steps:   # issue 32: what ranks.parquet needs of the other profiled steps
@@ -270,7 +272,7 @@ def _scrubbed_rows(item: SourceWork, options: PublishOptions,
     raw = [] if item.kind != NSYS else [db if db is not None else item.source.path]
     sc = scrub_stage.publish_scrubber(options.scrub, raw)
     clean, _ = scrub_stage.scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
-    return clean, Counter(sc.counts)
+    return clean, Counter(sc.counts), sc.review_list()
 
 
 def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptions, out: Published) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,7 +126,8 @@ def test_planted_trace_is_clean_and_intact(tmp_path: Path, fmt: str) -> None:
     assert {"train", "mini_batch0", "Optimizer.step#AdamW.step", f"update_actor password={REDACTED}"} <= names
     pf = {e["name"] for e in evs_out if e.get("cat") == "python_function"}
     assert any(n.startswith("site-packages/torch/nn/functional.py") for n in pf)
-    assert any(n.startswith("/home/user-1/rlproj/workload.py") for n in pf)
+    # the project folder is a name outside known roots: a pseudonym since deny by default (issue 33)
+    assert any(re.match(r"/home/user-1/p-[g-z]{8}/workload.py", n) for n in pf), sorted(pf)[:20]
     kernels_in = [e["name"] for e in evs_in if e.get("cat") == "kernel"]
     assert kernels_in == [e["name"] for e in evs_out if e.get("cat") == "kernel"]
     if fmt != "array":

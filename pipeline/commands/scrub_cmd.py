@@ -105,14 +105,14 @@ def check_command(
     local_env: Optional[bool] = typer.Option(None, "--local-env/--no-local-env", help="Also look for this machine's host/user names and secret-named environment values."),
 ) -> None:
     """Verify files hold nothing secret or personal; exit 1 (listing locations, never values) if they do."""
-    from ...stages.scrub import Checker, Pseudonyms, format_findings, local_identities
+    from ...stages.scrub import Checker, Pseudonyms, class_totals, format_findings, local_identities
 
     pol = _policy(policy, values_file, local_env)
     known = [local_identities(pol)] if pol.use_local_environment else []
     checker = Checker(pol, Pseudonyms.build(known, salt="", policy=pol))
     findings = checker.check_paths(paths)
     if findings:
-        for line in format_findings(findings, limit=500):
+        for line in format_findings(findings, limit=500) + class_totals(findings):
             typer.echo(line)
         typer.echo(f"verlprof check: {plural(len(findings), 'finding')} in {plural(checker.files, 'file')}", err=True)
         raise typer.Exit(1)

@@ -1,6 +1,6 @@
 """scrub: remove secrets and personal data from SQLite exports, chrome traces and memory snapshots,
 and `check` (re-scan) anything before it is shared."""
-from .check import Checker, check_paths, format_findings
+from .check import Checker, check_paths, class_totals, format_findings
 from .identities import local_identities, Pseudonyms
 from .policy import load_policy, Policy, read_values_file
 from .scrubber import Scrubber
@@ -32,7 +32,7 @@ from .values import (
 
 __all__ = [
     "publish_manifest", "publish_name", "publish_root", "publish_scrubber", "scrub_summary_rows", "scrub_values", "values_report",
-    "Checker", "check_paths", "format_findings", "Policy", "Pseudonyms", "Scrubber", "load_policy",
+    "Checker", "check_paths", "class_totals", "format_findings", "Policy", "Pseudonyms", "Scrubber", "load_policy",
     "local_identities", "read_values_file", "SCRUBBABLE", "ScrubOptions", "ScrubResult", "ScrubRun",
     "ScrubTask", "build_options", "bundle_salt", "config_task", "finish_scrub", "identities_task", "output_name",
     "plan_inputs", "scrub_task", "write_report",

@@ -43,6 +43,7 @@ from .policy import Policy, load_policy
 from .rules import KIND_SPLIT, PATTERN_HINTS, PATTERN_IHINTS
 from .scrubber import LocationNames, Scrubber
 from ..readers.sqlite_export import SQLITE_MAGIC, decode_text, open_readonly
+from .deny import denied_flag_items
 from .shapes import flag_value_items
 from .sqlite_cells import SPLIT_LOCATION, iter_adjacent_nvtx, iter_distinct_cells
 from .sqlite_pages import unallocated_regions
@@ -294,10 +295,13 @@ class Checker:
         elif t is list and depth < 200:
             sub = loc if loc.endswith("[]") else loc + "[]"
             values = flag_value_items(obj, self.sc.is_secret_name) if len(obj) > 1 else ()
+            denied = denied_flag_items(obj) if len(obj) > 1 else ()
             for i, v in enumerate(obj):
                 tv = type(v)
                 if i in values:      # `["--api-key", "<value>"]`: judged as the flag's value
                     self._hit(display, sub, where, self.sc.keyed_findings(obj[i - 1], v))
+                elif i in denied:    # `["--run-name", "<value>"]`: what trace scrub pseudonymises
+                    self._hit(display, sub, where, self.sc.deny_value_findings(v))
                 elif tv is str or tv is dict or tv is list:
                     self._json_value(display, v, key, sub, where, depth + 1)
 
@@ -305,6 +309,8 @@ class Checker:
         return self._names.child(parent, key)
 
     def _clean_literal(self, text: str) -> bool:
+        if text[:2] == "--" and " " not in text and "=" not in text:
+            return False            # an option: the item after it is judged as its value
         return not self.sc.findings(text) and self.sc.key_class(text) == 0
 
     def _json_members(self, display: str, members: dict[str, Any]) -> None:
@@ -572,4 +578,16 @@ def format_findings(findings: list[Finding], limit: int = 200) -> list[str]:
     return lines
 
 
-__all__ = ["Finding", "Checker", "check_paths", "format_findings"]
+def class_totals(findings: list[Finding]) -> list[str]:
+    """One line per class of finding with its occurrences and files, most first: the same classes
+    (kinds) scrub_report.json counts, so a person compares what check saw with what scrub replaced."""
+    occ: dict[str, int] = {}
+    files: dict[str, set[str]] = {}
+    for f in findings:
+        occ[f.kind] = occ.get(f.kind, 0) + f.count
+        files.setdefault(f.kind, set()).add(f.path)
+    return [f"by class: {k}: {n} occurrence{'s' if n != 1 else ''} in {len(files[k])} file{'s' if len(files[k]) != 1 else ''}"
+            for k, n in sorted(occ.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+__all__ = ["Finding", "Checker", "check_paths", "format_findings", "class_totals"]

@@ -32,11 +32,14 @@ from .identities import Pseudonyms, fallback_pseudonym, gpu_hash
 from .personal import ARGV_HINTS, NETWORK_HINT, USER_ROOT_RE, argv_secret_spans, network_spans, user_components
 from .policy import Policy
 from .prefilter import Prefilter
-from .shapes import GPU_SHORT_RE, host_spans, is_free_text, mac_spans, tilde_users, url_parts
+from .shapes import GPU_SHORT_RE, PSEUDONYM_RE, host_spans, is_free_text, mac_spans, tilde_users, url_parts
 from .shapes import HINT_RE as SHAPES_HINT
+from .deny import HINT_RE as DENY_HINT
+from .deny import deny_spans
 from .rules import (
     BARE_UUID_RE,
     GPU_UUID_RE,
+    KIND_DENIED,
     KIND_EMAIL,
     KIND_ENTROPY,
     KIND_GPU,
@@ -160,7 +163,7 @@ class Scrubber:
         self._pre = Prefilter(
             self._prefilter_literals(vals), hint_words, steps=self._rule_steps(hint_words), allow=self._allow_rx,
             always=any(not CONTEXT_HINTS.get(r.name) for r in self._context),
-            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT],
+            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT, DENY_HINT],
             entropy=self._entropy,
             decode=(policy.decode_min_base64, policy.decode_min_hex, policy.decode_min_printable,
                     policy.decode_max_depth) if policy.decode_enabled else None)
@@ -274,6 +277,17 @@ class Scrubber:
             where = self.review[text] = Counter()
         where[location] += 1
 
+    def add_review(self, review: dict[str, dict[str, int]]) -> None:
+        """Merge another scrubber's `review_list()` (a worker's summary rows) into this one's."""
+        for text, where in review.items():
+            for location, n in where.items():
+                slot = self.review.get(text)
+                if slot is None:
+                    if len(self.review) >= self.REVIEW_MAX:
+                        break
+                    slot = self.review[text] = Counter()
+                slot[location] += n
+
     def review_list(self) -> dict[str, dict[str, int]]:
         """Every distinct free-text string `scrub` kept (whole or with parts replaced), with where
         and how often it was met: what a person reads before sharing (issue 33). JSON-safe."""
@@ -317,12 +331,12 @@ class Scrubber:
         if hit is None:
             # the joined text first: almost every pair has no finding at all, and then neither
             # half's own scrub is needed (one rule pass per pair instead of three)
-            out, kinds = self._apply(a + b, use_entropy=False)
+            out, kinds = self._apply(a + b, use_entropy=False, deny=False)
             if any(k != KIND_PATH for k in kinds):
-                sa = self._apply(a, use_entropy=False)[0]
-                sb = self._apply(b, use_entropy=False)[0]
+                sa = self._apply(a, use_entropy=False, deny=False)[0]
+                sb = self._apply(b, use_entropy=False, deny=False)[0]
                 first = not out.startswith(sa)
-                second = not self._apply(sa + b, use_entropy=False)[0].endswith(sb)
+                second = not self._apply(sa + b, use_entropy=False, deny=False)[0].endswith(sb)
                 hit = (first, second)
             else:
                 hit = (False, False)
@@ -384,6 +398,19 @@ class Scrubber:
             return tuple(k for k in self._apply(value, use_entropy=False)[1] if k != KIND_PATH)
         return self.findings(value)
 
+    def deny_value(self, value: str, location: str) -> str:
+        """An option's value met as a list item of its own (`deny.denied_flag_items`): the rules
+        first (a secret stays `[REDACTED]`), then a stable pseudonym for what they left."""
+        out = self.scrub(value, location)
+        if out != value and (out == REDACTED or PSEUDONYM_RE.fullmatch(out)):
+            return out
+        self.counts[(KIND_DENIED, location)] += 1
+        return self._user_map.get(value) or self._host_map.get(value) or fallback_pseudonym("p", value, self.ps.salt)
+
+    def deny_value_findings(self, value: str) -> tuple[str, ...]:
+        """What `deny_value` would count for `value` (check's view of the same item)."""
+        return tuple(sorted(set(self.findings(value)) | {KIND_DENIED}))
+
     def host(self, name: str, location: str) -> str:
         """Pseudonym of a value known to be a host name (host_name keys, Hostname rows)."""
         if not name or PSEUDO_HOST_RE.match(name) or not self.policy.pseudonymize_hosts:
@@ -413,8 +440,11 @@ class Scrubber:
         return out
 
     # -- the rules ----------------------------------------------------------------------------
-    def _apply(self, text: str, depth: int = 0, use_entropy: bool = True) -> tuple[str, tuple[str, ...]]:
-        """(cleaned text, kinds replaced). `depth` counts decodings already applied to `text`."""
+    def _apply(self, text: str, depth: int = 0, use_entropy: bool = True,
+               deny: bool = True) -> tuple[str, tuple[str, ...]]:
+        """(cleaned text, kinds replaced). `depth` counts decodings already applied to `text`;
+        `deny=False` skips the deny-by-default step (split-value judgement: a path or option
+        joined across two ranges is no secret split in two)."""
         if not self._pre.needs_rules(text, depth):
             return text, ()
         kinds: list[str] = []
@@ -472,6 +502,10 @@ class Scrubber:
         # `~user` paths (shapes.py)
         if SHAPES_HINT.search(s):
             s = self._sub_shapes(s, kinds)
+        # 5c. deny by default: path components outside known roots and packages, option values
+        # outside the vocabulary (deny.py) -> stable pseudonyms
+        if deny and DENY_HINT.search(s):
+            s = self._sub_denied(s, kinds)
         # 6. random-looking runs no rule explained
         if use_entropy and self._entropy is not None and len(s) >= self.policy.entropy_min_length:
             s = _replace_spans(s, self._entropy.spans(s), KIND_ENTROPY, kinds)
@@ -627,6 +661,23 @@ class Scrubber:
             out.append(s[last:a])
             out.append(new)
             kinds.append(kind)
+            last = b
+        out.append(s[last:])
+        return "".join(out)
+
+    def _sub_denied(self, s: str, kinds: list[str]) -> str:
+        """Path parts and option values no allowlist keeps -> `p-<letters>` (known users and hosts
+        keep their numbered pseudonym), so the same part reads the same everywhere in a bundle."""
+        spans = deny_spans(s)
+        if not spans:
+            return s
+        out: list[str] = []
+        last = 0
+        for a, b in spans:
+            part = s[a:b]
+            out.append(s[last:a])
+            out.append(self._user_map.get(part) or self._host_map.get(part) or fallback_pseudonym("p", part, self.ps.salt))
+            kinds.append(KIND_DENIED)
             last = b
         out.append(s[last:])
         return "".join(out)

@@ -210,6 +210,8 @@ def is_free_text(text: str) -> bool:
     only after every rule ran, and listed in the scrub report for a person to read (issue 33)."""
     if " " not in text.strip() or any(m in text for m in _CODE_MARKS):
         return False
+    if " > " in text and all(" " not in p.strip() for p in text.split(" > ")):
+        return False            # a phase path of names (`step > gen > generate_sequences`)
     return sum(1 for w in text.split() if len(w) >= 2 and w[0].isalpha()) >= 2
 
 

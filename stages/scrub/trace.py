@@ -35,6 +35,7 @@ from ..readers.chrome_trace import Batch, ChromeTraceStream, byte_chunks
 from .identities import Identities, IdentityCollector
 from .policy import Policy
 from .rules import KIND_UNKNOWN, REDACTED
+from .deny import denied_flag_items
 from .shapes import flag_value_items
 from .scrubber import LocationNames, Scrubber
 
@@ -222,6 +223,8 @@ def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
     def ok(text: str) -> bool:
         if not text:
             return True
+        if text[:2] == "--" and " " not in text and "=" not in text:
+            return False            # an option: the item after it is judged as its value (_list)
         saved = sc.counts
         sc.counts = Counter()
         try:
@@ -295,10 +298,13 @@ class TraceScrubber:
             raise RecursionError
         out = []
         values = flag_value_items(obj, self.sc.is_secret_name) if len(obj) > 1 else ()
+        denied = denied_flag_items(obj) if len(obj) > 1 else ()
         for i, v in enumerate(obj):
             t = type(v)
             if i in values:         # `["--api-key", "<value>"]`: the flag's value is the next item
                 out.append(self.sc.scrub_keyed(obj[i - 1], v, loc))
+            elif i in denied:       # `["--run-name", "<value>"]`: deny by default (deny.py)
+                out.append(self.sc.deny_value(v, loc))
             elif t is str:
                 out.append(self.sc.scrub_keyed(key, v, loc) if key is not None and v else self.sc.scrub(v, loc) if v else v)
             elif t is dict or t is list:
