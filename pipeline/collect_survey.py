@@ -237,8 +237,8 @@ def _other_steps(src: window_stage.SourceSteps, chosen: int | None) -> list[int]
     (then in step order)."""
     steps = sorted({sp.step for sp in src.steps if sp.step is not None} - {chosen})
     if chosen is not None:
-        steps = sorted(sorted(steps, key=lambda s: (abs(s - chosen), s))[:OTHER_STEPS])
-    return steps[:OTHER_STEPS]
+        steps = sorted(steps, key=lambda s: (abs(s - chosen), s))
+    return sorted(steps[:OTHER_STEPS])
 
 
 def _trace_job(run: Run, item: RawInput, spans: list[window_stage.StepSpan],

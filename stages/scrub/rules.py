@@ -331,21 +331,29 @@ def token_body(val: str) -> str:
 
 def sub_pattern(rx: re.Pattern[str], group: int, entropy: bool, s: str, kind: str, kinds: list[str]) -> str:
     """Replace every match of one pattern rule (its `group`) unless the value is a placeholder."""
-    out: list[str] = []
-    last = 0
+    spans = []
     for m in rx.finditer(s):
         val = m.group(group)
         if not val or val == REDACTED or (entropy and low_entropy(token_body(val))) or is_placeholder(val):
             continue
-        a, b = m.span(group)
+        spans.append(m.span(group))
+    return replace_spans(s, spans, kind, kinds)
+
+
+def replace_spans(s: str, spans: list[tuple[int, int]], kind: str, kinds: list[str]) -> str:
+    """`s` with each span replaced by REDACTED, one `kind` per span (a span overlapping an earlier
+    one is skipped): the one replacer of every rule."""
+    if not spans:
+        return s
+    out: list[str] = []
+    last = 0
+    for a, b in sorted(spans):
         if a < last:
             continue
         out.append(s[last:a])
         out.append(REDACTED)
         last = b
         kinds.append(kind)
-    if not out:
-        return s
     out.append(s[last:])
     return "".join(out)
 

@@ -36,6 +36,7 @@ from .shapes import GPU_SHORT_RE, PSEUDONYM_RE, host_spans, is_free_text, mac_sp
 from .shapes import HINT_RE as SHAPES_HINT
 from .deny import HINT_RE as DENY_HINT
 from .deny import deny_spans
+from .rules import replace_spans
 from .rules import (
     BARE_UUID_RE,
     GPU_UUID_RE,
@@ -249,12 +250,7 @@ class Scrubber:
                 for k in kinds:
                     self.counts[(k, location)] += 1
                 text = self._forced_re.sub(REDACTED, text)
-        hit = self._cache.get(text)
-        if hit is None:
-            hit = self._apply(text)
-            if len(self._cache) >= self.CACHE_MAX:
-                self._cache.clear()
-            self._cache[text] = hit
+        hit = self._judged(text)
         out, kinds = hit
         for k in kinds:
             self.counts[(k, location)] += 1
@@ -269,24 +265,29 @@ class Scrubber:
                 self._note_kept(out, location)
         return out
 
-    def _note_kept(self, text: str, location: str) -> None:
+    def _judged(self, text: str) -> tuple[str, list[str]]:
+        """`_apply(text)` (the scrubbed text and its kinds), cached: a name repeats in every row."""
+        hit = self._cache.get(text)
+        if hit is None:
+            hit = self._apply(text)
+            if len(self._cache) >= self.CACHE_MAX:
+                self._cache.clear()
+            self._cache[text] = hit
+        return hit
+
+    def _note_kept(self, text: str, location: str, n: int = 1) -> None:
         where = self.review.get(text)
         if where is None:
             if len(self.review) >= self.REVIEW_MAX:
                 return
             where = self.review[text] = Counter()
-        where[location] += 1
+        where[location] += n
 
     def add_review(self, review: dict[str, dict[str, int]]) -> None:
         """Merge another scrubber's `review_list()` (a worker's summary rows) into this one's."""
         for text, where in review.items():
             for location, n in where.items():
-                slot = self.review.get(text)
-                if slot is None:
-                    if len(self.review) >= self.REVIEW_MAX:
-                        break
-                    slot = self.review[text] = Counter()
-                slot[location] += n
+                self._note_kept(text, location, n)
 
     def review_list(self) -> dict[str, dict[str, int]]:
         """Every distinct free-text string `scrub` kept (whole or with parts replaced), with where
@@ -299,12 +300,7 @@ class Scrubber:
             return ()
         if self._forced and self._forced_re.search(text):
             return tuple(sorted({self._forced[m.group(0)] for m in self._forced_re.finditer(text)}))
-        hit = self._cache.get(text)
-        if hit is None:
-            hit = self._apply(text)
-            if len(self._cache) >= self.CACHE_MAX:
-                self._cache.clear()
-            self._cache[text] = hit
+        hit = self._judged(text)
         return tuple(k for k in hit[1] if k != KIND_PATH)
 
     def findings_uncached(self, text: str) -> tuple[str, ...]:
@@ -466,7 +462,7 @@ class Scrubber:
         if "names" in on and self._name_hint is not None and self._name_hint.search(s):
             s = self._sub_assignments(s, kinds)
         if "names" in on or "argv" in on:
-            s = _replace_spans(s, [(a, b) for a, b in argv_secret_spans(s, self.is_secret_name)
+            s = replace_spans(s, [(a, b) for a, b in argv_secret_spans(s, self.is_secret_name)
                                    if not _is_clean_value(s[a:b])], KIND_NAME, kinds)
         # 3b. e-mail addresses, host names and addresses (pseudonymised; kept hosts left alone)
         if ("." in s or ":" in s) and NETWORK_HINT.search(s):
@@ -508,7 +504,7 @@ class Scrubber:
             s = self._sub_denied(s, kinds)
         # 6. random-looking runs no rule explained
         if use_entropy and self._entropy is not None and len(s) >= self.policy.entropy_min_length:
-            s = _replace_spans(s, self._entropy.spans(s), KIND_ENTROPY, kinds)
+            s = replace_spans(s, self._entropy.spans(s), KIND_ENTROPY, kinds)
         return s, tuple(kinds)
 
     def _sub_context(self, s: str, kinds: list[str]) -> str:
@@ -516,7 +512,7 @@ class Scrubber:
         for rule in self._context:
             if not any(h in s for h in CONTEXT_HINTS.get(rule.name, ())):
                 continue
-            s = _replace_spans(s, companion_spans(rule, s), context_kind(rule.name), kinds)
+            s = replace_spans(s, companion_spans(rule, s), context_kind(rule.name), kinds)
         return s
 
     def _sub_encoded(self, s: str, depth: int, kinds: list[str], use_entropy: bool) -> str:
@@ -562,7 +558,7 @@ class Scrubber:
             if _is_clean_value(value):
                 continue
             spans.append((a, b))
-        return _replace_spans(s, spans, KIND_NAME, kinds)
+        return replace_spans(s, spans, KIND_NAME, kinds)
 
     def _sub_gpu(self, s: str, kinds: list[str]) -> str:
         if not self.policy.hash_gpu_uuids:
@@ -702,23 +698,6 @@ class Scrubber:
             return self._user_map[name]
 
         return self._free_rx.sub(rep, s)  # type: ignore[union-attr]
-
-
-def _replace_spans(s: str, spans: list[tuple[int, int]], kind: str, kinds: list[str]) -> str:
-    """`s` with each (sorted, non-overlapping) span replaced by REDACTED, one `kind` per span."""
-    if not spans:
-        return s
-    out: list[str] = []
-    last = 0
-    for a, b in sorted(spans):
-        if a < last:
-            continue
-        out.append(s[last:a])
-        out.append(REDACTED)
-        last = b
-        kinds.append(kind)
-    out.append(s[last:])
-    return "".join(out)
 
 
 _ENV_PREFIX = re.compile(r"(?<![A-Za-z0-9_.\-])(?:[A-Za-z]:)?(?:[/\\][^/\\\s\"'\x00:;,()\[\]]*)+?[/\\](?P<pk>(?:site|dist)-packages[/\\])")
