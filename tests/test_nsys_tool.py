@@ -168,6 +168,15 @@ def test_writer_version_of_real_reports(nsys_reports: list[Path], tool: nsys_too
         assert got is not None and got[0] in local and got[1] == tool.version_tuple
 
 
+def test_writer_version_found_before_a_large_telemetry_section(tool: nsys_tool.NsysTool) -> None:
+    """A real report (CI, nsys 2022.4) whose trailer is followed by 115 KB of GPU-metric telemetry:
+    the container directory, not a fixed tail of the file, says where the trailer is."""
+    report = data_path("nsys-2022.4-telemetry/telemetry_after_trailer.nsys-rep")
+    assert report.stat().st_size - 137_906 > (1 << 16), "the trailer must lie outside the file's last 64 KB"
+    assert nsys_tool.report_writer_version(report) == ("2022.4.2.1-df9881f", (2022, 4))
+    nsys_tool.check_report_version(tool, report)  # written by Debian's nsys: never refused as newer
+
+
 def test_report_of_a_newer_nsys_is_refused_in_one_line_before_nsys_runs(
         tool: nsys_tool.NsysTool, tmp_path: Path) -> None:
     """A real report written by nsys 2025.3.1; the local nsys (2022.4 in CI) is older."""

@@ -18,7 +18,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import BinaryIO, Sequence
 
 from ..core.atomic import temp_sibling
 from ..core.errors import BadInputError, ToolMissingError, VerlprofError
@@ -372,12 +372,53 @@ def report_writer_version(report: Path, tail_bytes: int = 1 << 16) -> tuple[str,
     try:
         with open(report, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - tail_bytes))
-            blob = f.read()
+            end = _trailer_section_end(f, size) or size
+            f.seek(max(0, end - tail_bytes))
+            blob = f.read(min(end, tail_bytes))
     except OSError:
         return None
     text = _trailer_version(blob)
     return parse_version(text) if text else None
+
+
+# A report is a container: its last 16 bytes are the directory's offset (8 bytes, little endian)
+# and this end mark; the directory lists named sections (name, offset, size). The trailer closes
+# the "UI Data" section (nsys 2022.4 and 2025.3 alike); the GPU-metrics "Telemetry" section after
+# it can be larger than any fixed tail, so the tail of the file alone misses the trailer there.
+_CONTAINER_END = b"U3w[END]"
+_TRAILER_SECTION = b"UI Data"
+
+
+def _trailer_section_end(f: BinaryIO, size: int) -> int | None:
+    """Where the section holding the trailer ends, from the container directory (None if not laid out so)."""
+    if size < 16:
+        return None
+    f.seek(size - 16)
+    tail = f.read(16)
+    if tail[8:] != _CONTAINER_END:
+        return None
+    directory_at = int.from_bytes(tail[:8], "little")
+    if not 0 <= directory_at < size - 16 or size - 16 - directory_at > 1 << 20:
+        return None
+    f.seek(directory_at)
+    directory = f.read(size - 16 - directory_at)
+    at = directory.find(bytes([len(_TRAILER_SECTION)]) + _TRAILER_SECTION)
+    if at < 0:
+        return None
+    try:
+        at += 1 + len(_TRAILER_SECTION)
+        fields: dict[int, int] = {}
+        while len(fields) < 2:
+            tag, at = _varint(directory, at)
+            if tag & 7 != 0:
+                return None
+            fields[tag >> 3], at = _varint(directory, at)
+    except IndexError:
+        return None
+    offset, length = fields.get(2), fields.get(3)
+    if offset is None or length is None or offset + length > size:
+        return None
+    return offset + length
 
 
 def check_report_version(tool: NsysTool, report: Path) -> None:
