@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -38,10 +39,9 @@ from .collect_tasks import (
     summarize_and_publish,
     summarize_memory,
 )
-from .executors import Job, TaskResult, run_jobs
+from .bundle_tables import TablesWork, move_ranks_in, write_ranks_checked, write_run_report, write_summaries_checked
+from .executors import InlineExecutor, Job, TaskResult, run_jobs
 from .merged_trace import Spool, write_merged_trace
-from .ranks import DEFAULT_FLOOR, parse_noise_floor, write_ranks
-from .report_html import render_run_report
 
 Rows = dict[str, Any]
 
@@ -250,22 +250,25 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
     """summaries/, scrub_report.json, manifest.json and (--html) report.html into staging; refuse
     (nothing written to OUT) when nothing was summarized, or with --strict when anything failed."""
     staging = run.staging
-    if "window" in extra:   # issue 23: the run across ranks, from the scrubbed rows
-        summarize_stage.write_summaries(rows, staging / "summaries", run.summary_metadata)
-        write_ranks(rows.get("phases") or [], staging / "summaries", run.summary_metadata,
-                    other_steps=rows.get("step_phases") or [],
-                    floor=parse_noise_floor(run.opts.noise_floor) if run.opts.noise_floor else DEFAULT_FLOOR)
-    scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
-    listed = [*run.artifacts, *run.gathered.rejected]   # the unreadable candidates: failed artifacts
-    statuses = artifact_statuses(listed, run.outcomes)
-    manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)
-    manifest = scrub_stage.publish_manifest(manifest, scrub_options)   # file names and SOURCEs as published
-    rejected = {a.rel for a in run.gathered.rejected}
-    result = CollectResult(run.opts.out, listed, run.outcomes,
-                           [(rel, why) for rel, why in run.gathered.skipped if rel not in rejected], manifest,
-                           rows=rows if "window" in extra else None, statuses=statuses, published=False,
-                           nodes=run.nodes)
-    _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)
+    # issue 23: summaries/ and the run across ranks, from the scrubbed rows: written and checked
+    # by two jobs on the pool while the scrub report and the manifest are made here (issue 30)
+    tables = _start_tables(run, rows, scrub_options) if "window" in extra else None
+    try:
+        scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
+        listed = [*run.artifacts, *run.gathered.rejected]   # the unreadable candidates: failed artifacts
+        statuses = artifact_statuses(listed, run.outcomes)
+        manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)
+        manifest = scrub_stage.publish_manifest(manifest, scrub_options)   # file names and SOURCEs as published
+        rejected = {a.rel for a in run.gathered.rejected}
+        result = CollectResult(run.opts.out, listed, run.outcomes,
+                               [(rel, why) for rel, why in run.gathered.skipped if rel not in rejected], manifest,
+                               rows=rows if "window" in extra else None, statuses=statuses, published=False,
+                               nodes=run.nodes)
+        _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)
+    finally:   # never leave a job writing into a staging folder that is about to be removed
+        done = tables.wait() if tables is not None else None
+    if done is not None:
+        _tables_written(run, done)
     if result.rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
         merged = write_merged_trace(staging, run.pieces, lambda files: check_written(files, scrub_options),
                                     run.opts.work_dir, run.spool)
@@ -274,9 +277,58 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
             run.findings += found
     atomic.write_json(staging / "manifest.json", manifest)
     if run.opts.html and result.rows:
-        atomic.write_text(staging / "report.html",
-                          render_run_report(rows.get("phases", []), rows.get("kernels", []), manifest, bundle=staging))
+        write_run_report(staging, rows, manifest)
     return result
+
+
+class _Tables:
+    """The two table jobs of `write_bundle`, running on the run's pool from a thread of this
+    process (the pool's map blocks), or already run here (inline executor, Ray: staging is local)."""
+
+    def __init__(self, run: Run, jobs: list[Job]) -> None:
+        self._results: list[TaskResult] | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if run.opts.ray is not None or run.executor.runs_here(len(jobs)):
+            self._results = run_jobs(InlineExecutor(), jobs)
+            return
+        self._thread = threading.Thread(target=self._run, args=(run, jobs), name="verlprof-tables", daemon=True)
+        self._thread.start()
+
+    def _run(self, run: Run, jobs: list[Job]) -> None:
+        try:
+            self._results = run_jobs(run.executor, jobs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the driver's thread by `wait`
+            self._error = exc
+
+    def wait(self) -> list[TaskResult]:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._results or []
+
+
+def _start_tables(run: Run, rows: Rows, scrub_options: scrub_stage.ScrubOptions) -> _Tables:
+    """ranks.parquet (the longer job, first) and the other summaries, each written and checked by a
+    job (pipeline/bundle_tables.py); each job gets only the rows it writes."""
+    ranks_rows = {"phases": rows.get("phases") or [], "step_phases": rows.get("step_phases") or []}
+    summary_rows = {k: v for k, v in rows.items() if k != "step_phases"}
+    staging, meta = str(run.staging), run.summary_metadata
+    return _Tables(run, [Job(write_ranks_checked, TablesWork(staging, ranks_rows, meta, run.opts.noise_floor),
+                             scrub_options),
+                         Job(write_summaries_checked, TablesWork(staging, summary_rows, meta), scrub_options)])
+
+
+def _tables_written(run: Run, results: list[TaskResult]) -> None:
+    """ranks.parquet moved into summaries/; what the jobs checked (and found) counts at `check`."""
+    failed = [r.error for r in results if r.error is not None]
+    if failed:
+        raise VerlprofError(None, f"the summaries could not be written: {failed[0]}")
+    move_ranks_in(run.staging)
+    for res in results:
+        run.checked.update(res.value.checked)
+        run.findings += res.value.findings
 
 
 def _refuse_incomplete(result: CollectResult, strict: bool, doctor: list[doctor_stage.Finding], t0: float) -> None:

@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..stages.core.phases import STAGES, canonical_stage
+from .rank_steps import UNATTRIBUTED
 
 #: Metrics compared per (stage, role); all nanoseconds, all "lower is better".
 METRICS: tuple[str, ...] = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "kernel_ns", "comm_ns")
@@ -73,7 +74,6 @@ def _preferred_kind(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 #: Stages that are no stage of their own: the step itself and unknown ranges.
 _NOT_A_STAGE = frozenset({"step", "other"})
-UNATTRIBUTED = "(unattributed)"
 #: Extra per-process figures next to METRICS (not compared as deltas of sums: a peak is a max).
 PEAK = "mem_peak_bytes"
 #: The launch-time span GPU % is taken over (phases.parquet `launch_span_ns`): carried next to

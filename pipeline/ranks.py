@@ -42,8 +42,8 @@ import pyarrow as pa
 
 from ..stages.schema import arrow_schema
 from .compare import UNATTRIBUTED, ancestor_paths, process_stage_totals, to_frame
+from .rank_steps import MAX_DEPTH, STEP_COLUMNS, step_phase_rows  # noqa: F401 - re-exported (collect reads rank_steps)
 
-MAX_DEPTH = 2
 _NUM = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "start_ns", "mem_peak_bytes", "depth",
         "launch_span_ns")
 #: Victim lists longer than this are counted in the statement (the column keeps them all).
@@ -667,22 +667,6 @@ def statements(table: Any, role: Any, kind: str) -> list[str]:
     if role is not None:
         d = d[d["role"].fillna("?") == role]
     return [s for s in d.sort_values("step", kind="stable")["statement"].dropna().drop_duplicates()]
-
-
-STEP_COLUMNS = ("source", "source_kind", "role", "rank", "pid", "step", "phase", "stage", "parent", "depth",
-                "start_ns", "wall_ns", "comm_ns", "gpu_busy_ns", "gpu_busy_inherited_ns", "kernel_ns", "path",
-                "launch_span_ns")
-
-
-def step_phase_rows(phases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What ranks.parquet needs of another profiled step's phase rows (collect's per-step pass):
-    depth <= 2, a known stage or a collective, and the columns read here; the rest is dropped in
-    the worker so the other steps of a 10,000-op capture cost little memory."""
-    rows = [r for r in phases if r.get("phase") != UNATTRIBUTED and r.get("source_kind") != "memory"]
-    kept = {r.get("path") for r in rows if (r.get("depth") or 0) <= MAX_DEPTH
-            or (isinstance(r.get("stage"), str) and r.get("stage") != "other")}
-    kept |= {" > ".join(q.split(" > ")[:i]) for q in kept if isinstance(q, str) for i in range(1, q.count(" > ") + 1)}
-    return [{k: r.get(k) for k in STEP_COLUMNS} for r in rows if r.get("path") in kept]
 
 
 def culprit_statements(tables: dict[str, pa.Table]) -> pd.DataFrame:
