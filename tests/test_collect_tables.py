@@ -1,0 +1,97 @@
+"""Issue 30, the driver's serial part: summaries/ and ranks.parquet are written and checked by two
+jobs on the run's pool (pipeline/bundle_tables.py), and collect's driver never imports pandas.
+
+Real collects of four real gloo exports at --jobs 2 (the pool) and --jobs 1 (inline): the
+run-level check reads only what the driver wrote, the tables are the same bytes either way, and
+a secret that reaches a table is still found there and nothing is published.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from testdata import data_dir
+from verlprof.pipeline import collect, ranks
+from verlprof.stages.core.errors import RefusedError
+
+SECRET = "hf_Zx9QwErTyUiOpAsDfGhJkLzXcVbNm12345"
+
+
+def _source(tmp_path: Path) -> Path:
+    src = tmp_path / "run"
+    shutil.copytree(data_dir("gloo_ranks/nsys"), src)
+    return src
+
+
+def test_importing_collect_imports_no_pandas() -> None:
+    """pandas costs a few tenths of a second of every collect's serial start-up; only the ranks
+    job and the HTML report need it, and they import it where they run."""
+    code = "import sys, verlprof.pipeline.collect; print('pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_tables_are_checked_by_their_jobs_and_the_same_bytes_inline(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import verlprof.stages.scrub as scrub
+
+    src = _source(tmp_path)
+    seen: list[str] = []
+    at_run_level = [False]
+    real_check, real_run_check = scrub.check_paths, collect.check
+
+    def recording(paths, *args, **kwargs):
+        if at_run_level[0]:
+            seen.extend(Path(p).name for p in paths)
+        return real_check(paths, *args, **kwargs)
+
+    def run_level_check(*args, **kwargs):
+        at_run_level[0] = True
+        try:
+            return real_run_check(*args, **kwargs)
+        finally:
+            at_run_level[0] = False
+
+    monkeypatch.setattr(scrub, "check_paths", recording)
+    monkeypatch.setattr(collect, "check", run_level_check)
+    pooled = collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / "out2", work_dir=tmp_path / "w2",
+                                                        jobs=2))
+    assert pooled.exit_code == 0
+    shutil.move(tmp_path / "out2", tmp_path / "pooled")
+    # the run-level check read what the driver wrote, and no table (their jobs checked them)
+    assert sorted(seen) == ["manifest.json", "scrub_report.json"], seen
+    inline = collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / "inline",
+                                                        work_dir=tmp_path / "w1", jobs=1))
+    assert inline.exit_code == 0
+    names = sorted(p.name for p in (tmp_path / "pooled" / "summaries").iterdir())
+    assert names == ["kernels.parquet", "phases.parquet", "ranks.parquet", "steps.parquet"]
+    assert not (tmp_path / "pooled" / ".ranks").exists()
+    for n in names:
+        assert (tmp_path / "pooled" / "summaries" / n).read_bytes() == (tmp_path / "inline" / "summaries" / n).read_bytes(), n
+    assert pq.read_table(tmp_path / "pooled" / "summaries" / "ranks.parquet").num_rows > 0
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_secret_in_ranks_parquet_refuses_the_publish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       jobs: int) -> None:
+    """What a table job checked and found refuses the publish as the run-level check did; the
+    workers are forked after the patch, so the planted table is written by the job itself."""
+    src = _source(tmp_path)
+    real = ranks.ranks_table
+
+    def planted(*args, **kwargs) -> pa.Table:
+        t = real(*args, **kwargs)
+        i = t.schema.get_field_index("statement")
+        return t.set_column(i, t.schema.field(i), pa.array([f"token={SECRET}"] * t.num_rows, pa.string()))
+
+    monkeypatch.setattr(ranks, "ranks_table", planted)
+    with pytest.raises(RefusedError, match="summaries/ranks.parquet"):
+        collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / "out", work_dir=tmp_path / "work",
+                                                   jobs=jobs))
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]   # no staging folder left
