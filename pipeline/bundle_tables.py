@@ -11,15 +11,21 @@ itself wrote, and re-reads a table only if its bytes changed since its check.
 ranks.parquet needs pandas (pipeline/ranks.py); it is imported here, inside the job, so that
 collect's driver never imports it (`import verlprof.pipeline.collect` stays pandas-free); so is
 the HTML report's (`write_run_report`, `collect --html` only).
+`warming` imports it on a thread while collect gathers its inputs (hashing releases the GIL), before
+the pool forks: the workers inherit it, and the ranks job, on the run's critical path after pass 2,
+does not pay the import.
+
 ranks.parquet is made in a folder of its own beside summaries/ (`write_summaries` writes an empty
 one of every schema) and moved in once both jobs are done (`move_ranks_in`).
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
@@ -85,6 +91,26 @@ def write_run_report(staging: Path, rows: dict[str, Any], manifest: dict[str, An
 
     atomic.write_text(Path(staging) / "report.html", render_run_report(rows.get("phases", []), rows.get("kernels", []),
                                                                        manifest, bundle=staging))
+
+
+@contextlib.contextmanager
+def warming() -> Iterator[None]:
+    """Import pandas and pipeline/ranks.py on a thread for as long as the block runs; joined on the
+    way out, so call it where no process forks inside the block (a fork in the middle of an import
+    could leave the child's import lock held)."""
+    thread = threading.Thread(target=_warm, name="verlprof-warm", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
+def _warm() -> None:
+    try:
+        from . import ranks  # noqa: F401 - the import is the point
+    except Exception:  # noqa: BLE001 - the ranks job imports it again and reports what failed
+        pass
 
 
 def _checked(files: dict[str, Path], scrub: scrub_stage.ScrubOptions) -> Written:

@@ -16,8 +16,10 @@ differs, see pipeline/cluster.py):
                 worker, its window trace cut, scrubbed, converted and checked, with its piece of
                 the merged trace (pipeline/merged_trace.py)
       scrub     the run-level values (steps rows, metadata, window, trace facts)
-      write     summaries/, scrub_report.json, manifest.json, the merged trace, report.html
-      check     re-scan every staged file pass 2 did not check; a finding refuses (exit 1)
+      write     summaries/ and ranks.parquet (two jobs, each checks what it wrote:
+                pipeline/bundle_tables.py), scrub_report.json, manifest.json, the merged trace,
+                report.html
+      check     re-scan every staged file no job checked; a finding refuses (exit 1)
       publish   the staging folder is renamed onto OUT; `--pack` adds OUT.tar.gz
 
 Every raw input travels through both passes as one handle (`collect_tasks.RawInput`: its path,
@@ -39,6 +41,7 @@ from pathlib import Path
 from ..stages.core import atomic
 from ..stages.core.errors import VerlprofError
 from . import signals
+from .bundle_tables import warming
 from .collect_manifest import after_run_findings, bundle_salt
 from .collect_publish import (
     check,
@@ -92,7 +95,8 @@ def run_collect(opts: CollectOptions, progress: Progress | None = None,
 
 def passes(run: Run) -> CollectResult:
     """The survey pass, then the publish pass (module docstring)."""
-    gather(run)
+    with warming():   # pandas for ranks.parquet's job, imported while gather hashes, before any fork
+        gather(run)
     exports = export(run)
     surveys = identify(run, raw_inputs(run.artifacts, exports))
     scrub_options = pseudonym_map(run, surveys)
