@@ -266,9 +266,10 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
                                nodes=run.nodes)
         _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)
     finally:   # never leave a job writing into a staging folder that is about to be removed
-        done = tables.wait() if tables is not None else None
-    if done is not None:
-        _tables_written(run, done)
+        if tables is not None:
+            tables.join()
+    if tables is not None:
+        _tables_written(run, tables.results())
     if result.rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
         merged = write_merged_trace(staging, run.pieces, lambda files: check_written(files, scrub_options),
                                     run.opts.work_dir, run.spool)
@@ -298,12 +299,16 @@ class _Tables:
     def _run(self, run: Run, jobs: list[Job]) -> None:
         try:
             self._results = run_jobs(run.executor, jobs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the driver's thread by `wait`
+        except BaseException as exc:  # noqa: BLE001 - raised in the driver's thread by `results`
             self._error = exc
 
-    def wait(self) -> list[TaskResult]:
+    def join(self) -> None:
+        """Wait for both jobs (they never outlive the run's staging folder)."""
         if self._thread is not None:
             self._thread.join()
+
+    def results(self) -> list[TaskResult]:
+        """Each job's result, after `join`; what stopped the thread (a pool lost) is raised here."""
         if self._error is not None:
             raise self._error
         return self._results or []
