@@ -210,8 +210,8 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
         others = _other_steps(src, choice.step) if compares else []
         summary = summarize_stage.summarize_job(item.path, ident, src, choice.step, others)
         trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
-        work.append(SourceWork(item, summary if summary.spans or getattr(summary, "other_steps", ()) else None,
-                               trace, len(work)))
+        wanted = summary.spans or getattr(summary, "other_steps", ())
+        work.append(SourceWork(item, summary if wanted else None, trace, len(work)))
     return Window(choice, resolved, work, errors)
 
 

@@ -9,12 +9,15 @@ computed here on the same real data, except that the other steps carry no device
 from __future__ import annotations
 
 import re
+import shutil
+import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from testdata import data_path
+from verlprof.stages.core.errors import VerlprofError
 from verlprof.stages.readers.nsys_sqlite import KERNEL, RUNTIME, NsysExport
 from verlprof.stages.summarize import SummarizeOptions, summarize_any_item, summarize_job, summarize_steps
 from verlprof.stages.summarize import nsys as nsys_adapter
@@ -27,7 +30,8 @@ from verlprof.stages.window import (
     window_spans,
 )
 
-NSYS_EXPORTS = ["gpu_captures/whole-emit-nvtx/whole_956.sqlite", "gloo_ranks/nsys/worker_process_30826.sqlite",
+NSYS_EXPORTS = ["gpu_captures/whole-emit-nvtx/whole_956.sqlite",
+                "gloo_ranks/nsys/worker_process_30826.sqlite",
                 "same_workload/cuda/make_gpu_run_cuda.sqlite"]
 TORCH_TRACE = "kineto_public/hta_ddp_nccl_rank0.json"
 
@@ -146,3 +150,31 @@ def test_a_source_that_missed_the_chosen_step_gives_its_other_steps() -> None:
     assert [{r["step"] for r in rows["phases"]} for rows in got.others] == [{s} for s in [chosen, *others]]
     assert window_spans(src, 10_000) == []
 
+
+
+def test_bad_input_in_another_step_leaves_the_chosen_step_read_alone(tmp_path: Path) -> None:
+    """A corrupt kernel row in another step's window (a copy of a real export: inputs are never
+    modified) fails that step's read; the chosen step is then read alone, with the rows a clean
+    export gives it, and the other steps are left out, as when each step was read apart."""
+    clean_path = data_path(NSYS_EXPORTS[0])
+    path = tmp_path / clean_path.name
+    shutil.copy(clean_path, path)
+    ident, src, chosen, others = _steps_of(path)
+    db = NsysExport.open(str(path))
+    offset = db.session_start_ns() or 0
+    db.close()
+    spans = window_spans(src, others[0])
+    lo, hi = min(s.start_ns for s in spans) - offset, max(s.end_ns for s in spans) - offset
+    con = sqlite3.connect(path)
+    try:
+        con.execute(f'UPDATE {KERNEL} SET "end" = \'corrupt\' WHERE rowid = (SELECT rowid FROM {KERNEL} '
+                    "WHERE start BETWEEN ? AND ? LIMIT 1)", (lo, hi))
+        con.commit()
+    finally:
+        con.close()
+    opts = SummarizeOptions()
+    with pytest.raises(VerlprofError, match="non-numeric"):
+        summarize_any_item(summarize_job(str(path), ident, src, others[0]), opts)
+    got = summarize_steps(summarize_job(str(path), ident, src, chosen, others), opts)
+    assert got.others == []
+    assert got.chosen == summarize_any_item(summarize_job(str(clean_path), ident, src, chosen), opts)

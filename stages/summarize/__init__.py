@@ -12,6 +12,7 @@ from .write import summary_metadata, write_summaries
 
 __all__ = [
     "SummarizeResult", "SummaryItem", "NsysItem", "TorchItem", "MemoryItem", "render_phase_table",
-    "steps_rows", "summarize_any_item", "summarize_steps", "StepSummaries", "summarize_job", "summary_metadata", "write_summaries", "summarize_memory_snapshot",
+    "steps_rows", "summarize_any_item", "summarize_steps", "StepSummaries", "summarize_job", "summary_metadata",
+    "write_summaries", "summarize_memory_snapshot",
     "SummarizeOptions", "SummaryRows", "merge_rows", "CATEGORIES", "categorize",
 ]

@@ -13,7 +13,13 @@ from ..core.errors import VerlprofError
 from ..readers.nsys_sqlite import NsysExport
 from ..window import SourceIdentity, SourceSteps, WindowChoice, window_spans
 from .nsys import NsysItem, summarize_nsys_steps
-from .torch_profile import MemoryItem, TorchItem, summarize_memory_item, summarize_torch_item, summarize_torch_steps
+from .torch_profile import (
+    MemoryItem,
+    TorchItem,
+    summarize_memory_item,
+    summarize_torch_item,
+    summarize_torch_steps,
+)
 from .types import StepSummaries, SummarizeOptions, SummaryRows, empty_rows
 
 #: what `summarize_job` makes and `summarize_any_item` / `summarize_steps` run

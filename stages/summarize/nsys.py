@@ -62,7 +62,8 @@ class NsysItem:
     chosen: bool = True
 
 
-def summarize_nsys_steps(item: NsysItem, options: SummarizeOptions, export: NsysExport | None = None) -> StepSummaries:
+def summarize_nsys_steps(item: NsysItem, options: SummarizeOptions, export: NsysExport | None = None
+                         ) -> StepSummaries:
     """Picklable per-artifact function: phases + kernels rows of the item's chosen step and of each
     of its other steps, in one scan (read from `export` when the pass has the export open already)."""
     scan = scan_nsys(export or item.path, item.ident, options, item.spans if item.chosen else (),

@@ -85,7 +85,8 @@ _FAR = 1 << 62                     # a span that holds every time on a trace's c
 _WHOLE_FILE = ("file_name", "whole_file")   # step boundaries that make the whole trace one step
 
 __all__ = [
-    "TorchItem", "MemoryItem", "summarize_torch_trace", "summarize_torch_item", "summarize_torch_steps", "summarize_memory_snapshot",
+    "TorchItem", "MemoryItem", "summarize_torch_trace", "summarize_torch_item", "summarize_torch_steps",
+    "summarize_memory_snapshot",
     "summarize_memory_item", "short_kernel_name", "UNATTRIBUTED",
 ]
 
@@ -317,8 +318,8 @@ def summarize_torch_item(item: TorchItem, options: SummarizeOptions) -> SummaryR
 def summarize_torch_steps(item: TorchItem, options: SummarizeOptions) -> StepSummaries:
     """Picklable per-artifact function: the chosen step's rows and each of the item's other steps'
     phases + kernels rows, from one parse of the trace."""
-    chosen, others = _summarize_trace(item.path, item.ident, options, item.spans or None if item.chosen else (),
-                                      item.other_steps)
+    spans = (item.spans or None) if item.chosen else ()   # (): no chosen step here, only the others
+    chosen, others = _summarize_trace(item.path, item.ident, options, spans, item.other_steps)
     return StepSummaries(chosen if item.chosen else None, others)
 
 
