@@ -105,12 +105,12 @@ def _pass2_jobs(run: Run, window: Window, popts: PublishOptions,
     so no piece of it is made; and a lone source on several cores runs its summary and its window
     as two jobs side by side, each opening the export once (in one job the second core idles)."""
     size = {a.rel: a.size for a in run.artifacts}
-    todo = sorted((w for w in window.work if w.summary or w.trace or w.other_steps),
+    todo = sorted((w for w in window.work if w.summary or w.trace),
                   key=lambda w: -size.get(w.rel, 0))
     merge = sum(1 for w in todo if w.trace is not None) > 1
     todo = [replace(w, piece=merge) for w in todo]
     if splits_lone_source(run, len(todo)) and todo[0].summary is not None and todo[0].trace is not None:
-        todo = [replace(todo[0], trace=None), replace(todo[0], summary=None, other_steps=())]
+        todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
     jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
     return todo, run_jobs(run.executor, jobs, on_done)
 

@@ -204,16 +204,14 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
     for k, ((item, _s), src) in enumerate(zip(found, resolved)):
         spans = win.spans_of(k)
         ident = src.ident if item.kind == TORCH else window_stage.identity_from_artifact(item.artifact)
-        summary = summarize_stage.summarize_job(item.path, ident, src, choice.step)
-        trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
         # issue 32: the other profiled steps too, for ranks.parquet's culprit per step (phases.parquet
-        # keeps the chosen step only); each costs one more windowed read of the source, so only where
-        # there are ranks to compare, and the OTHER_STEPS nearest the chosen one
-        others = tuple(j for j in (summarize_stage.summarize_job(item.path, ident, src, other)
-                                   for other in _other_steps(src, choice.step))
-                       if getattr(j, "spans", None)) if compares else ()
-        work.append(SourceWork(item, summary if getattr(summary, "spans", None) else None, trace, len(work),
-                               other_steps=others))
+        # keeps the chosen step only), read in the same scan as the chosen step; only where there
+        # are ranks to compare, and the OTHER_STEPS nearest the chosen one
+        others = _other_steps(src, choice.step) if compares else []
+        summary = summarize_stage.summarize_job(item.path, ident, src, choice.step, others)
+        trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
+        wanted = summary.spans or getattr(summary, "other_steps", ())
+        work.append(SourceWork(item, summary if wanted else None, trace, len(work)))
     return Window(choice, resolved, work, errors)
 
 

@@ -170,14 +170,16 @@ def _trace_versions(path: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SourceWork:
-    """Pass 2 of one source: its summary job for the chosen step and its window trace job."""
+    """Pass 2 of one source: its summary job (the chosen step and the other profiled steps, read in
+    one scan) and its window trace job."""
 
     source: RawInput             # the raw input (nsys export or torch trace), opened once by the job
-    summary: summarize_stage.SummaryItem | None = None   # its summary job (NsysItem / TorchItem); None: no span in the window
+    # its summary job (NsysItem / TorchItem): the chosen step (`chosen`: it has a span here) and the
+    # other profiled steps ranks.parquet reads (issue 32); None: no span in any of them
+    summary: summarize_stage.SummaryItem | None = None
     trace: traces_stage.TraceJob | None = None   # None: no window trace wanted
     index: int = 0               # the source's place in the run (its block of pids in the merged trace)
     piece: bool = True           # make its piece of the merged trace (False: the run's only window, no merge)
-    other_steps: tuple[summarize_stage.SummaryItem, ...] = ()   # jobs of the other profiled steps (ranks.parquet, issue 32)
 
     @property
     def rel(self) -> str:
@@ -221,7 +223,7 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
     out = Published(item.rel)
     cut = None
     with item.source.opened(options.summarize.ranges_cache) as db:
-        if item.summary is not None or item.other_steps:
+        if item.summary is not None:
             try:
                 out.rows, out.counts, out.review = _scrubbed_rows(item, options, db)
             except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
@@ -255,20 +257,17 @@ def _as_dicts(rows: Any) -> list[dict[str, Any]]:
 
 def _scrubbed_rows(item: SourceWork, options: PublishOptions,
                    db: NsysExport | None) -> tuple[dict[str, Any], Counter, dict[str, dict[str, int]]]:
-    """The chosen step's rows of one source, scrubbed; values split across adjacent NVTX ranges of
+    """The chosen step's rows of one source (and, as `step_phases`, what ranks.parquet reads of its
+    other profiled steps), scrubbed; values split across adjacent NVTX ranges of
     an nsys export are found on the same open export first. Also returns the free text the
     scrubber kept (scrub_report.json `kept_free_text`, issue 33)."""
-    rows = (dict(summarize_stage.summarize_any_item(item.summary, options.summarize, export=db))
-            if item.summary is not None else {})
-    if item.other_steps:   # issue 32: what ranks.parquet needs of the other profiled steps
-        rows["step_phases"] = []
-        lean = replace(options.summarize, memory=False)   # no memory column is kept of them
-        for job in item.other_steps:
-            try:
-                rows["step_phases"] += step_phase_rows(
-                    _as_dicts(summarize_stage.summarize_any_item(job, lean, export=db).get("phases", [])))
-            except VerlprofError:
-                continue   # a refinement: an unreadable other step leaves ranks.parquet without it
+    rows: dict[str, Any] = {}
+    if item.summary is not None:   # the chosen step and the other profiled steps, in one scan
+        got = summarize_stage.summarize_steps(item.summary, options.summarize, export=db)
+        rows = dict(got.chosen) if got.chosen is not None else {}
+        if getattr(item.summary, "other_steps", ()):   # issue 32: what ranks.parquet reads of them
+            rows["step_phases"] = [row for step in got.others
+                                   for row in step_phase_rows(_as_dicts(step.get("phases", [])))]
     raw = [] if item.kind != NSYS else [db if db is not None else item.source.path]
     sc = scrub_stage.publish_scrubber(options.scrub, raw)
     clean, _ = scrub_stage.scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)

@@ -9,7 +9,7 @@ streaming sweep), reads device memory levels and each process's rank.
 `projection_rows` and `totals_rows` give NVIDIA-comparable whole-report numbers (nvtxgpuproj,
 gpukernsum) for checks and the benchmark.
 
-Per-artifact work is `summarize_item(item, options)`: plain, module-level and picklable, so the
+Per-artifact work is `summarize_nsys_steps(item, options)`: plain, module-level and picklable, so the
 pipeline runs it inline, in a process pool, or on Ray.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from .kernel_category import categorize
 from .phases import phase_rows
 from .projection import ProjectionResult, project
 from .steps import steps_rows, with_phase_identity
-from .types import SummarizeOptions, SummaryRows
+from .types import StepSummaries, SummarizeOptions, SummaryRows
 
 _HOST_MEM_KINDS = (0, 1)  # pageable, pinned: not device memory
 
@@ -49,18 +49,26 @@ _HOST_MEM_KINDS = (0, 1)  # pageable, pinned: not device memory
 
 @dataclass(frozen=True)
 class NsysItem:
-    """One export to summarize: where it is, who made it, and the chosen step's spans in it."""
+    """One export to summarize: where it is, who made it, the chosen step's spans in it, and the
+    spans of each other step to summarize in the same scan (`other_steps`, collect's profiled steps
+    for ranks.parquet). `chosen` False: the chosen step has no span in this export, only the other
+    steps are wanted."""
 
     path: str
     ident: SourceIdentity
     spans: tuple[StepSpan, ...] = ()
     offset_ns: int = 0
+    other_steps: tuple[tuple[StepSpan, ...], ...] = ()
+    chosen: bool = True
 
 
-def summarize_item(item: NsysItem, options: SummarizeOptions, export: NsysExport | None = None) -> SummaryRows:
-    """Picklable per-artifact function: phases + kernels rows of the item's chosen step (read from
-    `export` when the pass has the item's export open already)."""
-    return scan_nsys(export or item.path, item.ident, options, item.spans).rows
+def summarize_nsys_steps(item: NsysItem, options: SummarizeOptions, export: NsysExport | None = None
+                         ) -> StepSummaries:
+    """Picklable per-artifact function: phases + kernels rows of the item's chosen step and of each
+    of its other steps, in one scan (read from `export` when the pass has the export open already)."""
+    scan = scan_nsys(export or item.path, item.ident, options, item.spans if item.chosen else (),
+                     other_steps=item.other_steps)
+    return StepSummaries(scan.rows if item.chosen else None, scan.others)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -70,20 +78,28 @@ def summarize_item(item: NsysItem, options: SummarizeOptions, export: NsysExport
 
 @dataclass
 class NsysScan:
-    """Everything one sweep over an export yields."""
+    """Everything one sweep over an export yields: the chosen step's rows, and the phases and
+    kernels rows of each other step asked for (`others`, in the order asked)."""
 
     rows: SummaryRows
     source: SourceSteps | None = None
     ranges: NvtxRanges | None = None
     projection: ProjectionResult | None = None
     db_facts: dict[str, Any] = field(default_factory=dict)
+    others: list[SummaryRows] = field(default_factory=list)
 
 
 def scan_nsys(path: "str | Path | NsysExport", ident: SourceIdentity, options: SummarizeOptions,
-              spans: Sequence[StepSpan] | None = None, kernel_totals: bool = False) -> NsysScan:
+              spans: Sequence[StepSpan] | None = None, kernel_totals: bool = False,
+              other_steps: Sequence[Sequence[StepSpan]] = ()) -> NsysScan:
     """Summarize one export (a path, or the export open in this pass). `spans`: the chosen step's
     spans in it (absolute ns); when None the step is chosen from this export alone (`options.step`)
-    and its steps rows are included."""
+    and its steps rows are included. `other_steps`: the spans of each other step to summarize too.
+
+    Every step is read in ONE projection over the union of the steps' windows (the SQL reads are
+    full table scans, so one scan of five steps costs about what one step's did); kernel names and
+    process ranks are read once, device memory levels for the chosen step only (the other steps'
+    rows keep no memory figure). Each step's rows equal a scan of that step alone (`_step_ops`)."""
     with NsysExport.use(path, ranges_cache=options.ranges_cache) as db:
         path = db.path
         offset = db.session_start_ns() or 0
@@ -97,23 +113,73 @@ def scan_nsys(path: "str | Path | NsysExport", ident: SourceIdentity, options: S
             src, spans = win.sources[0], win.spans_of(0)
             own_steps_rows = steps_rows(list(win.sources), win.choice)
         index = RangeIndex.build(r)
-        rel_spans = [Span(s.start_ns - offset, s.end_ns - offset, s.pid, s.step) for s in spans]
-        window = (min(s.lo for s in rel_spans), max(s.hi for s in rel_spans)) if rel_spans else None
-        res = project(db, index, selected=r.selected(rel_spans), window=window, kernel_totals=kernel_totals)
+        steps = [[Span(s.start_ns - offset, s.end_ns - offset, s.pid, s.step) for s in group]
+                 for group in (spans, *other_steps)]
+        windows = [(min(s.lo for s in g), max(s.hi for s in g)) if g else None for g in steps]
+        live = [w for w in windows if w is not None]
+        window = (min(w[0] for w in live), max(w[1] for w in live)) if live else None
+        res = project(db, index, selected=r.selected([s for g in steps for s in g]), window=window,
+                      kernel_totals=kernel_totals)
         res.ops.copy_kind = _copy_direction(res.ops.copy_kind, db.copy_kind_names())
-        model = EventModel(ident, offset, r, index, res.ops, res.api_ns, _kernel_names(db, res.ops),
-                           _memory_levels(db, window) if window is not None and options.memory else {})
-        phases, kernels = phase_rows(model, rel_spans, options.top)
-        ranks = _process_ranks(db, ident, {int(p) for p in np.unique(r.pid)} | {int(row["pid"]) for row in phases})
-        for row in phases + kernels:
-            got = ranks.get(row["pid"])
-            if got is not None and (row.get("rank") is None or len(ranks) > 1):
-                row["rank"], row["rank_source"] = got
-            elif row.get("rank") is not None:
-                row["rank_source"] = "artifact"
+        names = _kernel_names(db, res.ops)
+        memory = _memory_levels(db, windows[0]) if windows[0] is not None else {}
+        ranks = _RanksOnce(db, {int(p) for p in np.unique(r.pid)})
+        out: list[SummaryRows] = []
+        for k, (group, win_k) in enumerate(zip(steps, windows)):
+            if not group:   # no span of this step in this export
+                out.append({"phases": [], "kernels": []})
+                continue
+            ops = res.ops if len(steps) == 1 or win_k is None else _step_ops(res.ops, win_k)
+            model = EventModel(ident, offset, r, index, ops, res.api_ns, names, memory if k == 0 else {})
+            phases, kernels = phase_rows(model, group, options.top)
+            _fill_ranks(phases + kernels, ranks.of({int(row["pid"]) for row in phases}))
+            out.append({"phases": phases, "kernels": kernels})
         facts = {"nsys_version": db.nsys_version, "schema_version": db.schema_version}
-    rows: SummaryRows = {"phases": phases, "kernels": kernels, "steps": with_phase_identity(own_steps_rows, phases)}
-    return NsysScan(rows, src, r, res, facts)
+    rows: SummaryRows = {**out[0], "steps": with_phase_identity(own_steps_rows, out[0]["phases"])}
+    return NsysScan(rows, src, r, res, facts, out[1:])
+
+
+def _step_ops(ops: GpuOps, window: tuple[int, int]) -> GpuOps:
+    """The GPU operations of a several-step projection that a projection of one step alone
+    (`window`: its [lo, hi]) keeps, with what it knows of them: work no range launched only where
+    it starts in the step's window, and its launch time only where the launching call lies in it
+    (a projection knows the calls outside ranges in its window alone). Ranges' work is chosen by
+    the step's selected ranges in `phase_rows`, as in a scan of the step alone; the order is kept."""
+    lo, hi = window
+    free = ops.rng < 0
+    out = ops.take(np.flatnonzero(~free | ((ops.start >= lo) & (ops.start <= hi))))
+    far = (out.rng < 0) & (out.launch >= 0) & ((out.launch < lo) | (out.launch > hi))
+    if far.any():
+        out.launch = np.where(far, -1, out.launch)
+        out.launch_tid = np.where(far, -1, out.launch_tid)
+    return out
+
+
+class _RanksOnce:
+    """Each process's rank (`process_ranks`), read once per set of processes a scan's steps name:
+    the answer depends on the set (one process alone may take the session's environment; a device
+    shared by two says nothing), and the steps of one export nearly always name the same set."""
+
+    def __init__(self, db: NsysExport, base: set[int]) -> None:
+        self.db, self.base = db, base
+        self.seen: dict[frozenset[int], dict[int, tuple[int | None, str]]] = {}
+
+    def of(self, pids: set[int]) -> dict[int, tuple[int | None, str]]:
+        key = frozenset(self.base | pids)
+        if key not in self.seen:
+            self.seen[key] = process_ranks(self.db, key) if key else {}
+        return self.seen[key]
+
+
+def _fill_ranks(rows: list[dict[str, Any]], ranks: dict[int, tuple[int | None, str]]) -> None:
+    """Each row's rank and where it came from: the export's own word on its process where it has
+    one (and always when it holds several processes), else the artifact's."""
+    for row in rows:
+        got = ranks.get(row["pid"])
+        if got is not None and (row.get("rank") is None or len(ranks) > 1):
+            row["rank"], row["rank_source"] = got
+        elif row.get("rank") is not None:
+            row["rank_source"] = "artifact"
 
 
 def _kernel_names(db: NsysExport, ops: GpuOps) -> dict[int, tuple[str, str]]:
@@ -176,13 +242,6 @@ def _memory_levels(db: NsysExport, window: tuple[int, int]) -> dict[int, MemoryL
         b0 = base.get(p, 0)
         out[p] = MemoryLevels(t[order], b0 + np.cumsum(d[order]), b0)
     return out
-
-
-def _process_ranks(db: NsysExport, ident: SourceIdentity, pids: set[int]) -> dict[int, tuple[int | None, str]]:
-    """pid -> (rank, where it came from) for every summarised process of the export."""
-    if not pids:
-        return {}
-    return process_ranks(db, pids)
 
 
 def totals_rows(db: NsysExport, res: ProjectionResult) -> list[dict[str, Any]]:

@@ -79,13 +79,14 @@ from ..window import (
 from .memory_history import HISTORY_PHASE, HISTORY_SCOPE, history_figures, is_untimed
 from .phases import UNATTRIBUTED, phase_rows
 from .steps import steps_rows, with_phase_identity
-from .types import SummarizeOptions, SummaryRows
+from .types import StepSummaries, SummarizeOptions, SummaryRows
 
 _FAR = 1 << 62                     # a span that holds every time on a trace's clock
 _WHOLE_FILE = ("file_name", "whole_file")   # step boundaries that make the whole trace one step
 
 __all__ = [
-    "TorchItem", "MemoryItem", "summarize_torch_trace", "summarize_torch_item", "summarize_memory_snapshot",
+    "TorchItem", "MemoryItem", "summarize_torch_trace", "summarize_torch_item", "summarize_torch_steps",
+    "summarize_memory_snapshot",
     "summarize_memory_item", "short_kernel_name", "UNATTRIBUTED",
 ]
 
@@ -297,16 +298,29 @@ def _model(data: TraceData, ident: SourceIdentity) -> EventModel:
 
 @dataclass(frozen=True)
 class TorchItem:
-    """One torch trace to summarize; `spans`: the chosen step's spans (empty: choose from the file)."""
+    """One torch trace to summarize; `spans`: the chosen step's spans (empty: choose from the file);
+    `other_steps`: the spans of each other step to summarize from the same parse (collect's profiled
+    steps for ranks.parquet); `chosen` False: only the other steps are wanted."""
 
     path: str
     ident: SourceIdentity
     spans: tuple[StepSpan, ...] = ()
+    other_steps: tuple[tuple[StepSpan, ...], ...] = ()
+    chosen: bool = True
 
 
 def summarize_torch_item(item: TorchItem, options: SummarizeOptions) -> SummaryRows:
-    """Picklable per-artifact function: phases + kernels (+ steps when choosing alone) rows."""
+    """Picklable per-artifact function: phases + kernels (+ steps when choosing alone) rows of the
+    chosen step."""
     return summarize_torch_trace(item.path, item.ident, options, item.spans or None)
+
+
+def summarize_torch_steps(item: TorchItem, options: SummarizeOptions) -> StepSummaries:
+    """Picklable per-artifact function: the chosen step's rows and each of the item's other steps'
+    phases + kernels rows, from one parse of the trace."""
+    spans = (item.spans or None) if item.chosen else ()   # (): no chosen step here, only the others
+    chosen, others = _summarize_trace(item.path, item.ident, options, spans, item.other_steps)
+    return StepSummaries(chosen if item.chosen else None, others)
 
 
 def summarize_torch_trace(path: str | Path, ident: SourceIdentity, options: SummarizeOptions | None = None,
@@ -316,7 +330,15 @@ def summarize_torch_trace(path: str | Path, ident: SourceIdentity, options: Summ
     `spans`: the chosen step's spans in this trace (from the window over all sources); when None the
     step is chosen from this trace alone (`options.step`) and its steps rows are included. The
     result also holds `warnings`: [{"source", "message"}] (tolerant parsing, missing time base)."""
-    options = options or SummarizeOptions()
+    return _summarize_trace(path, ident, options or SummarizeOptions(), spans)[0]
+
+
+def _summarize_trace(path: str | Path, ident: SourceIdentity, options: SummarizeOptions,
+                     spans: Sequence[StepSpan] | None, other_steps: Sequence[Sequence[StepSpan]] = ()
+                     ) -> tuple[SummaryRows, list[SummaryRows]]:
+    """The chosen step's rows and each other step's phases and kernels rows, from one parse and one
+    event model of the trace (the model does not depend on the step: each step's rows equal a
+    summary of that step alone)."""
     p = Path(path)
     data = read_chrome_trace(p)
     model = _model(data, ident)
@@ -329,13 +351,20 @@ def summarize_torch_trace(path: str | Path, ident: SourceIdentity, options: Summ
         steps_rows_ = steps_rows(list(win.sources), win.choice)
     stated = trace_ident(replace(ident, rank=None), data.metadata).rank
     model.ident = ident = trace_ident(ident, data.metadata)
-    phases, kernels = phase_rows(model, _model_spans(spans, model.offset_ns), options.top)
-    for row in phases:
-        row["rank_source"] = ("unknown: no rank in the file name or the trace's distributedInfo" if ident.rank is None
-                              else "distributedInfo" if stated == ident.rank else "artifact")
+    source = ("unknown: no rank in the file name or the trace's distributedInfo" if ident.rank is None
+              else "distributedInfo" if stated == ident.rank else "artifact")
+    out: list[SummaryRows] = []
+    for group in (spans, *other_steps):
+        if not group:   # no span of this step in this trace
+            out.append({"phases": [], "kernels": []})
+            continue
+        phases, kernels = phase_rows(model, _model_spans(group, model.offset_ns), options.top)
+        for row in phases:
+            row["rank_source"] = source
+        out.append({"phases": phases, "kernels": kernels})
     warnings = [{"source": ident.source, "message": w} for w in data.warnings + notes]
-    return {"phases": phases, "kernels": kernels, "steps": with_phase_identity(steps_rows_, phases),
-            "warnings": warnings}
+    chosen = {**out[0], "steps": with_phase_identity(steps_rows_, out[0]["phases"]), "warnings": warnings}
+    return chosen, out[1:]
 
 
 def _model_spans(spans: Sequence[StepSpan], base: int) -> list[Span]:

@@ -6,7 +6,7 @@ Why a module of its own: the nsys half (`summarize/nsys.py`) and the torch half
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 from ..window import DEFAULT_STEP, StepArg
@@ -39,9 +39,16 @@ class SummarizeOptions:
     # A work-dir folder where an export's NVTX ranges, once read, are kept for the next pass
     # (collect reads them for the steps, then for the summary): `NsysExport.ranges_cache`.
     ranges_cache: str | None = None
-    # False: leave the device-memory levels out (collect's other profiled steps, whose rows keep
-    # no memory column: pipeline/ranks.STEP_COLUMNS; their SQL is a third of such a step's scan)
-    memory: bool = True
+
+
+@dataclass
+class StepSummaries:
+    """What one scan of a source gives (`dispatch.summarize_steps`): the chosen step's rows (None
+    when the item asks for other steps only) and the phases and kernels rows of each of the item's
+    `other_steps`, in the order asked. Device memory figures are the chosen step's only."""
+
+    chosen: SummaryRows | None
+    others: list[SummaryRows] = field(default_factory=list)
 
 
 def empty_rows() -> SummaryRows:
