@@ -224,8 +224,7 @@ def _memory_levels(db: NsysExport, window: tuple[int, int]) -> dict[int, MemoryL
     signed = f"CASE WHEN {op} IN ({dealloc}) THEN -bytes ELSE bytes END" if op else "bytes"
     kind = (f" AND (memKind IS NULL OR memKind NOT IN ({','.join(map(str, _HOST_MEM_KINDS))}))"
             if "memKind" in cols else "")
-    base = {int(pid_of_gtid(int(g))): int(v or 0) for g, v in db.query(
-        f"SELECT globalPid, sum({signed}) FROM {MEMORY} WHERE start < ?{kind} GROUP BY globalPid", (window[0],))}
+    base = {int(pid_of_gtid(int(g))): int(v or 0) for g, v in _sums_before(db, signed, kind, window[0])}
     parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for s, b, g in db.iter_columns(MEMORY, ["start", signed, "globalPid"],
                                    f"start >= ? AND start <= ?{kind}", window):
@@ -242,6 +241,20 @@ def _memory_levels(db: NsysExport, window: tuple[int, int]) -> dict[int, MemoryL
         b0 = base.get(p, 0)
         out[p] = MemoryLevels(t[order], b0 + np.cumsum(d[order]), b0)
     return out
+
+
+def _sums_before(db: NsysExport, signed: str, kind: str, t0: int) -> list[tuple[Any, Any]]:
+    """(globalPid, sum of the signed bytes of its memory events before t0). One process (most
+    exports): a plain aggregate, as GROUP BY sorts every row in a temp b-tree first (a third of the
+    memory read of a 100 MB export)."""
+    one = db.query(f"SELECT min(globalPid), max(globalPid), sum({signed}), count(*) - count(globalPid) "
+                   f"FROM {MEMORY} WHERE start < ?{kind}", (t0,))
+    if not one or one[0][0] is None and not one[0][3]:
+        return []   # no event before the window
+    lo, hi, total, nulls = one[0]
+    if lo == hi and not nulls:
+        return [(lo, total)]
+    return db.query(f"SELECT globalPid, sum({signed}) FROM {MEMORY} WHERE start < ?{kind} GROUP BY globalPid", (t0,))
 
 
 def totals_rows(db: NsysExport, res: ProjectionResult) -> list[dict[str, Any]]:

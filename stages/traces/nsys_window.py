@@ -346,11 +346,24 @@ def _memory_baselines(con: sqlite3.Connection, tables: dict[str, TableInfo],
                 alloc = int(i)
     signed = (f'sum(CASE "memoryOperationType" WHEN {alloc} THEN "bytes" '
               f'WHEN {free} THEN -"bytes" ELSE 0 END)')
-    q = (f'SELECT "globalPid", "deviceId", {signed} FROM {{db}}."CUDA_GPU_MEMORY_USAGE_EVENTS" '
-         'WHERE "start" < :s GROUP BY 1, 2')
     before: dict[tuple[int, int], int] = {}
     for db, sign in (("main", 1), ("win", -1)):
-        for gpid, dev, net in con.execute(q.format(db=db), p):
+        for gpid, dev, net in _nets_before(con, db, signed, p):
             before[(gpid, dev)] = before.get((gpid, dev), 0) + sign * int(net or 0)
     return [(f"memory_baseline_bytes/{gpid}/{dev}", str(net))
             for (gpid, dev), net in sorted(before.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1])))]
+
+
+def _nets_before(con: sqlite3.Connection, db: str, signed: str, p: dict[str, int]) -> list[tuple]:
+    """(globalPid, deviceId, net bytes) of the memory events of `db` before the window, per process
+    and device. One process on one device (most exports): a plain aggregate, as GROUP BY sorts
+    every earlier event in a temp b-tree first (100 MB export: 0.10 s instead of 0.22 s)."""
+    rows = f'{db}."CUDA_GPU_MEMORY_USAGE_EVENTS" WHERE "start" < :s'
+    lo_p, hi_p, lo_d, hi_d, n, n_p, n_d, net = con.execute(
+        f'SELECT min("globalPid"), max("globalPid"), min("deviceId"), max("deviceId"), count(*), '
+        f'count("globalPid"), count("deviceId"), {signed} FROM {rows}', p).fetchone()
+    if n == 0:
+        return []
+    if n == n_p == n_d and lo_p == hi_p and lo_d == hi_d:
+        return [(lo_p, lo_d, net)]
+    return con.execute(f'SELECT "globalPid", "deviceId", {signed} FROM {rows} GROUP BY 1, 2', p).fetchall()
