@@ -73,6 +73,12 @@ t1 = time.perf_counter()
 if prof is not None:
     prof.disable()
     prof.dump_stats(sys.argv[5])
+    import pstats   # the driver's own work: its main thread's time outside lock waits (pool, threads)
+    st = pstats.Stats(sys.argv[5])
+    waits = sum(v[2] for k, v in st.stats.items() if k[2] == "<method 'acquire' of '_thread.lock' objects>")
+    driver_busy = st.total_tt - waits
+else:
+    driver_busy = None
 # collect's own imports count: collect.py imports every stage up front, where a collect before
 # issue 30 imported each stage inside the run (so both ways of importing are timed alike)
 stages = {"imports": T_IMPORTED - T_IMPORT}
@@ -81,7 +87,7 @@ first = marks[0][1] if marks else t1
 stages["setup"] = first - t0
 for (name, t), (_n, t_next) in zip(marks, marks[1:]):
     stages[name] = stages.get(name, 0.0) + (t_next - t)
-print(json.dumps({"seconds": t1 - T_IMPORT, "stages": stages, "exit": res.exit_code,
+print(json.dumps({"seconds": t1 - T_IMPORT, "stages": stages, "exit": res.exit_code, "driver_busy": driver_busy,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
@@ -191,7 +197,8 @@ def main() -> int:
                          "(on a shared machine one run each is noise)")
     ap.add_argument("--profile", type=Path, default=None,
                     help="write a cProfile of collect's driver process per run into this folder (read with "
-                         "pstats: time outside `acquire` is the driver's serial part)")
+                         "pstats: time outside `acquire` is the driver's serial part; --many lines then print it "
+                         "as 'driver busy')")
     args = ap.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -261,7 +268,9 @@ def main() -> int:
                   f"({col['workers']} workers)  exit {col['exit']}  {speed}")
             if len(runs[j]) > 1:
                 print(f"           median of {len(runs[j])}: {each}")
-            print("           " + " ".join(f"{k}={v:.1f}" for k, v in col["stages"].items()))
+            busy = (f"  driver busy {col['driver_busy']:.2f} s (cProfile, main thread outside waits)"
+                    if col.get("driver_busy") is not None else "")
+            print("           " + " ".join(f"{k}={v:.2f}" for k, v in col["stages"].items()) + busy)
     if not args.tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

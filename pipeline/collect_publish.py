@@ -39,7 +39,14 @@ from .collect_tasks import (
     summarize_and_publish,
     summarize_memory,
 )
-from .bundle_tables import TablesWork, move_ranks_in, write_ranks_checked, write_run_report, write_summaries_checked
+from .bundle_tables import (
+    TablesWork,
+    move_ranks_in,
+    ready,
+    write_ranks_checked,
+    write_run_report,
+    write_summaries_checked,
+)
 from .executors import InlineExecutor, Job, TaskResult, run_jobs
 from .merged_trace import Spool, write_merged_trace
 
@@ -293,6 +300,9 @@ class _Tables:
         if run.opts.ray is not None or run.executor.runs_here(len(jobs)):
             self._results = run_jobs(InlineExecutor(), jobs)
             return
+        # a pool not started yet (every map so far ran here) forks its workers now, on this thread:
+        # a fork from the other thread while this one runs could copy a lock this one holds
+        run_jobs(run.executor, [Job(ready, None) for _ in jobs])
         self._thread = threading.Thread(target=self._run, args=(run, jobs), name="verlprof-tables", daemon=True)
         self._thread.start()
 

@@ -36,7 +36,7 @@ from ..stages.core.model import Artifact, ArtifactKind
 from ..stages.readers.nsys_sqlite import NsysExport
 from ..stages.readers.report_identity import identify_report
 from . import merged_trace
-from .rank_steps import step_phase_rows
+from .rank_inputs import step_phase_rows
 from .work import one_line
 
 #: kinds of `RawInput.kind` (a config is read for its secret values only)

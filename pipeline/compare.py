@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..stages.core.phases import STAGES, canonical_stage
-from .rank_steps import UNATTRIBUTED
+from .rank_inputs import UNATTRIBUTED
 
 #: Metrics compared per (stage, role); all nanoseconds, all "lower is better".
 METRICS: tuple[str, ...] = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "kernel_ns", "comm_ns")

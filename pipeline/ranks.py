@@ -33,7 +33,6 @@ emit_nvtx capture has thousands of op ranges; they are in phases.parquet). docs/
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -42,47 +41,19 @@ import pyarrow as pa
 
 from ..stages.schema import arrow_schema
 from .compare import UNATTRIBUTED, ancestor_paths, process_stage_totals, to_frame
-from .rank_steps import MAX_DEPTH, STEP_COLUMNS, step_phase_rows  # noqa: F401 - re-exported (collect reads rank_steps)
+from .rank_inputs import (  # noqa: F401 - re-exported: collect and the CLI read rank_inputs (no pandas)
+    DEFAULT_FLOOR,
+    MAX_DEPTH,
+    STEP_COLUMNS,
+    NoiseFloor,
+    parse_noise_floor,
+    step_phase_rows,
+)
 
 _NUM = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "start_ns", "mem_peak_bytes", "depth",
         "launch_span_ns")
 #: Victim lists longer than this are counted in the statement (the column keeps them all).
 MAX_NAMED = 8
-
-
-@dataclass(frozen=True)
-class NoiseFloor:
-    """Below this, nobody is named: an excess (or a wait) must exceed both `fraction` of the
-    phase's median wall and `min_ns`. Why both: 5% of a 2 ms phase is timer noise, and 1 ms of a
-    10 s phase is jitter."""
-
-    fraction: float = 0.05
-    min_ns: int = 1_000_000
-
-    def of(self, median_wall: float) -> float:
-        return max(self.fraction * float(median_wall), float(self.min_ns))
-
-    def text(self) -> str:
-        return f"{100 * self.fraction:g}% of the phase and {self.min_ns / 1e6:g} ms"
-
-
-DEFAULT_FLOOR = NoiseFloor()
-
-
-def parse_noise_floor(text: str) -> NoiseFloor:
-    """`5%,1ms` / `0.1,500us` / `10%` -> NoiseFloor (the option's value; a bad one raises ValueError
-    with the accepted form)."""
-    frac, min_ns = DEFAULT_FLOOR.fraction, DEFAULT_FLOOR.min_ns
-    for part in (p.strip() for p in str(text).split(",") if p.strip()):
-        m = re.fullmatch(r"([0-9.]+)\s*(%|ns|us|µs|ms|s)?", part)
-        if not m:
-            raise ValueError(f"noise floor {text!r}: expected e.g. '5%,1ms' (a share of the phase and a time)")
-        v, unit = float(m.group(1)), m.group(2)
-        if unit == "%" or unit is None:
-            frac = v / 100 if unit == "%" or v > 1 else v
-        else:
-            min_ns = int(v * {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}[unit])
-    return NoiseFloor(frac, min_ns)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -95,3 +95,22 @@ def test_a_secret_in_ranks_parquet_refuses_the_publish(tmp_path: Path, monkeypat
                                                    jobs=jobs))
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]   # no staging folder left
+
+
+def test_the_table_jobs_start_the_pool_when_nothing_else_did(tmp_path: Path) -> None:
+    """One export without its window (--no-traces) at --jobs 2: every earlier map ran here, so the
+    table jobs are the pool's first work; its workers are forked on the driver's main thread, and
+    the bundle is the one an inline run writes (with its HTML report, which reads ranks.parquet)."""
+    src = tmp_path / "one"
+    src.mkdir()
+    first = sorted(_source(tmp_path).iterdir())[0]
+    shutil.copy(first, src / first.name)
+    outs = {}
+    for jobs in (2, 1):
+        res = collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / f"out{jobs}", html=True,
+                                                         work_dir=tmp_path / f"w{jobs}", jobs=jobs, traces=False))
+        assert res.exit_code == 0
+        outs[jobs] = tmp_path / f"out{jobs}"
+    for n in ("phases", "ranks", "steps", "kernels"):
+        assert (outs[2] / "summaries" / f"{n}.parquet").read_bytes() == (outs[1] / "summaries" / f"{n}.parquet").read_bytes()
+    assert (outs[2] / "report.html").stat().st_size > 0

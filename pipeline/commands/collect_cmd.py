@@ -65,7 +65,7 @@ def collect(
                                          "of the phase and a time (docs/summaries.md)."),
 ) -> None:
     """Gather, export, scrub, window and summarize one verl run into OUT (exit codes below)."""
-    from ..ranks import parse_noise_floor
+    from ..rank_inputs import parse_noise_floor   # no pandas before the run (issue 30)
 
     try:
         parse_noise_floor(noise_floor)

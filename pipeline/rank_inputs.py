@@ -1,0 +1,69 @@
+"""The pandas-free part of ranks.parquet: what it needs of each profiled step's phase rows, cut
+where the rows are made, and the noise floor (collect's `--noise-floor`).
+
+Why a module of its own, without pandas: collect's pass-2 workers cut the other profiled steps'
+rows down to what pipeline/ranks.py reads (`step_phase_rows`), the CLI checks `--noise-floor`
+before a run, and neither may pay pandas' import (a few tenths of a second of every collect's
+serial start-up, issue 30); ranks.py re-exports these names.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+#: Phases deeper than this are kept in ranks.parquet only with a known stage (or enclosing one).
+MAX_DEPTH = 2
+#: The catch-all phase of a process's time outside every range (phases.parquet).
+UNATTRIBUTED = "(unattributed)"
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """Below this, nobody is named: an excess (or a wait) must exceed both `fraction` of the
+    phase's median wall and `min_ns`. Why both: 5% of a 2 ms phase is timer noise, and 1 ms of a
+    10 s phase is jitter."""
+
+    fraction: float = 0.05
+    min_ns: int = 1_000_000
+
+    def of(self, median_wall: float) -> float:
+        return max(self.fraction * float(median_wall), float(self.min_ns))
+
+    def text(self) -> str:
+        return f"{100 * self.fraction:g}% of the phase and {self.min_ns / 1e6:g} ms"
+
+
+DEFAULT_FLOOR = NoiseFloor()
+
+
+def parse_noise_floor(text: str) -> NoiseFloor:
+    """`5%,1ms` / `0.1,500us` / `10%` -> NoiseFloor (the option's value; a bad one raises ValueError
+    with the accepted form)."""
+    frac, min_ns = DEFAULT_FLOOR.fraction, DEFAULT_FLOOR.min_ns
+    for part in (p.strip() for p in str(text).split(",") if p.strip()):
+        m = re.fullmatch(r"([0-9.]+)\s*(%|ns|us|µs|ms|s)?", part)
+        if not m:
+            raise ValueError(f"noise floor {text!r}: expected e.g. '5%,1ms' (a share of the phase and a time)")
+        v, unit = float(m.group(1)), m.group(2)
+        if unit == "%" or unit is None:
+            frac = v / 100 if unit == "%" or v > 1 else v
+        else:
+            min_ns = int(v * {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}[unit])
+    return NoiseFloor(frac, min_ns)
+
+
+STEP_COLUMNS = ("source", "source_kind", "role", "rank", "pid", "step", "phase", "stage", "parent", "depth",
+                "start_ns", "wall_ns", "comm_ns", "gpu_busy_ns", "gpu_busy_inherited_ns", "kernel_ns", "path",
+                "launch_span_ns")
+
+
+def step_phase_rows(phases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ranks.parquet needs of another profiled step's phase rows (collect's per-step pass):
+    depth <= 2, a known stage or a collective, and the columns read here; the rest is dropped in
+    the worker so the other steps of a 10,000-op capture cost little memory."""
+    rows = [r for r in phases if r.get("phase") != UNATTRIBUTED and r.get("source_kind") != "memory"]
+    kept = {r.get("path") for r in rows if (r.get("depth") or 0) <= MAX_DEPTH
+            or (isinstance(r.get("stage"), str) and r.get("stage") != "other")}
+    kept |= {" > ".join(q.split(" > ")[:i]) for q in kept if isinstance(q, str) for i in range(1, q.count(" > ") + 1)}
+    return [{k: r.get(k) for k in STEP_COLUMNS} for r in rows if r.get("path") in kept]
