@@ -326,3 +326,22 @@ def test_corrupt_files_on_a_node_are_failed_artifacts_as_locally(ray_cluster, tm
     assert closing(remote.output) == closing(local.output)
     assert ", 3 failed: " in closing(remote.output)
     assert "unreadable" not in remote.output      # failed artifacts, not a footnote of the closing line
+
+
+def test_summarize_on_ray_names_a_raw_runs_corrupt_files_as_locally(ray_cluster, tmp_path: Path) -> None:
+    """A raw run folder given to `summarize` is collected inside its task: on Ray as locally, its
+    corrupt files are the run's failed artifacts, with their reasons (an incomplete run, exit 3)."""
+    from test_cluster_merge import GOOD_TRACE, make_bad  # noqa: PLC0415
+    from verlprof.pipeline.ray_executor import RayExecutor  # noqa: PLC0415
+
+    raw = tmp_path / "in" / "raw"
+    expect = make_bad(raw)
+    shutil.copy(GOOD_TRACE, raw)
+    local = batch.summarize_runs([raw], tmp_path / "local", executor=InlineExecutor(), work_dir=tmp_path / "wl")
+    remote = batch.summarize_runs([raw], tmp_path / "ray", executor=RayExecutor(ray_cluster.address),
+                                  work_dir=tmp_path / "wr")
+    seen = [(r.run, r.status, r.incomplete, sorted(r.failed)) for r in remote.runs]
+    assert seen == [(r.run, r.status, r.incomplete, sorted(r.failed)) for r in local.runs]
+    assert remote.exit_code == local.exit_code == 3
+    failed = dict(f.split(": ", 1) for f in remote.runs[0].failed)
+    assert {rel: why.split(": ", 1)[1] for rel, why in failed.items()} == expect
