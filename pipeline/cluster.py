@@ -126,31 +126,44 @@ def gather_on_nodes(executor: Any, sources: Sequence[str | Path], salt: str,
                                 else "failed", detail=res.error))
             continue
         got = res.value
-        rows.append(NodeRow(pseudo, "ok" if got.artifacts else "nothing", len(got.artifacts)))
-        if got.artifacts:
-            per_node.append((nid, got))
-    return _merge(per_node, rows, salt)
+        held = len(got.artifacts) + len(got.rejected)     # a corrupt candidate is a (failed) artifact
+        rows.append(NodeRow(pseudo, "ok" if held else "nothing", held))
+        per_node.append((nid, got))     # every node: its unreadable files and skip reasons count too
+    return merge_gathers(per_node, rows, salt)
 
 
-def _merge(per_node: list[tuple[str, gather_stage.GatherResult]], rows: list[NodeRow], salt: str) -> ClusterGather:
+def merge_gathers(per_node: list[tuple[str, gather_stage.GatherResult]], rows: list[NodeRow],
+                  salt: str) -> ClusterGather:
+    """The nodes' listings as one, as a local gather of all their folders would list them.
+
+    Every field of each node's `GatherResult` is carried (one node's listing comes back equal to
+    itself, tests/test_cluster_merge.py): the unreadable candidates (`rejected`, and their reasons
+    in `skipped`) are what collect reports as failed artifacts, by the same path as a local run.
+    A name found on two nodes becomes `<node>/<name>` (node = the salted pseudonym) wherever it
+    appears: artifact, unreadable candidate and its skip reason alike.
+    """
     count: dict[str, int] = {}
     for _nid, got in per_node:
-        for a in got.artifacts:
+        for a in (*got.artifacts, *got.rejected):
             count[a.rel] = count.get(a.rel, 0) + 1
-    artifacts, skipped, roots, config, node_of = [], [], [], None, {}
+
+    def on_node(nid: str, rel: str) -> str:
+        return f"{salted_hash(nid, salt)}/{rel}" if count.get(rel, 0) > 1 else rel
+
+    artifacts, rejected, skipped, roots, config, node_of = [], [], [], [], None, {}
     for nid, got in per_node:
         for a in got.artifacts:
-            if count[a.rel] > 1:
-                a = a.replace(rel=f"{salted_hash(nid, salt)}/{a.rel}")
+            a = a.replace(rel=on_node(nid, a.rel))
             artifacts.append(a)
             node_of[a.rel] = nid
-        skipped += got.skipped
+        rejected += [a.replace(rel=on_node(nid, a.rel)) for a in got.rejected]
+        skipped += [(on_node(nid, rel), why) for rel, why in got.skipped]
         roots += [r for r in got.roots if r not in roots]
         config = config or got.config
     order = {"ok": 0, "nothing": 1, "failed": 2, "dead": 3}
     rows.sort(key=lambda r: (order.get(r.status, 9), r.node))
-    return ClusterGather(gather_stage.GatherResult(artifacts, config, skipped, roots), node_of, rows)
+    return ClusterGather(gather_stage.GatherResult(artifacts, config, skipped, roots, rejected), node_of, rows)
 
 
 __all__ = ["NSIGHT_ENV", "ClusterGather", "GatherNodeOptions", "NodeRow", "gather_node", "gather_on_nodes",
-           "node_nsight_dir", "node_sources"]
+           "merge_gathers", "node_nsight_dir", "node_sources"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -274,3 +275,73 @@ def test_a_lost_worker_is_that_items_error_not_a_crash(ray_cluster) -> None:
     results = run_all(RayExecutor(ray_cluster.address, max_retries=0), dies_on_three, [1, 2, 3, 4])
     assert [r.value for r in results] == [1, 2, None, 4]
     assert results[2].error.startswith("ray task failed: WorkerCrashedError") and "\n" not in results[2].error
+
+
+def _rows_naming(output: str, names: list[str]) -> list[str]:
+    """The terminal's row for each name and the reason line under it (the table of the run)."""
+    lines = output.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if any(line.rstrip().endswith(n) for n in names):
+            out += [" ".join(line.split()), " ".join(lines[i + 1].split())]
+    return out
+
+
+def test_corrupt_files_on_a_node_are_failed_artifacts_as_locally(ray_cluster, tmp_path: Path) -> None:
+    """Issue 34: a node that holds only corrupt candidates (random bytes as a worker export, a
+    `.json.gz` that is not gzip, a gzip of plain text). `collect --ray` lists each as a failed
+    artifact with the reason a local collect of the same folders gives (same rows, same closing
+    line, same manifest, exit 3); it once named them only in the closing line, exit 0."""
+    from test_cluster_merge import make_bad  # noqa: PLC0415 - the issue's three files, one recipe
+
+    bad = tmp_path / "node_e"
+    expect = make_bad(bad)
+    node = ray_cluster.cluster.add_node(num_cpus=1, resources={"node_e": 1}, object_store_memory=80 * MB,
+                                        env_vars={cluster.NSIGHT_ENV: str(bad)})
+    ray_cluster.cluster.wait_for_nodes()
+    try:
+        folders = [str(ray_cluster.folders[n]) for n in ("node_a", "node_b", "node_c")] + [str(bad)]
+        common = ["--work", str(tmp_path / "work"), "--jobs", "2"]
+        local = runner.invoke(app, ["collect", *folders, "-o", str(tmp_path / "local"), *common],
+                              env={"COLUMNS": "200"})
+        remote = runner.invoke(app, ["collect", "-o", str(tmp_path / "ray"), *common,
+                                     "--ray-address", ray_cluster.address], env={"COLUMNS": "200"})
+    finally:
+        ray_cluster.cluster.remove_node(node)
+    assert local.exit_code == 3, local.output
+    assert remote.exit_code == 3, remote.output
+    _same_bundle(tmp_path / "local", tmp_path / "ray")
+    man = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    assert {f["rel"]: f["reason"].split(": ", 1)[1] for f in man["status"]["failed_artifacts"]} == expect
+    assert [n["status"] for n in man["cluster"]["nodes"]].count("ok") == 4    # node_e held 3 (failed) artifacts
+    rows = _rows_naming(remote.output, list(expect))
+    assert rows == _rows_naming(local.output, list(expect)) and len(rows) == 6
+    for name, why in expect.items():
+        assert any(r.startswith("failed") and r.endswith(name) for r in rows)
+        assert any(r.endswith(f": {why}") for r in rows)
+
+    def closing(text: str) -> str:
+        return re.search(r"\d+ artifacts: [^;]*", " ".join(text.split())).group(0)
+
+    assert closing(remote.output) == closing(local.output)
+    assert ", 3 failed: " in closing(remote.output)
+    assert "unreadable" not in remote.output      # failed artifacts, not a footnote of the closing line
+
+
+def test_summarize_on_ray_names_a_raw_runs_corrupt_files_as_locally(ray_cluster, tmp_path: Path) -> None:
+    """A raw run folder given to `summarize` is collected inside its task: on Ray as locally, its
+    corrupt files are the run's failed artifacts, with their reasons (an incomplete run, exit 3)."""
+    from test_cluster_merge import GOOD_TRACE, make_bad  # noqa: PLC0415
+    from verlprof.pipeline.ray_executor import RayExecutor  # noqa: PLC0415
+
+    raw = tmp_path / "in" / "raw"
+    expect = make_bad(raw)
+    shutil.copy(GOOD_TRACE, raw)
+    local = batch.summarize_runs([raw], tmp_path / "local", executor=InlineExecutor(), work_dir=tmp_path / "wl")
+    remote = batch.summarize_runs([raw], tmp_path / "ray", executor=RayExecutor(ray_cluster.address),
+                                  work_dir=tmp_path / "wr")
+    seen = [(r.run, r.status, r.incomplete, sorted(r.failed)) for r in remote.runs]
+    assert seen == [(r.run, r.status, r.incomplete, sorted(r.failed)) for r in local.runs]
+    assert remote.exit_code == local.exit_code == 3
+    failed = dict(f.split(": ", 1) for f in remote.runs[0].failed)
+    assert {rel: why.split(": ", 1)[1] for rel, why in failed.items()} == expect

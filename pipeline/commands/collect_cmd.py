@@ -399,7 +399,7 @@ def node_line(nodes: list[Any]) -> str:
     """`ray: 4 nodes: 2 with artifacts, 1 with nothing, 1 dead` (and why, for a failed node)."""
     counts = Counter(n.status for n in nodes)
     words = {"ok": "with artifacts", "nothing": "with nothing", "failed": "failed", "dead": "dead"}
-    line = f"ray: {len(nodes)} nodes: " + ", ".join(f"{counts[k]} {w}" for k, w in words.items() if counts[k])
+    line = f"ray: {plural(len(nodes), 'node')}: " + ", ".join(f"{counts[k]} {w}" for k, w in words.items() if counts[k])
     failed = [n for n in nodes if n.status == "failed" and n.detail]
     return line + (_esc(f" ({failed[0].node}: {failed[0].detail})") if failed else "")
 

@@ -16,9 +16,11 @@ from typing import Any, List, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ...stages.core.errors import IncompleteRunError, NothingSummarizedError, VerlprofError
 from .words import plural
+from .wrap import fit_lines
 
 console = Console()
 
@@ -57,57 +59,115 @@ def flagged_lines(result: Any, limit: int = 12) -> list[str]:
         ["no change above the noise (steps 2..N spread, else 5% and 0.1 ms)"]
 
 
-def comparison_table(result: Any, metric: str = "wall_ns", max_runs: int = 8) -> Table:
-    """The terminal table: per (stage, role) the baseline value and each run's value and delta."""
+def fitted(lines: list[str], width: int, indent: int = 2) -> list[Text]:
+    """`lines` (plain text, no markup) fitted to `width` columns by commands/wrap.fit_lines:
+    continuations indented `indent` past the line's own indent, names kept whole, never a number
+    cut from its unit or from the `-> value` it changed to."""
+    out: list[Text] = []
+    for ln in lines:
+        lead = len(ln) - len(ln.lstrip(" "))
+        out += fit_lines(Text(ln), width, lead + indent)
+    return out
+
+
+#: Table columns: each cell has one space of padding either side, and every column one border.
+_CELL_EDGES = 3
+_NAME_CAP = 24      # a stage or role name longer than this folds (rare); shorter ones stay whole
+_HEAD_CAP = 12      # a run id longer than this folds in its column's head rather than widen it
+
+
+def _longest_word(texts: list[str]) -> int:
+    return max((len(w) for t in texts for w in t.split()), default=1)
+
+
+def comparison_view(result: Any, metric: str = "wall_ns", max_runs: int = 8, width: int = 80) -> list[Any]:
+    """The terminal view: its title lines, then per (stage, role) the baseline value and each
+    run's value and change.
+
+    It fits `width` columns with widths chosen here (rich would otherwise shrink every column
+    alike, cutting numbers): a name column as wide as its longest name (up to `_NAME_CAP`), a
+    value column never narrower than its longest number, so a value and its change wrap apart
+    only at the space between them, and wider where room is left; the runs that do not fit are
+    left out and counted in the title (compare.parquet holds them all)."""
     from ..report_html import fmt_rel, isnull
 
     df = result.compare
     df = df[df["metric"] == metric]
     runs = [r.run for r in result.ok]
-    shown = [r for r in runs if r != result.baseline][:max_runs]
-    unit = "MB" if metric == "mem_peak_bytes" else "ms"
-    t = Table(title=f"{metric.removesuffix('_ns')} per step ({unit}), baseline {result.baseline}; "
-                    "a change is coloured only above the noise"
-                    + (f"; first {max_runs} of {len(runs) - 1} other runs shown" if len(runs) - 1 > max_runs else ""))
-    t.add_column("stage")
-    t.add_column("role")
-    t.add_column(f"{result.baseline}", justify="right")
-    for r in shown:
-        t.add_column(r, justify="right")
+    others = [r for r in runs if r != result.baseline][:max_runs]
+    rows: list[tuple[str, str, str, dict[str, str]]] = []
     for (stage, role), grp in df.groupby(["stage", "role"], sort=False, dropna=False):
         by_run = {r["run"]: r for r in grp.to_dict("records")}
         base = grp["baseline_ns"].iloc[0]
-        cells = [str(stage), "" if isnull(role) else str(role), _value(None if isnull(base) else base, metric)]
-        for run in shown:
+        cells: dict[str, str] = {}
+        for run in others:
             rec = by_run.get(run)
             if rec is None or isnull(rec["value_ns"]):
-                cells.append("–")
+                cells[run] = "–"
                 continue
             d = rec["delta_ns"]
             flagged = bool(rec.get("flagged", True))
             style = "" if isnull(d) or d == 0 or not flagged else ("red" if d > 0 else "green")
             rel = fmt_rel(rec["delta_rel"]) if flagged or isnull(d) else "noise"
             txt = f"{_value(rec['value_ns'], metric)} ({rel})"
-            cells.append(f"[{style}]{txt}[/]" if style else txt)
-        t.add_row(*cells)
-    return t
+            cells[run] = f"[{style}]{txt}[/]" if style else txt
+        rows.append((str(stage), "" if isnull(role) else str(role),
+                     _value(None if isnull(base) else base, metric), cells))
+
+    def column(head: str, texts: list[str]) -> tuple[int, int]:
+        """(narrowest, widest) width of a value column: its longest number, its whole cells."""
+        least = max(_longest_word(texts), min(len(head), _HEAD_CAP))
+        return least, max(least, max((len(t) for t in texts), default=1), min(len(head), _HEAD_CAP))
+
+    names = [min(_NAME_CAP, _longest_word([r[i] for r in rows] + [h])) for i, h in ((0, "stage"), (1, "role"))]
+    base = column(result.baseline, [r[2] for r in rows])
+    used = 1 + sum(names) + base[1] + 3 * _CELL_EDGES
+    shown: list[tuple[str, tuple[int, int]]] = []
+    for run in others:
+        need = column(run, [Text.from_markup(r[3][run]).plain for r in rows])
+        if shown and used + need[0] + _CELL_EDGES > width:
+            break
+        shown.append((run, need))
+        used += need[0] + _CELL_EDGES
+    widths = [need[0] for _, need in shown]
+    for i, (_run, need) in enumerate(shown):          # room left: whole cells on one line, in order
+        grow = min(need[1] - widths[i], max(0, width - used))
+        widths[i] += grow
+        used += grow
+    unit = "MB" if metric == "mem_peak_bytes" else "ms"
+    title = (f"{metric.removesuffix('_ns')} per step ({unit}), baseline {result.baseline}; "
+             "a change is coloured only above the noise"
+             + (f"; first {len(shown)} of {len(others)} other runs shown (all: compare.parquet)"
+                if len(shown) < len(others) else ""))
+    t = Table()
+    t.add_column("stage", width=names[0], overflow="fold")
+    t.add_column("role", width=names[1], overflow="fold")
+    t.add_column(f"{result.baseline}", justify="right", width=base[1], overflow="fold")
+    for (run, _need), w in zip(shown, widths):
+        t.add_column(run, justify="right", width=w, overflow="fold")
+    for stage, role, base_value, cells in rows:
+        t.add_row(stage, role, base_value, *(cells[run] for run, _ in shown))
+    return [*fitted([title], width), t]
 
 
-def status_table(result: Any) -> Table:
-    t = Table(title="runs")
-    t.add_column("run")
-    t.add_column("status")
-    t.add_column("detail", overflow="fold")
+def status_lines(result: Any, width: int = 80) -> list[Text]:
+    """One line per run (name, status), and the why of a skipped or incomplete run below it, as
+    collect draws its artifacts: fitted to `width`, names whole, counts beside their nouns."""
     colors = {"done": "green", "cached": "cyan", "skipped": "yellow", "incomplete": "bold yellow"}
-    for r in result.runs:
+    names = [r.run + (" (baseline)" if r.run == result.baseline else "") for r in result.runs]
+    name_w = min(max((len(n) for n in names), default=0), max(12, width // 2))
+    out: list[Text] = [Text("runs:", style="bold")]
+    for r, name in zip(result.runs, names):
         status = "incomplete" if r.incomplete else r.status
         detail = r.detail
         if r.incomplete:
             shown = "; ".join(r.failed[:3]) + (f"; and {len(r.failed) - 3} more" if len(r.failed) > 3 else "")
             detail = f"{plural(len(r.failed), 'artifact')} failed in its collect: {shown}"
-        t.add_row(r.run + (" (baseline)" if r.run == result.baseline else ""),
-                  f"[{colors.get(status, '')}]{status}[/]", detail)
-    return t
+        out += fit_lines(Text.assemble(f"  {name:<{name_w}}  ", (status, colors.get(status, ""))), width, 4)
+        if detail:
+            out += [Text("    ") + piece
+                    for piece in fit_lines(Text.assemble(("└ ", "dim"), detail), width - 4, 2)]
+    return out
 
 
 _EPILOG = ("Exit codes: 0 every run summarized and complete; 3 outputs written but some runs were skipped or "
@@ -171,20 +231,25 @@ def register(app: typer.Typer) -> None:
             close = getattr(executor, "close", None)
             if close:
                 close()
+        width = console.width
         if result.compare is not None:
-            console.print(comparison_table(result, metric))
-            for ln in flagged_lines(result):
-                console.print(ln, markup=False, highlight=False)
-        console.print(status_table(result))
+            for part in comparison_view(result, metric, width=width):
+                console.print(part, highlight=False)
+            for ln in fitted(flagged_lines(result), width):
+                console.print(ln, highlight=False)
+        for ln in status_lines(result, width):
+            console.print(ln, highlight=False)
         if not result.ok:
             raise NothingSummarizedError(None, f"{_none_of(len(inputs))} (see the table above)")
         bad = [r.run for r in result.skipped] + [r.run for r in result.incomplete]
         line = (f"{plural(len(result.runs), 'run')}: {len(result.ok) - len(result.incomplete)} summarized, "
                 f"{len(result.incomplete)} incomplete, {len(result.skipped)} skipped")
-        console.print(line + (f": {', '.join(bad)}" if bad else ""), highlight=False)
+        for ln in fitted([line + (f": {', '.join(bad)}" if bad else "")], width):
+            console.print(ln, highlight=False)
         if strict and result.exit_code:
             raise IncompleteRunError(None, f"--strict: {plural(len(bad), 'run')} skipped or incomplete "
                                            f"({', '.join(bad)}); no outputs written")
-        console.print(f"wrote {', '.join(p.name for p in result.outputs.values())} to {out}")
+        for ln in fitted([f"wrote {', '.join(p.name for p in result.outputs.values())} to {out}"], width):
+            console.print(ln, highlight=False)
         if result.exit_code:
             raise typer.Exit(result.exit_code)

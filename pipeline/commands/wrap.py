@@ -2,8 +2,9 @@
 
 Why: rich wraps at any space, so at 80 columns collect's window line ended in `2: 99.8` with `ms`
 on the next line, and a count drifted away from its noun (`5` / `summarized`). Here a space right
-after a number (`99.8 ms`, `3 failed`, `1: 374 ms`) is not a place to break; every other space
-is, as in rich. A word longer than the line (a long path) stays whole and overflows: a name broken
+after a number (`99.8 ms`, `3 failed`, `1: 374 ms`) or after an arrow (`124.43 -> 164.02 (+31.8%)`:
+summarize's change, a value with what it became) is not a place to break; every other space is,
+as in rich. A word longer than the line (a long path) stays whole and overflows: a name broken
 apart cannot be copied.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from rich.text import Text
 
 _NUMBER = re.compile(r"[-+~]?\(?[\d][\d.,]*[%:x]?\)?$")   # 99.8, 1:, 2,048, (3, 40%
+_ARROW = "->"
 
 
 def fit_lines(line: str | Text, width: int, indent: int = 0) -> list[Text]:
@@ -22,7 +24,7 @@ def fit_lines(line: str | Text, width: int, indent: int = 0) -> list[Text]:
     plain = text.plain
     if len(plain) <= width or width <= indent + 10:
         return [text]
-    breaks = [m.start() for m in re.finditer(" ", plain) if not _NUMBER.search(plain[:m.start()].rsplit(" ", 1)[-1])]
+    breaks = [m.start() for m in re.finditer(" ", plain) if not _binds(plain[:m.start()].rsplit(" ", 1)[-1])]
     out: list[Text] = []
     start, limit = 0, width
     while len(plain) - start > limit:
@@ -35,3 +37,9 @@ def fit_lines(line: str | Text, width: int, indent: int = 0) -> list[Text]:
         limit = width - indent
     out.append(text[start:])
     return [out[0]] + [Text(" " * indent) + t for t in out[1:]]
+
+
+def _binds(word: str) -> bool:
+    """A space after `word` keeps the next word on its line: a number (its unit or noun follows)
+    or an arrow (the value it points to follows)."""
+    return word == _ARROW or bool(_NUMBER.search(word))
