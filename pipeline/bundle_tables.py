@@ -101,7 +101,7 @@ def write_run_report(staging: Path, rows: dict[str, Any], manifest: dict[str, An
 
 @contextlib.contextmanager
 def warming() -> Iterator[None]:
-    """Import pandas and pipeline/ranks.py on a thread for as long as the block runs; joined on the
+    """Import pandas, pipeline/ranks.py and pyarrow.parquet on a thread for as long as the block runs; joined on the
     way out, so call it where no process forks inside the block (a fork in the middle of an import
     could leave the child's import lock held)."""
     thread = threading.Thread(target=_warm, name="verlprof-warm", daemon=True)
@@ -114,7 +114,9 @@ def warming() -> Iterator[None]:
 
 def _warm() -> None:
     try:
-        from . import ranks  # noqa: F401 - the import is the point
+        import pyarrow.parquet  # noqa: F401 - the import is the point (every table job writes Parquet)
+
+        from . import ranks  # noqa: F401
     except Exception:  # noqa: BLE001 - the ranks job imports it again and reports what failed
         pass
 
