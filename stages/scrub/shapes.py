@@ -56,7 +56,7 @@ URL_WORDS = frozenset({
 PERSONAL_PATH_HOSTS = frozenset({"wandb.ai", "api.wandb.ai", "github.com", "gitlab.com", "huggingface.co", "hf.co",
                                  "raw.githubusercontent.com", "bitbucket.org", "docker.io", "hub.docker.com"})
 # Scrub's own pseudonyms and redactions: a second pass leaves them as they are.
-PSEUDONYM_RE = re.compile(r"(?:host|user|name|mac|gpu|GPU|MIG|p)-(?:\d+|[0-9a-f]{8}|[0-9a-f]{12}|[g-z]{8}|[g-z]{12})")
+PSEUDONYM_RE = re.compile(r"(?:host|user|name|mac|gpu|GPU|MIG|p|w)-(?:\d+|[0-9a-f]{8}|[0-9a-f]{12}|[g-z]{8}|[g-z]{12})")
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
 URL_RE = re.compile(
