@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from scrub_corpus import DATA, corpus, data_path, sqlite_files  # noqa: E402
 from verlprof.stages.scrub.sqlite import SQLITE_ALLOWLIST  # noqa: E402
-from verlprof.stages.scrub.words import VOCABULARY_FILE, WORD_RE, is_code_shaped  # noqa: E402
+from verlprof.stages.scrub.words import VOCABULARY_FILE, WORD_RE, plain_words  # noqa: E402
 
 # The planted fake identities and project names of tests/data (README.md "Planted FAKE secrets")
 # and the tests' own made-up names: never vocabulary.
@@ -91,12 +91,11 @@ word words working works write written wrong year yet zero
 def _words(text: str, out: Counter, name: bool = False) -> None:
     """Count the words words.py judges in `text`; `name`: a kernel/range name of the corpus, taken
     whole (the other strings only when they hold no `=`, `/` or `\\`)."""
-    if not isinstance(text, str) or is_code_shaped(text):
+    if not isinstance(text, str):
         return
     if not name and ("=" in text or "/" in text or "\\" in text):
         return
-    for m in WORD_RE.finditer(text):
-        w = (m.group("h") or m.group(0)).lower()
+    for w in plain_words(text):
         out[w] += 1
 
 
@@ -144,7 +143,7 @@ def _own_strings(out: Counter) -> None:
         for n in ast.walk(tree):
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
                 for m in WORD_RE.finditer(n.value):
-                    out[(m.group("h") or m.group(0)).lower()] += 1
+                    out[m.group(0).lower()] += 1
 
 
 def _walk(obj: object, out: Counter) -> None:

@@ -560,7 +560,7 @@ class Scrubber:
         for name, value, a, b in iter_assignments(s):
             if not self.is_secret_name(name):
                 continue
-            if cpp and _cpp_template_arg(s, s.rfind(name, 0, a)):
+            if (cpp or _CPP_TYPE_RE.fullmatch(value.strip())) and _cpp_template_arg(s, s.rfind(name, 0, a)):
                 continue
             if _is_clean_value(value):
                 continue
@@ -735,6 +735,11 @@ def _cpp_template_arg(s: str, name_start: int) -> bool:
     return i >= 0 and (s[i] in "<,(" or s.endswith("with", 0, i + 1))
 
 
+# The value of a template argument that is code (`Kernel<KeyT=float, ValueT=int>` without a `::`):
+# a built-in or CUDA type, a number or a boolean, never a secret.
+_CPP_TYPE_RE = re.compile(r"(?:const\s+)?(?:(?:un)?signed\s+)?(?:float|double|int|bool|half|char|long|short|void|size_t|"
+                          r"u?int(?:8|16|32|64)_t|__half|__nv_bfloat16|__nv_fp8_e4m3|__nv_fp8_e5m2|bfloat16|float16|"
+                          r"BFloat16|Half|c10::\w+|at::\w+)\s*[*&]*|(?:un)?signed|[+\-]?\d+[uUlL]*|true|false")
 _UUID_KEYS = frozenset({"uuid", "gpu_uuid", "gpuuuid", "device_uuid"})
 # A file name of a profile input or output (no blank, no separator), and what separates its words.
 _FILE_NAME_RE = re.compile(r"(?<![^\s/\\\"'=:,;(\[])[A-Za-z0-9_.+@\-]+\.(?:json|gz|sqlite|nsys-rep|qdrep|qdstrm|pickle|pkl"

@@ -43,24 +43,28 @@ def _load(path: Path) -> frozenset[str]:
 #: the reviewed vocabulary: lower-case words kept in free text (the file, and the words the path,
 #: argv and URL rules already keep: enum values, packages, tools, structure words, code roots)
 VOCABULARY: frozenset[str] = _load(VOCABULARY_FILE) | frozenset(
-    w.lower() for w in (*ENUM_VALUES, *HYDRA_ROOTS, *PACKAGES, *STRUCTURE_WORDS, *TOOLS, *CODE_ROOTS, *URL_WORDS))
+    w.lower() for w in (*ENUM_VALUES, *HYDRA_ROOTS, *PACKAGES, *STRUCTURE_WORDS, *TOOLS, *CODE_ROOTS, *URL_WORDS,
+                        "REDACTED"))
 
-# A plain word: letters only, not part of a code token (`Module.method`, `ns::op`, `a/b`, `x_y`,
-# `gpu0`, `$VAR`, `--flag`, `key=`). A `-` between two words separates them (`bob-smith`), a `.`
-# ends a sentence unless a name follows it.
-WORD_RE = re.compile(r"(?<![A-Za-z0-9_.:/\\@$%#&=+~*^`|-])[A-Za-z]{3,}(?![A-Za-z0-9_:/\\@$%#&=+~*^`|(]|\.[A-Za-z0-9_])"
-                     r"|(?<=[A-Za-z])-(?P<h>[A-Za-z]{3,})(?![A-Za-z0-9_:/\\@$%#&=+~*^`|(]|\.[A-Za-z0-9_])")
-_OWN_RE = re.compile(PSEUDONYM_RE.pattern + r"|\[REDACTED\]")
+# A token of free text (between blanks), its punctuation around it, and the plain words inside it: a
+# token holding any other character than letters, `-` and `'` is code (`Module.method`, `ns::op`,
+# `org/model`, `x_y`, `gpu0`, `$VAR`, `--flag`, `key=v`) and stays whole; in the others `-` and `'`
+# separate words (`bob-smith`, `bob's`).
+TOKEN_RE = re.compile(r"\S+")
+_EDGE = "([{'\"`"
+_TAIL = ")]}'\"`,.;:!?"
+_PLAIN_RE = re.compile(r"[A-Za-z]+(?:['\-][A-Za-z]+)*")
+WORD_RE = re.compile(r"[A-Za-z]{3,}")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 # Signatures and code: a string holding one of these is code-shaped as a whole.
 # (`"` and `{`: JSON or SQL text, whose strings are judged one by one where they are published)
-_CODE_RE = re.compile(r"::|##|<|[\"{]|[A-Za-z0-9_\]>]\(|\x00")
+_CODE_RE = re.compile(r"::|##|<|[\"{]|[A-Za-z0-9_\]>]\(|\x00|\bCREATE (?:UNIQUE )?(?:TABLE|INDEX|VIEW|TRIGGER)\b")
 
 
 def is_code_shaped(text: str) -> bool:
     """A string kept whole whatever its words: no blank (an identifier, `ns::op`, `Module.method`,
     a number, a stage name), a signature or call (`void f<T>(int)`, `f(x)`, `## Call ... ##`),
-    structured text (JSON, a `CREATE TABLE` statement: `"` or `{`), or a phase path of names
+    structured text (JSON: `"` or `{`; a `CREATE TABLE` statement), or a phase path of names
     (`step > gen > generate_sequences`)."""
     t = text.strip()
     if " " not in t or _CODE_RE.search(t) is not None:
@@ -76,13 +80,34 @@ def word_spans(text: str) -> Iterator[tuple[int, int]]:
     """[start, end) of the words of free text that are neither code-shaped nor in the vocabulary."""
     if is_code_shaped(text):
         return
-    # scrub's own pseudonyms and redactions stay (a second scrub changes nothing)
-    skip = [(m.start(), m.end()) for m in _OWN_RE.finditer(text)] if "-" in text or "[" in text else []
-    for m in WORD_RE.finditer(text):
-        a, b = (m.start("h"), m.end("h")) if m.group("h") else (m.start(), m.end())
-        if _word_kept(text[a:b]) or any(x <= a < y for x, y in skip):
-            continue
-        yield a, b
+    for t in TOKEN_RE.finditer(text):
+        tok = t.group(0)
+        a, b = 0, len(tok)
+        while a < b and tok[a] in _EDGE:
+            a += 1
+        while b > a and tok[b - 1] in _TAIL:
+            b -= 1
+        if b - a < 3 or _PLAIN_RE.fullmatch(tok, a, b) is None:
+            continue                  # short, or code (scrub's own pseudonyms and redactions too)
+        own = [(m.start(), m.end()) for m in PSEUDONYM_RE.finditer(tok, a, b)] if "-" in tok else ()
+        for w in WORD_RE.finditer(tok, a, b):
+            if not _word_kept(w.group(0)) and not any(x <= w.start() < y for x, y in own):
+                yield t.start() + w.start(), t.start() + w.end()
+
+
+def plain_words(text: str) -> Iterator[str]:
+    """Every plain word `word_spans` judges in `text` (the vocabulary builder's view), lower case."""
+    if is_code_shaped(text):
+        return
+    for t in TOKEN_RE.finditer(text):
+        tok = t.group(0)
+        a, b = 0, len(tok)
+        while a < b and tok[a] in _EDGE:
+            a += 1
+        while b > a and tok[b - 1] in _TAIL:
+            b -= 1
+        if b - a >= 3 and _PLAIN_RE.fullmatch(tok, a, b) is not None:
+            yield from (w.group(0).lower() for w in WORD_RE.finditer(tok, a, b))
 
 
 class _Hint:
@@ -108,4 +133,4 @@ EXAMPLES: tuple[tuple[str, ...], tuple[str, ...]] = (
      "myCustomThing and more", "Record Window End", "token [REDACTED] here"),
 )
 
-__all__ = ["word_spans", "is_code_shaped", "VOCABULARY", "VOCABULARY_FILE", "WORD_RE", "HINT", "EXAMPLES"]
+__all__ = ["word_spans", "plain_words", "is_code_shaped", "VOCABULARY", "VOCABULARY_FILE", "HINT", "EXAMPLES"]
