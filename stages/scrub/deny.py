@@ -11,8 +11,8 @@ Nothing here rewrites text: `deny_spans` yields (start, end) of the parts to rep
 replaces them with salted pseudonyms spelt in non-hex letters (identities.fallback_pseudonym), which
 this rule keeps when it meets them again, so scrub's output is clean to check whatever the salt.
 
-Free text that is words (an NVTX message, a thread name) is not rewritten word by word: a word is
-an identifier and may be a real range name; such strings are listed for review instead
+Free text that is words (an NVTX message, a thread name) has its own rule (words.py: a word outside
+the reviewed vocabulary becomes `w-<letters>`); what is kept of it is listed for review
 (`Scrubber.review_list`, scrub_report.json `kept_free_text`).
 """
 from __future__ import annotations

@@ -4,11 +4,12 @@ annotation written by a person (`wk alice`, `job of bob smith`).
 Why a rule of its own: a word has no shape (a person's name is spelt like any other word), so no
 pattern finds it. The rule is reversed, as for paths (deny.py): a string that is code-shaped as a
 whole (no blank, a signature with `::`, `<`, `##` or a call `f(`, a phase path `a > b`) is kept
-whole; in any other string every plain word (letters only, >= 3 of them) is kept only when it is in
-the reviewed vocabulary (`vocabulary.txt`: the words of the real kernel, op, range, thread and
-process names of tests/data, built by tests/build_scrub_vocabulary.py, plus a short list of
-common English and profiling words) or code-shaped itself (camelCase, joined to digits, `_`, `.`,
-`::` or `/`, a `--flag`). Every other word becomes a stable pseudonym `w-<letters>`.
+whole; in any other string a blank-separated token holding anything but letters, `-` and `'` is code
+(`gpu0`, `org/model`, `x_y`, `--flag`, `k=v`) and stays, and each word (>= 3 letters) of the other
+tokens is kept only when it is camelCase or in the reviewed vocabulary (`vocabulary.txt`: the words
+of the real kernel, op, range, thread and process names of tests/data, nsys's own vocabulary,
+verlprof's own messages and a short list of common English and profiling words, built by
+tests/build_scrub_vocabulary.py). Every other word becomes a stable pseudonym `w-<letters>`.
 
 Word by word, not the whole string: `wk alice` -> `wk w-<letters>` keeps what the string is (a
 worker thread, a stage message) readable for the person who reviews the bundle and keeps real
