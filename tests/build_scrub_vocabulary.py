@@ -67,6 +67,7 @@ evaluate evaluation metric metrics profile profiler profiling capture range rang
 verlprof scrub check collect replacements replacement dropped kept pid tid utc epoch microseconds
 milliseconds seconds bound longest shortest own slowest fastest straggler culprit wall busy
 track tracks span spans group groups might been collected collecting
+vmem vram hbm dram sram smem gmem tma nvlink nvswitch pcie rdma nic ssd disk cpu dma fabric
 able across add added against already although always among another anything anyway apply applied
 area ask asked away became because become becomes becoming behind below beside better beyond big
 bit both bring build built came case cases cause caused certain change changed changes clear close
