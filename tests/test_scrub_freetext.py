@@ -239,3 +239,12 @@ def test_planted_words_reach_no_byte_of_a_real_collect(tmp_path: Path, fmt: str)
     report = json.loads((out / "scrub_report.json").read_text())
     kept = [k["text"] for k in report["kept_free_text"]]
     assert any(re.search(r"w-[g-z]{8}", t) for t in kept), kept[:20]
+
+
+def test_public_model_urls_keep_their_path() -> None:
+    sc = _sc()
+    url = "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct/resolve/main/config.json"
+    assert sc.scrub(url, "t") == url
+    out = sc.scrub("https://huggingface.co/qzuser/private-7b", "t")
+    assert "qzuser" not in out and "private" not in out, out
+    assert "abc" not in sc.scrub("https://huggingface.co/Qwen/x?token=abc", "t")

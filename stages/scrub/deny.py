@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from .shapes import PSEUDONYM_RE
+from .shapes import PSEUDONYM_RE, PUBLIC_MODEL_ORGS
 
 # Path prefixes whose every component is the machine's, never a person's.
 KEEP_ROOTS: tuple[str, ...] = (
@@ -77,17 +77,6 @@ ENUM_VALUES = frozenset({
 HYDRA_ROOTS = frozenset({
     "trainer", "actor_rollout_ref", "data", "algorithm", "critic", "reward_model", "custom_reward_function",
     "ray_init", "ray_kwargs", "global_profiler", "hydra", "reward", "rollout", "actor", "ref", "model",
-})
-# Organisations on the Hugging Face Hub whose model and dataset ids are public (`Qwen/Qwen2.5-7B-Instruct`
-# as `actor_rollout_ref.model.path=` stays; `<user>/<private-model>` becomes a pseudonym). Reviewed:
-# the labs and companies that publish the open models verl recipes train (lower case).
-PUBLIC_MODEL_ORGS = frozenset({
-    "qwen", "meta-llama", "deepseek-ai", "mistralai", "google", "microsoft", "thudm", "zai-org", "openai",
-    "nvidia", "allenai", "huggingfaceh4", "huggingfacetb", "tiiuae", "bigcode", "eleutherai", "facebook",
-    "01-ai", "internlm", "baichuan-inc", "moonshotai", "openbmb", "ibm-granite", "stabilityai", "bigscience",
-    "openai-community", "gpt2", "lmsys", "teknium", "nousresearch", "ai2", "apple", "salesforce",
-    "openrlhf", "volcengine", "bytedance-seed", "agentica-org", "open-r1", "gsm8k", "openai_humaneval",
-    "hiyouga", "llava-hf", "opengvlab", "unsloth", "intel", "amd", "xai-org", "cohereforai", "minimaxai",
 })
 _MODEL_ID_RE = re.compile(r"(?P<org>[A-Za-z0-9][A-Za-z0-9_.\-]{0,95})/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}")
 _NUMBER_RE = re.compile(r"[+\-]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?[kKmMgGbB%]?|0x[0-9a-fA-F]+")
