@@ -38,14 +38,16 @@ from typing import IO, Any, Iterable, Iterator
 from ..core.errors import BadInputError
 from ..readers.chrome_trace import ChromeTraceStream
 from ..readers.memory_snapshot import loads_restricted
-from .identities import Identities, Pseudonyms, find_config_identities, hint_windows
+from .identities import Identities, Pseudonyms, find_config_identities, hint_windows, owner_identities
 from .policy import Policy, load_policy
 from .rules import KIND_SPLIT, PATTERN_HINTS, PATTERN_IHINTS
 from .scrubber import LocationNames, Scrubber
 from ..readers.sqlite_export import SQLITE_MAGIC, decode_text, open_readonly
 from .deny import denied_flag_items
 from .shapes import flag_value_items
-from .sqlite_cells import SPLIT_LOCATION, iter_adjacent_nvtx, iter_distinct_cells
+from .sqlite import keep_spec
+from .sqlite_cells import (ARGV_TABLE, SPLIT_LOCATION, STRING_TABLE, argv_pair_findings, find_sqlite_identities,
+                           iter_adjacent_nvtx, iter_distinct_cells)
 from .sqlite_pages import unallocated_regions
 from .trace import LiteralFilter, loads_event
 
@@ -196,23 +198,50 @@ class Checker:
         for kind in kinds:
             self.sink.add(display, template, kind, where)
 
+    def _own_identities(self, conn: sqlite3.Connection, path: Path, tables: list[str]) -> Scrubber:
+        """The scrubber for one export: a raw export (it holds a table scrub drops: environment,
+        argv, streams) teaches its own host and user names, GPU UUIDs and secret values, as scrub's
+        identity pass does (`find_sqlite_identities` + the file's owner), so check names a learned
+        value as scrub does (`secret_value`, not `pattern:*`) and both count the same findings; a
+        scrubbed copy holds nothing to learn and is checked with the checker's own scrubber."""
+        if all(t == STRING_TABLE or keep_spec(t) is not None for t in tables):
+            return self.sc
+        ids = find_sqlite_identities(conn, self.policy).merge(owner_identities(path, self.policy))
+        if not (ids.hosts or ids.users or ids.secret_values or ids.gpu_uuids):
+            return self.sc
+        k = self.known
+        have = Identities({h for h, _p in k.hosts}, {u for u, _p in k.users}, set(k.secret_values), set(k.gpu_uuids))
+        return Scrubber(self.policy, Pseudonyms.build([have, ids], salt=k.salt, policy=self.policy))
+
     def _sqlite(self, path: Path, display: str) -> None:
+        saved = self.sc
+        try:
+            self._sqlite_cells(path, display)
+        finally:
+            self.sc = saved
+
+    def _sqlite_cells(self, path: Path, display: str) -> None:
+        """`_sqlite`: the cells, then the bytes no cell holds, with the export's own scrubber."""
         try:
             conn = open_readonly(path, decode_text, check=False)
             try:
-                for name, sql in conn.execute("SELECT name, coalesce(sql, '') FROM sqlite_master"):
-                    self._hit(display, "sqlite_master", str(name), self.sc.findings(f"{name} {sql}"))
+                master = conn.execute("SELECT name, coalesce(sql, ''), type FROM sqlite_master").fetchall()
+                sc = self.sc = self._own_identities(conn, path, [str(n) for n, _s, t in master if t == "table"])
+                for name, sql, _t in master:
+                    self._hit(display, "sqlite_master", str(name), sc.findings(f"{name} {sql}"))
                 def flagged(col: str, value: Any) -> bool:
                     text = value.decode("latin-1") if isinstance(value, bytes) else value
-                    return bool(self.sc.keyed_findings(col, text))
+                    return bool(sc.keyed_findings(col, text))
 
                 for table, col, rid, value, n in iter_distinct_cells(conn, path=path, keep=flagged):
                     text = value.decode("latin-1") if isinstance(value, bytes) else value
-                    for kind in self.sc.keyed_findings(col, text):
+                    for kind in sc.keyed_findings(col, text):
                         self.sink.add(display, f"{table}.{col}", kind, f"rowid {rid}", n)
+                for rid, kind in argv_pair_findings(conn, sc):     # lone argv values, with their flag
+                    self.sink.add(display, f"{ARGV_TABLE}.value", kind, f"rowid {rid}")
                 if self.policy.join_adjacent_nvtx:
                     for first, second in iter_adjacent_nvtx(conn):
-                        if any(self.sc.joined_halves(first[2], second[2])):
+                        if any(sc.joined_halves(first[2], second[2])):
                             self.sink.add(display, SPLIT_LOCATION, KIND_SPLIT, f"rowid {first[0]}")
             finally:
                 conn.close()

@@ -11,8 +11,8 @@ Nothing here rewrites text: `deny_spans` yields (start, end) of the parts to rep
 replaces them with salted pseudonyms spelt in non-hex letters (identities.fallback_pseudonym), which
 this rule keeps when it meets them again, so scrub's output is clean to check whatever the salt.
 
-Free text that is words (an NVTX message, a thread name) is not rewritten word by word: a word is
-an identifier and may be a real range name; such strings are listed for review instead
+Free text that is words (an NVTX message, a thread name) has its own rule (words.py: a word outside
+the reviewed vocabulary becomes `w-<letters>`); what is kept of it is listed for review
 (`Scrubber.review_list`, scrub_report.json `kept_free_text`).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from .shapes import PSEUDONYM_RE
+from .shapes import PSEUDONYM_RE, PUBLIC_MODEL_ORGS
 
 # Path prefixes whose every component is the machine's, never a person's.
 KEEP_ROOTS: tuple[str, ...] = (
@@ -78,6 +78,7 @@ HYDRA_ROOTS = frozenset({
     "trainer", "actor_rollout_ref", "data", "algorithm", "critic", "reward_model", "custom_reward_function",
     "ray_init", "ray_kwargs", "global_profiler", "hydra", "reward", "rollout", "actor", "ref", "model",
 })
+_MODEL_ID_RE = re.compile(r"(?P<org>[A-Za-z0-9][A-Za-z0-9_.\-]{0,95})/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}")
 _NUMBER_RE = re.compile(r"[+\-]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?[kKmMgGbB%]?|0x[0-9a-fA-F]+")
 _MODULE_RE = re.compile(r"(?:" + "|".join(sorted(PACKAGES - {"site-packages", "dist-packages"})) + r")(?:\.[A-Za-z_]\w*)+")
 # `key=value` of an argv item or a command line: `--flag=v`, `-x=v`, Hydra `a.b.c=v`, `+a.b=v`, `++a.b=v`
@@ -102,6 +103,9 @@ def value_kept(value: str) -> bool:
         return True
     if v[0] == "[" and v[-1:] == "]":
         return all(value_kept(x.strip().strip("'\"")) for x in v[1:-1].split(",") if x.strip())
+    m = _MODEL_ID_RE.fullmatch(v)
+    if m is not None and m.group("org").lower() in PUBLIC_MODEL_ORGS:
+        return True                 # a public Hugging Face model or dataset id
     return v.lower() in ENUM_VALUES or bool(_MODULE_RE.fullmatch(v)) or v.startswith("/")
 
 
@@ -174,14 +178,15 @@ def deny_spans(text: str) -> list[tuple[int, int]]:
 EXAMPLES: tuple[tuple[str, ...], tuple[str, ...]] = (
     ("/home/u/proj-x/run.py", "/lab7/team/cfg.yaml", "/opt/acme/.venv/bin/python3",
      "trainer.experiment_name=secret-grpo", "--run-name=secretrun", "--output-dir /lab7/x",
-     "python3 -m verl.trainer.main_ppo --tag projectx"),
+     "python3 -m verl.trainer.main_ppo --tag projectx", "actor_rollout_ref.model.path=qzuser/my-private-model"),
     ("/usr/lib/python3.10/site-packages/torch/nn/functional.py", "/proc/self/maps", "/dev/shm",
      "/tmp/ray/session_2025-01-02_03-04-05_123456_789/logs", "actor_rollout_ref.rollout.name=vllm",
      "trainer.total_epochs=15", "python -m sglang --host 0.0.0.0 --port 30000", "/root/out/raw/x.sqlite",
      "/tmp/torchinductor_root/qd/cqd2vhk5xjz3m4ab7wq9p2rdl6s8t0yvn1c5e7g3h.py", "--dtype=bf16", "Kernel<ValueT=int>", "torch/optim/adam.py(953): <genexpr>",
      "kworker/98:1-events", "<title>x</title></svg>", "TIKTOKEN_CACHE_DIR=/opt/tiktoken_cache", "irq/592-nvidia", "python3 -m verl.trainer.main_ppo", "tokens/s",
-     "/home/user-3/verl/verl/trainer/main_ppo.py(12): main", "trainer.logger=['console','wandb']"),
+     "/home/user-3/verl/verl/trainer/main_ppo.py(12): main", "trainer.logger=['console','wandb']",
+     "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "--model deepseek-ai/DeepSeek-R1 x", "data.train_files=gsm8k"),
 )
 
 __all__ = ["deny_spans", "denied_flag_items", "path_spans", "argv_spans", "value_kept", "HINT_RE", "EXAMPLES", "KEEP_ROOTS",
-           "ENUM_VALUES", "HYDRA_ROOTS", "PACKAGES"]
+           "ENUM_VALUES", "HYDRA_ROOTS", "PACKAGES", "PUBLIC_MODEL_ORGS", "STRUCTURE_WORDS", "TOOLS"]

@@ -36,6 +36,8 @@ from .shapes import GPU_SHORT_RE, PSEUDONYM_RE, host_spans, is_free_text, mac_sp
 from .shapes import HINT_RE as SHAPES_HINT
 from .deny import HINT_RE as DENY_HINT
 from .deny import deny_spans
+from .words import HINT as WORDS_HINT
+from .words import word_spans
 from .rules import replace_spans
 from .rules import (
     BARE_UUID_RE,
@@ -53,6 +55,7 @@ from .rules import (
     KIND_URL,
     KIND_USER,
     KIND_VALUE,
+    KIND_WORD,
     LEFT_EDGE,
     RIGHT_EDGE,
     NameRule,
@@ -164,7 +167,7 @@ class Scrubber:
         self._pre = Prefilter(
             self._prefilter_literals(vals), hint_words, steps=self._rule_steps(hint_words), allow=self._allow_rx,
             always=any(not CONTEXT_HINTS.get(r.name) for r in self._context),
-            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT, DENY_HINT],
+            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT, DENY_HINT, WORDS_HINT],
             entropy=self._entropy,
             decode=(policy.decode_min_base64, policy.decode_min_hex, policy.decode_min_printable,
                     policy.decode_max_depth) if policy.decode_enabled else None)
@@ -502,6 +505,10 @@ class Scrubber:
         # outside the vocabulary (deny.py) -> stable pseudonyms
         if deny and DENY_HINT.search(s):
             s = self._sub_denied(s, kinds)
+        # 5d. deny by default for words: in free text (not code-shaped as a whole), a plain word
+        # outside the reviewed vocabulary -> `w-<letters>` (words.py)
+        if deny and " " in s:
+            s = self._sub_words(s, kinds)
         # 6. random-looking runs no rule explained
         if use_entropy and self._entropy is not None and len(s) >= self.policy.entropy_min_length:
             s = replace_spans(s, self._entropy.spans(s), KIND_ENTROPY, kinds)
@@ -553,7 +560,7 @@ class Scrubber:
         for name, value, a, b in iter_assignments(s):
             if not self.is_secret_name(name):
                 continue
-            if cpp and _cpp_template_arg(s, s.rfind(name, 0, a)):
+            if (cpp or _CPP_TYPE_RE.fullmatch(value.strip())) and _cpp_template_arg(s, s.rfind(name, 0, a)):
                 continue
             if _is_clean_value(value):
                 continue
@@ -678,6 +685,23 @@ class Scrubber:
         out.append(s[last:])
         return "".join(out)
 
+    def _sub_words(self, s: str, kinds: list[str]) -> str:
+        """Words of free text outside the vocabulary -> `w-<letters>` (known users and hosts keep
+        their numbered pseudonym): the same word reads the same everywhere in a bundle."""
+        spans = sorted(word_spans(s))
+        if not spans:
+            return s
+        out: list[str] = []
+        last = 0
+        for a, b in spans:
+            part = s[a:b]
+            out.append(s[last:a])
+            out.append(self._user_map.get(part) or self._host_map.get(part) or fallback_pseudonym("w", part, self.ps.salt))
+            kinds.append(KIND_WORD)
+            last = b
+        out.append(s[last:])
+        return "".join(out)
+
     def _sub_file_names(self, s: str, kinds: list[str]) -> str:
         """A known user or host inside a file name (`trace_<user>_rank0.json.gz`, the names of the
         inputs): in a file name `_` separates words, so the name is replaced there, as it is not in
@@ -711,6 +735,11 @@ def _cpp_template_arg(s: str, name_start: int) -> bool:
     return i >= 0 and (s[i] in "<,(" or s.endswith("with", 0, i + 1))
 
 
+# The value of a template argument that is code (`Kernel<KeyT=float, ValueT=int>` without a `::`):
+# a built-in or CUDA type, a number or a boolean, never a secret.
+_CPP_TYPE_RE = re.compile(r"(?:const\s+)?(?:(?:un)?signed\s+)?(?:float|double|int|bool|half|char|long|short|void|size_t|"
+                          r"u?int(?:8|16|32|64)_t|__half|__nv_bfloat16|__nv_fp8_e4m3|__nv_fp8_e5m2|bfloat16|float16|"
+                          r"BFloat16|Half|c10::\w+|at::\w+)\s*[*&]*|(?:un)?signed|[+\-]?\d+[uUlL]*|true|false")
 _UUID_KEYS = frozenset({"uuid", "gpu_uuid", "gpuuuid", "device_uuid"})
 # A file name of a profile input or output (no blank, no separator), and what separates its words.
 _FILE_NAME_RE = re.compile(r"(?<![^\s/\\\"'=:,;(\[])[A-Za-z0-9_.+@\-]+\.(?:json|gz|sqlite|nsys-rep|qdrep|qdstrm|pickle|pkl"

@@ -55,8 +55,21 @@ URL_WORDS = frozenset({
 # components are judged like a private host's; other public hosts keep their path (`www.w3.org/2000/svg`).
 PERSONAL_PATH_HOSTS = frozenset({"wandb.ai", "api.wandb.ai", "github.com", "gitlab.com", "huggingface.co", "hf.co",
                                  "raw.githubusercontent.com", "bitbucket.org", "docker.io", "hub.docker.com"})
+# Organisations on the Hugging Face Hub whose model and dataset ids are public (`Qwen/Qwen2.5-7B-Instruct`
+# as `actor_rollout_ref.model.path=` stays; `<user>/<private-model>` becomes a pseudonym). Reviewed:
+# the labs and companies that publish the open models verl recipes train (lower case).
+PUBLIC_MODEL_ORGS = frozenset({
+    "qwen", "meta-llama", "deepseek-ai", "mistralai", "google", "microsoft", "thudm", "zai-org", "openai",
+    "nvidia", "allenai", "huggingfaceh4", "huggingfacetb", "tiiuae", "bigcode", "eleutherai", "facebook",
+    "01-ai", "internlm", "baichuan-inc", "moonshotai", "openbmb", "ibm-granite", "stabilityai", "bigscience",
+    "openai-community", "gpt2", "lmsys", "teknium", "nousresearch", "ai2", "apple", "salesforce",
+    "openrlhf", "volcengine", "bytedance-seed", "agentica-org", "open-r1", "gsm8k", "openai_humaneval",
+    "hiyouga", "llava-hf", "opengvlab", "unsloth", "intel", "amd", "xai-org", "cohereforai", "minimaxai",
+})
+# Hub hosts whose path starts with an org: a public org's path stays (`huggingface.co/Qwen/Qwen2.5-7B`)
+HUB_HOSTS = frozenset({"huggingface.co", "hf.co"})
 # Scrub's own pseudonyms and redactions: a second pass leaves them as they are.
-PSEUDONYM_RE = re.compile(r"(?:host|user|name|mac|gpu|GPU|MIG|p)-(?:\d+|[0-9a-f]{8}|[0-9a-f]{12}|[g-z]{8}|[g-z]{12})")
+PSEUDONYM_RE = re.compile(r"(?:host|user|name|mac|gpu|GPU|MIG|p|w)-(?:\d+|[0-9a-f]{8}|[0-9a-f]{12}|[g-z]{8}|[g-z]{12})")
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
 URL_RE = re.compile(
@@ -166,7 +179,9 @@ def url_parts(text: str) -> Iterator[tuple[int, int, str]]:
         rest = m.group("rest")
         if not rest:
             continue
-        keep_path = public and bare.lower() not in PERSONAL_PATH_HOSTS
+        keep_path = public and (bare.lower() not in PERSONAL_PATH_HOSTS or (
+            bare.lower() in HUB_HOSTS and rest[:1] == "/" and "?" not in rest and "#" not in rest
+            and rest.split("/")[1].lower() in PUBLIC_MODEL_ORGS))
         base = m.start("rest")
         path, _, tail = rest.partition("?") if "?" in rest.split("#", 1)[0] else (rest.partition("#")[0], "", "")
         frag_at = rest.find("#")
@@ -244,8 +259,10 @@ def flag_value_items(items: list, is_secret_name: Callable[[str], bool]) -> set[
 # What each rule must catch and must leave alone (fake values), checked by tests/test_scrub_issue33.py.
 EXAMPLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "url": (("amqp://user:pass@broker.corp.example.com:5672", "http://svc.corp.x.com:8000/score?token=abc123",
-             "https://wandb.ai/hopperx/verl-grpo/runs/abc", "https://build01.team/x"),
-            ("https://pypi.org/simple", "http://localhost:8000/health", "http://127.0.0.1:8265/api")),
+             "https://wandb.ai/hopperx/verl-grpo/runs/abc", "https://build01.team/x",
+             "https://huggingface.co/hopperx/private-7b"),
+            ("https://pypi.org/simple", "http://localhost:8000/health", "http://127.0.0.1:8265/api",
+             "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct/resolve/main/config.json")),
     "host": (("ssh build01.team", "db.lab:5432", "gpu-17.local", "node-3.cluster.lab"),
              ("c10d.allreduce", "model-00001-of-00004.safetensors", "torch.cuda.amp", "main_ppo.py:42",
               "verl.trainer.ppo", "python3.10", "v1.2")),
@@ -255,5 +272,5 @@ EXAMPLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-__all__ = ["is_free_text", "URL_RE", "HINT_RE", "PSEUDONYM_RE", "host_spans", "url_parts", "mac_spans", "tilde_users",
+__all__ = ["PUBLIC_MODEL_ORGS", "is_free_text", "URL_RE", "HINT_RE", "PSEUDONYM_RE", "host_spans", "url_parts", "mac_spans", "tilde_users",
            "flag_value_items", "NETRC_RE", "KUBE_USER_RE", "GPU_SHORT_RE", "EXAMPLES"]

@@ -27,7 +27,7 @@ from ..readers.sqlite_export import decode_text, list_tables, open_readonly, sql
 from ..readers.sqlite_export import quote_ident as _q
 from .rules import KIND_GPU, KIND_SPLIT, REDACTED
 from .scrubber import Scrubber
-from .sqlite_cells import (NVTX_TABLE, SPLIT_LOCATION, STRING_TABLE, is_numeric, iter_adjacent_nvtx, iter_distinct_cells,
+from .sqlite_cells import (ARGV_TABLE, argv_pair_findings, NVTX_TABLE, SPLIT_LOCATION, STRING_TABLE, is_numeric, iter_adjacent_nvtx, iter_distinct_cells,
                            numbers_only_sql, reading, split_halves)
 from .sqlite_pages import numeric_cells_are_numbers
 
@@ -362,6 +362,7 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
     filtered: dict[str, tuple[int, int]] = {}
     cols_dropped: dict[str, list[str]] = {}
     changed: dict[str, dict[Any, Any] | None] = {}
+    wheres: dict[str, str] = {}
     plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]] = []
     for t in src_tables:
         spec = keep_spec(t)
@@ -408,6 +409,7 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
             if where:
                 total = out.execute(f"SELECT count(*) FROM src.{_q(t)}").fetchone()[0]
                 filtered[t] = (kept[t], total)
+                wheres[t] = where
         if waiting:
             sids = _load_refs(out, refs.result())
         strings_probe = probes.get(STRING_TABLE)
@@ -432,11 +434,13 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
         out.execute(_create_sql(STRING_TABLE, scols))
         names = [c[0] for c in scols]
         if "id" in names:
-            strings_kept = _insert(out, STRING_TABLE, scols, spec, " WHERE id IN (SELECT id FROM temp.vp_sids)",
+            wheres[STRING_TABLE] = " WHERE id IN (SELECT id FROM temp.vp_sids)"
+            strings_kept = _insert(out, STRING_TABLE, scols, spec, wheres[STRING_TABLE],
                                    scrubber, False, strings_probe, changed)
         strings_total = out.execute(f"SELECT count(*) FROM src.{_q(STRING_TABLE)}").fetchone()[0]
         kept[STRING_TABLE] = strings_kept
     out.commit()
+    _count_filtered(out, wheres, scrubber)
     out.execute("DETACH DATABASE src")
     return SqliteScrubStats(kept, dropped, filtered, strings_kept, strings_total, cols_dropped, changed)
 
@@ -559,6 +563,23 @@ def copied_pairs(out: sqlite3.Connection, pairs: list[Pair],
 DROPPED = " (dropped)"
 
 
+def _count_filtered(out: sqlite3.Connection, wheres: dict[str, str], scrubber: Scrubber) -> None:
+    """Count what check would find in the rows the copy filtered out (threads and processes no kept
+    row references, StringIds no kept row uses: the environment blocks and command lines of other
+    processes), as `<table>.<column> (dropped)`: check reads every cell of the raw export, so scrub
+    judges these rows too, each distinct value once, counted per cell (issue 33)."""
+    for t, where in wheres.items():
+        cond = where.removeprefix(" WHERE ")
+        for c in table_columns(out, t, "src"):
+            qc = _q(c[0])
+            rows = out.execute(f"SELECT {qc}, count(*) FROM src.{_q(t)} WHERE ({cond}) IS NOT 1 AND {qc} >= '' "
+                               f"GROUP BY {qc}").fetchall()
+            for value, n in rows:
+                text = value.decode("latin-1") if isinstance(value, bytes) else value
+                for kind in scrubber.keyed_findings(c[0], text):
+                    scrubber.counts[(kind, f"{t}.{c[0]}{DROPPED}")] += n
+
+
 def count_dropped(src: Path, tables: list[str], scrubber: Scrubber) -> None:
     """Count what check would find in the tables the copy dropped, as `<table>.<column> (dropped)`:
     so `verlprof scrub` of an export reports the findings `verlprof check` of the same export
@@ -575,3 +596,6 @@ def count_dropped(src: Path, tables: list[str], scrubber: Scrubber) -> None:
             text = value.decode("latin-1") if isinstance(value, bytes) else value
             for kind in scrubber.keyed_findings(col, text):
                 scrubber.counts[(kind, f"{table}.{col}{DROPPED}")] += n
+        if ARGV_TABLE in tables:
+            for _rid, kind in argv_pair_findings(conn, scrubber):
+                scrubber.counts[(kind, f"{ARGV_TABLE}.value{DROPPED}")] += 1

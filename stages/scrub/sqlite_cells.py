@@ -22,9 +22,12 @@ from ..readers.nsys_sqlite import NsysExport, string_values
 from ..readers.nvtx_pairs import Pair, adjacent_pairs
 from ..readers.sqlite_export import decode_text, list_tables, open_readonly, rowid_windows, table_columns
 from ..readers.sqlite_export import quote_ident as _q
+from .deny import denied_flag_items
 from .identities import Identities, IdentityCollector
 from .policy import Policy
+from .rules import KIND_DENIED, KIND_NAME
 from .scrubber import Scrubber
+from .shapes import flag_value_items
 from .sqlite_pages import numeric_cells_are_numbers
 
 STRING_TABLE = "StringIds"
@@ -317,6 +320,37 @@ def _feed_identities(conn: sqlite3.Connection, path: Path, col: IdentityCollecto
             col.feed_argv([args[i] for i in sorted(args)])
     except sqlite3.DatabaseError as exc:
         raise BadInputError(path, f"corrupt SQLite database ({exc})") from None
+
+
+ARGV_TABLE = "META_DATA_CAPTURE"
+
+
+def argv_pair_findings(conn: sqlite3.Connection, scrubber: Scrubber) -> Iterator[tuple[int, str]]:
+    """(rowid, kind) of the lone argv values of nsys `META_DATA_CAPTURE` (`PROCESS_0:ARGUMENT_2`
+    after `PROCESS_0:ARGUMENT_1` = `--run-name`), judged with their flag as one argv list, as the
+    list items of a trace are (`deny.denied_flag_items`, `shapes.flag_value_items`): a value the
+    cell's own judgement found nothing in is `denied_text` after an option outside the vocabulary,
+    `secret_by_name` after a secret-named flag. Scrub counts these in the dropped table, check on
+    the raw export: the same findings (issue 33)."""
+    try:
+        rows = conn.execute(f"SELECT rowid, name, value FROM {_q(ARGV_TABLE)} WHERE name LIKE '%ARGUMENT%'").fetchall()
+    except sqlite3.OperationalError:
+        return
+    argv: dict[str, dict[int, tuple[int, str]]] = {}
+    for rid, name, value in rows:
+        if not isinstance(name, str) or not isinstance(value, str):
+            continue
+        key = name.split(":")[-1]
+        if key.startswith("ARGUMENT_") and key[9:].isdigit():
+            argv.setdefault(name.rpartition(":")[0], {})[int(key[9:])] = (rid, value)
+    for args in argv.values():
+        items = [args[i] for i in sorted(args)]
+        values = [v for _r, v in items]
+        kinds = {i: KIND_DENIED for i in denied_flag_items(values)}
+        kinds.update({i: KIND_NAME for i in flag_value_items(values, scrubber.is_secret_name)})
+        for i, kind in sorted(kinds.items()):
+            if not scrubber.findings(values[i]):
+                yield items[i][0], kind
 
 
 def _env_var_row(value: str) -> list[tuple[str, str]]:
