@@ -12,7 +12,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "3"   # 3: ranks table; 2: phases grouped by normalised name path, inherited GPU attribution, rank_source
+# 4: wall_ns is the union of a phase's instances; launch_span_ns, mem_scope and the recorded-history
+#    memory columns; ranks gains wait/excess/floor per rank and culprit, recurrence, critical_path and
+#    dispatch rows; steps gains label. 3: the ranks table. 2: phases grouped by normalised name path,
+#    inherited GPU attribution, rank_source.
+SCHEMA_VERSION = "4"
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def test_merge_keeps_a_name_found_on_two_nodes_apart(tmp_path: Path, monkeypatch
     monkeypatch.setenv(cluster.NSIGHT_ENV, str(nsight))
     got = cluster.gather_node([], cluster.GatherNodeOptions(salt="s"))
     rows = [cluster.NodeRow("x", "ok", 1), cluster.NodeRow("y", "ok", 1), cluster.NodeRow("z", "dead")]
-    merged = cluster._merge([("node-1", got), ("node-2", got)], rows, "s")
+    merged = cluster.merge_gathers([("node-1", got), ("node-2", got)], rows, "s")
     rels = [a.rel for a in merged.gathered.artifacts]
     assert len(set(rels)) == 2 and all(r.endswith("/worker_process_1983.1.sqlite") for r in rels)
     assert sorted(merged.node_of.values()) == ["node-1", "node-2"]
