@@ -70,8 +70,11 @@ def test_text_planted_in_an_integer_column_is_seen_scrubbed_and_checked(tmp_path
     opts = build_options([find_identities(src, "nsys_sqlite", POLICY)], POLICY, salt="t", include_local=False)
     scrub_artifact(ScrubTask(str(src), str(out), "nsys_sqlite", src.name), opts)
     assert SECRET.encode() not in out.read_bytes()
-    kinds = {f.kind for f in check_paths([src], POLICY)}
-    assert "pattern:hf" in kinds
+    # check names the planted cell; it learns the export's own secret values first (as scrub's identity
+    # pass does, issue 33), so the token planted here may be reported as a known value or by its shape
+    at_cell = {f.kind for f in check_paths([src], POLICY) if "CUPTI_ACTIVITY_KIND_KERNEL" in f.location
+               and "gridX" in f.location}
+    assert at_cell & {"pattern:hf", "secret_value"}, at_cell
 
 
 def test_a_default_added_after_the_rows_goes_to_sql(tmp_path: Path) -> None:
