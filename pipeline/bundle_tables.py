@@ -76,12 +76,6 @@ def write_ranks_checked(item: TablesWork, scrub: scrub_stage.ScrubOptions) -> Wr
     return _checked({RANKS: folder / "ranks.parquet"}, scrub)
 
 
-def ready(_item: Any = None, _options: Any = None) -> None:
-    """A job that does nothing: mapped on the pool from the main thread before the table jobs are
-    mapped from another, so that any fork of the pool's workers happens on the main thread."""
-    return None
-
-
 def move_ranks_in(staging: Path) -> None:
     """ranks.parquet into summaries/ (over the empty one `write_summaries` wrote); same bytes, so
     its check still holds."""

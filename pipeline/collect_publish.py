@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,12 +41,11 @@ from .collect_tasks import (
 from .bundle_tables import (
     TablesWork,
     move_ranks_in,
-    ready,
     write_ranks_checked,
     write_run_report,
     write_summaries_checked,
 )
-from .executors import InlineExecutor, Job, TaskResult, run_jobs
+from .executors import Job, TaskResult, run_jobs, start_jobs
 from .merged_trace import Spool, write_merged_trace
 
 Rows = dict[str, Any]
@@ -259,7 +257,8 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
     staging = run.staging
     # issue 23: summaries/ and the run across ranks, from the scrubbed rows: written and checked
     # by two jobs on the pool while the scrub report and the manifest are made here (issue 30)
-    tables = _start_tables(run, rows, scrub_options) if "window" in extra else None
+    wait_tables = _start_tables(run, rows, scrub_options) if "window" in extra else None
+    tables: list[TaskResult] | None = None
     try:
         scrub_stage.write_report(staging / "scrub_report.json", run.scrub_results, scrub_options)
         listed = [*run.artifacts, *run.gathered.rejected]   # the unreadable candidates: failed artifacts
@@ -273,10 +272,10 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
                                nodes=run.nodes)
         _refuse_incomplete(result, run.opts.strict, after_run_findings(run.gathered), run.t0)
     finally:   # never leave a job writing into a staging folder that is about to be removed
-        if tables is not None:
-            tables.join()
+        if wait_tables is not None:
+            tables = wait_tables()
     if tables is not None:
-        _tables_written(run, tables.results())
+        _tables_written(run, tables)
     if result.rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
         merged = write_merged_trace(staging, run.pieces, lambda files: check_written(files, scrub_options),
                                     run.opts.work_dir, run.spool)
@@ -289,50 +288,19 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
     return result
 
 
-class _Tables:
-    """The two table jobs of `write_bundle`, running on the run's pool from a thread of this
-    process (the pool's map blocks), or already run here (inline executor, Ray: staging is local)."""
-
-    def __init__(self, run: Run, jobs: list[Job]) -> None:
-        self._results: list[TaskResult] | None = None
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        if run.opts.ray is not None or run.executor.runs_here(len(jobs)):
-            self._results = run_jobs(InlineExecutor(), jobs)
-            return
-        # a pool not started yet (every map so far ran here) forks its workers now, on this thread:
-        # a fork from the other thread while this one runs could copy a lock this one holds
-        run_jobs(run.executor, [Job(ready, None) for _ in jobs])
-        self._thread = threading.Thread(target=self._run, args=(run, jobs), name="verlprof-tables", daemon=True)
-        self._thread.start()
-
-    def _run(self, run: Run, jobs: list[Job]) -> None:
-        try:
-            self._results = run_jobs(run.executor, jobs)
-        except BaseException as exc:  # noqa: BLE001 - raised in the driver's thread by `results`
-            self._error = exc
-
-    def join(self) -> None:
-        """Wait for both jobs (they never outlive the run's staging folder)."""
-        if self._thread is not None:
-            self._thread.join()
-
-    def results(self) -> list[TaskResult]:
-        """Each job's result, after `join`; what stopped the thread (a pool lost) is raised here."""
-        if self._error is not None:
-            raise self._error
-        return self._results or []
-
-
-def _start_tables(run: Run, rows: Rows, scrub_options: scrub_stage.ScrubOptions) -> _Tables:
+def _start_tables(run: Run, rows: Rows,
+                  scrub_options: scrub_stage.ScrubOptions) -> Callable[[], list[TaskResult]]:
     """ranks.parquet (the longer job, first) and the other summaries, each written and checked by a
-    job (pipeline/bundle_tables.py); each job gets only the rows it writes."""
+    job (pipeline/bundle_tables.py) on the run's pool (here under Ray: staging is local); each job
+    gets only the rows it writes. Returns the wait for both."""
     ranks_rows = {"phases": rows.get("phases") or [], "step_phases": rows.get("step_phases") or []}
     summary_rows = {k: v for k, v in rows.items() if k != "step_phases"}
     staging, meta = str(run.staging), run.summary_metadata
-    return _Tables(run, [Job(write_ranks_checked, TablesWork(staging, ranks_rows, meta, run.opts.noise_floor),
-                             scrub_options),
-                         Job(write_summaries_checked, TablesWork(staging, summary_rows, meta), scrub_options)])
+    ranks_work = TablesWork(staging, ranks_rows, meta, run.opts.noise_floor)
+    return start_jobs(run.executor,
+                      [Job(write_ranks_checked, ranks_work, scrub_options),
+                       Job(write_summaries_checked, TablesWork(staging, summary_rows, meta), scrub_options)],
+                      here=run.opts.ray is not None)
 
 
 def _tables_written(run: Run, results: list[TaskResult]) -> None:

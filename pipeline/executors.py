@@ -20,7 +20,7 @@ from .ray_executor import RayExecutor
 from .work import Job, TaskResult, run_item, run_job
 
 __all__ = ["Executor", "InlineExecutor", "Job", "ProcessPoolExecutorBackend", "TaskResult", "make_executor",
-           "run_all", "run_jobs"]
+           "run_all", "run_jobs", "start_jobs"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -108,11 +108,29 @@ class ProcessPoolExecutorBackend:
             self._pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init)
         return self._pool
 
+    @property
+    def in_run(self) -> bool:
+        """True inside `with`: the pool outlives a single map (work can be started and awaited later)."""
+        return self._depth > 0
+
+    def submit_all(self, fn: Callable[[Any, Any], Any], items: list[Any], options: Any) -> Iterator[TaskResult]:
+        """Submit every item now, on the calling thread (any fork of workers happens here), and
+        return the iterator of their results; only inside `with`. A map submits when iterated, so
+        a caller with its own work to do meanwhile starts the work here and reads the results later."""
+        return self._results(self._submitted(self._started(), fn, items, options))
+
     @staticmethod
-    def _map(pool: ProcessPoolExecutor, fn: Callable[[Any, Any], Any], items: list[Any],
+    def _submitted(pool: ProcessPoolExecutor, fn: Callable[[Any, Any], Any], items: list[Any],
+                   options: Any) -> dict[Future[TaskResult], int]:
+        return {pool.submit(run_item, fn, i, it, options): i for i, it in enumerate(items)}
+
+    @classmethod
+    def _map(cls, pool: ProcessPoolExecutor, fn: Callable[[Any, Any], Any], items: list[Any],
              options: Any) -> Iterator[TaskResult]:
-        futures: dict[Future[TaskResult], int] = {pool.submit(run_item, fn, i, it, options): i
-                                                  for i, it in enumerate(items)}
+        yield from cls._results(cls._submitted(pool, fn, items, options))
+
+    @staticmethod
+    def _results(futures: dict[Future[TaskResult], int]) -> Iterator[TaskResult]:
         try:
             for fut in as_completed(futures):
                 try:
@@ -176,3 +194,21 @@ def run_jobs(executor: Executor, jobs: Iterable[Job],
              on_done: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
     """`run_all` over Jobs: results in input order, errors as data."""
     return run_all(executor, run_job, list(jobs), None, on_done)
+
+
+def start_jobs(executor: Executor, jobs: list[Job], here: bool = False) -> Callable[[], list[TaskResult]]:
+    """Start `jobs` and return the wait for their results (input order, errors as data).
+
+    Why: a caller with work of its own (collect's driver writing the manifest while the table jobs
+    run) needs the jobs running before it waits. On a run's pool they are submitted now; where the
+    executor would run them here anyway (one job, `--jobs 1`), or `here` (their output must land
+    on this machine: Ray), they run now, before this returns."""
+    if here or not isinstance(executor, ProcessPoolExecutorBackend) or not executor.in_run \
+            or executor.runs_here(len(jobs)):
+        done = run_jobs(InlineExecutor(), jobs)
+        return lambda: done
+    pending = executor.submit_all(run_job, list(jobs), None)
+
+    def wait() -> list[TaskResult]:
+        return sorted(pending, key=lambda r: r.index)
+    return wait
