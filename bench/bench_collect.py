@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bench_cores  # noqa: E402 - this folder is on sys.path when the script runs
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data"
 
@@ -41,7 +43,7 @@ DATA = ROOT / "bench" / "data"
 CHILD_PRELUDE = r"""
 import json, resource, sys, time
 from pathlib import Path
-T_IMPORT = time.perf_counter()
+T_IMPORT, T_EPOCH = time.perf_counter(), time.time()
 from verlprof.pipeline.collect import CollectOptions, run_collect
 T_IMPORTED = time.perf_counter()
 
@@ -87,7 +89,7 @@ first = marks[0][1] if marks else t1
 stages["setup"] = first - t0
 for (name, t), (_n, t_next) in zip(marks, marks[1:]):
     stages[name] = stages.get(name, 0.0) + (t_next - t)
-print(json.dumps({"seconds": t1 - T_IMPORT, "stages": stages, "exit": res.exit_code, "driver_busy": driver_busy,
+print(json.dumps({"seconds": t1 - T_IMPORT, "t_epoch": T_EPOCH, "stages": stages, "exit": res.exit_code, "driver_busy": driver_busy,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
@@ -110,20 +112,45 @@ def _warm(paths: list[Path]) -> None:
                 pass
 
 
-def run_collect(srcs: list[Path], jobs: int, tmp: Path, profile: Path | None = None) -> dict:
+def run_collect(srcs: list[Path], jobs: int, tmp: Path, profile: Path | None = None,
+                timeline: bool = False) -> dict:
     out, work = tmp / f"out_{len(srcs)}_{jobs}", tmp / f"work_{len(srcs)}_{jobs}"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
+    env = dict(os.environ)
+    log = tmp / f"jobs_{len(srcs)}_{jobs}.log"
+    log.unlink(missing_ok=True)
+    if timeline:
+        env["VERLPROF_JOB_LOG"] = str(log)
     proc = subprocess.Popen([sys.executable, "-c", _COLLECT, ",".join(map(str, srcs)), str(out), str(work), str(jobs),
                              *([str(profile / f"driver_{len(srcs)}_{jobs}.prof")] if profile else [])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     total_mb, workers = _sample_tree(proc)
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"collect failed:\n{stderr[-3000:]}")
     res = json.loads(stdout.strip().splitlines()[-1])
     res["total_rss_mb"], res["workers"] = total_mb, workers
+    res["timeline"] = _timeline(log, res["t_epoch"]) if timeline and log.exists() else []
     return res
+
+
+def _timeline(log: Path, t0: float) -> list[str]:
+    """Per job function (pipeline/work.py's JOB_LOG): how many ran, their summed and longest
+    seconds, and when the first started and the last ended (seconds after collect's imports
+    began): a pass whose span exceeds sum/workers waited on a straggler or on the driver."""
+    by_fn: dict[str, list[tuple[float, float]]] = {}
+    pids = set()
+    for line in log.read_text().splitlines():
+        pid, fn, start, end = line.split()
+        pids.add(pid)
+        by_fn.setdefault(fn.rsplit(".", 1)[-1], []).append((float(start) - t0, float(end) - t0))
+    out = []
+    for fn, spans in sorted(by_fn.items(), key=lambda kv: min(s for s, _e in kv[1])):
+        took = [e - s for s, e in spans]
+        out.append(f"{fn[:26]:26} n={len(spans):<3} sum={sum(took):6.2f} max={max(took):5.2f} "
+                   f"from {min(s for s, _e in spans):5.2f} to {max(e for _s, e in spans):5.2f}")
+    return out + [f"({len(pids)} processes ran jobs)"]
 
 
 def _tree_rss(root: int) -> dict[int, int]:
@@ -199,6 +226,9 @@ def main() -> int:
                     help="write a cProfile of collect's driver process per run into this folder (read with "
                          "pstats: time outside `acquire` is the driver's serial part; --many lines then print it "
                          "as 'driver busy')")
+    ap.add_argument("--timeline", action="store_true",
+                    help="--many: per job function, how many ran, their seconds and when the first started and "
+                         "the last ended (pipeline/work.py's VERLPROF_JOB_LOG)")
     args = ap.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -247,11 +277,19 @@ def main() -> int:
         cores = os.cpu_count() or 1
         jobs = args.many_jobs or [1, args.jobs]
         runs: dict[int, list[tuple[float, dict]]] = {j: [] for j in jobs}
+        widest = min(args.many, max(jobs), cores)
+        ceiling = [bench_cores.ceilings(widest)] if widest > 1 else []
         for _ in range(max(1, args.repeat)):
             for j in jobs:
                 load = os.getloadavg()[0]
-                runs[j].append((load, run_collect(copies, j, tmp, args.profile)))
+                runs[j].append((load, run_collect(copies, j, tmp, args.profile, args.timeline)))
+        ceiling += [bench_cores.ceilings(widest)] if widest > 1 else []
         print()
+        if ceiling:
+            # no program's speed-up exceeds what N copies of the same work get on this machine: an
+            # all-core clock below the one-core turbo, shared caches and memory (bench_cores.py)
+            print(f"this machine's ceiling for {widest} processes at once (bench_cores.py, before and after the "
+                  "runs): " + "; ".join(f"{k} " + " and ".join(f"{c[k][2]:.2f}x" for c in ceiling) for k in ceiling[0]))
         print(f"{args.many} reports of 100 MB in one collect ({cores} cores; load average before each run in []):")
 
         def median(j: int) -> dict:   # of an even count, the slower middle run
@@ -271,6 +309,8 @@ def main() -> int:
             busy = (f"  driver busy {col['driver_busy']:.2f} s (cProfile, main thread outside waits)"
                     if col.get("driver_busy") is not None else "")
             print("           " + " ".join(f"{k}={v:.2f}" for k, v in col["stages"].items()) + busy)
+            for line in col.get("timeline", []):
+                print("             " + line)
     if not args.tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -10,22 +10,21 @@ itself wrote, and re-reads a table only if its bytes changed since its check.
 
 ranks.parquet needs pandas (pipeline/ranks.py); it is imported here, inside the job, so that
 collect's driver never imports it (`import verlprof.pipeline.collect` stays pandas-free); so is
-the HTML report's (`write_run_report`, `collect --html` only).
-`warming` imports it on a thread while collect gathers its inputs (hashing releases the GIL), before
-the pool forks: the workers inherit it, and the ranks job, on the run's critical path after pass 2,
-does not pay the import.
+the HTML report's (`write_run_report`, `collect --html` only). The import (0.3-0.5 s) must not sit
+on the run's critical path either: `prepare_tables` runs it on pool workers left idle while pass
+2's last jobs finish (`executors.run_jobs(..., then=)`), so the ranks job finds it done. (It was
+imported on a thread in the driver while gather hashed; the import holds the GIL, so the hashing
+threads waited for it: a third of a second of serial time on 16 cores.)
 
 ranks.parquet is made in a folder of its own beside summaries/ (`write_summaries` writes an empty
 one of every schema) and moved in once both jobs are done (`move_ranks_in`).
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
@@ -56,6 +55,7 @@ class Written:
 
     checked: dict[str, str] = field(default_factory=dict)
     findings: list[Any] = field(default_factory=list)
+    culprits: list[dict[str, Any]] = field(default_factory=list)   # ranks: the chosen step's culprit rows
 
 
 def write_summaries_checked(item: TablesWork, scrub: scrub_stage.ScrubOptions) -> Written:
@@ -66,14 +66,19 @@ def write_summaries_checked(item: TablesWork, scrub: scrub_stage.ScrubOptions) -
 
 def write_ranks_checked(item: TablesWork, scrub: scrub_stage.ScrubOptions) -> Written:
     """ranks.parquet of the run across ranks (every profiled step), checked; in RANKS_DIR."""
+    import pyarrow.compute as pc
+
     from . import ranks   # pandas: only where ranks.parquet is made (see the module docstring)
 
     floor = ranks.parse_noise_floor(item.noise_floor) if item.noise_floor else ranks.DEFAULT_FLOOR
     folder = Path(item.staging) / RANKS_DIR
     folder.mkdir(exist_ok=True)
-    ranks.write_ranks(item.rows.get("phases") or [], folder, item.metadata,
-                      other_steps=item.rows.get("step_phases") or [], floor=floor)
-    return _checked({RANKS: folder / "ranks.parquet"}, scrub)
+    table = ranks.write_ranks(item.rows.get("phases") or [], folder, item.metadata,
+                              other_steps=item.rows.get("step_phases") or [], floor=floor)
+    written = _checked({RANKS: folder / "ranks.parquet"}, scrub)
+    written.culprits = [r for r in table.filter(pc.equal(table["row_kind"], "culprit")).to_pylist()
+                        if r.get("chosen") is True]
+    return written
 
 
 def move_ranks_in(staging: Path) -> None:
@@ -93,26 +98,12 @@ def write_run_report(staging: Path, rows: dict[str, Any], manifest: dict[str, An
                                                                        manifest, bundle=staging))
 
 
-@contextlib.contextmanager
-def warming() -> Iterator[None]:
-    """Import pandas, pipeline/ranks.py and pyarrow.parquet on a thread for as long as the block runs; joined on the
-    way out, so call it where no process forks inside the block (a fork in the middle of an import
-    could leave the child's import lock held)."""
-    thread = threading.Thread(target=_warm, name="verlprof-warm", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
+def prepare_tables(_item: Any = None, _options: Any = None) -> None:
+    """Import what the table jobs need (pandas and pipeline/ranks.py, pyarrow.parquet) in this
+    worker, so that the table job it may run next does not wait for it (module docstring)."""
+    import pyarrow.parquet  # noqa: F401 - the import is the point (every table job writes Parquet)
 
-
-def _warm() -> None:
-    try:
-        import pyarrow.parquet  # noqa: F401 - the import is the point (every table job writes Parquet)
-
-        from . import ranks  # noqa: F401
-    except Exception:  # noqa: BLE001 - the ranks job imports it again and reports what failed
-        pass
+    from . import ranks  # noqa: F401
 
 
 def _checked(files: dict[str, Path], scrub: scrub_stage.ScrubOptions) -> Written:

@@ -41,7 +41,6 @@ from pathlib import Path
 from ..stages.core import atomic
 from ..stages.core.errors import VerlprofError
 from . import signals
-from .bundle_tables import warming
 from .collect_manifest import after_run_findings, bundle_salt
 from .collect_publish import (
     check,
@@ -95,8 +94,7 @@ def run_collect(opts: CollectOptions, progress: Progress | None = None,
 
 def passes(run: Run) -> CollectResult:
     """The survey pass, then the publish pass (module docstring)."""
-    with warming():   # pandas for ranks.parquet's job, imported while gather hashes, before any fork
-        gather(run)
+    gather(run)
     exports = export(run)
     surveys = identify(run, raw_inputs(run.artifacts, exports))
     scrub_options = pseudonym_map(run, surveys)

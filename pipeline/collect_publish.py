@@ -41,6 +41,7 @@ from .collect_tasks import (
 from .bundle_tables import (
     TablesWork,
     move_ranks_in,
+    prepare_tables,
     write_ranks_checked,
     write_run_report,
     write_summaries_checked,
@@ -117,7 +118,10 @@ def _pass2_jobs(run: Run, window: Window, popts: PublishOptions,
     if splits_lone_source(run, len(todo)) and todo[0].summary is not None and todo[0].trace is not None:
         todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
     jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
-    return todo, run_jobs(run.executor, jobs, on_done)
+    # the table jobs' imports, on workers that would otherwise wait for this pass's last job (one
+    # fewer than the workers: the worker of the last job must be free for the next step at once)
+    prepare = [Job(prepare_tables, None)] * (getattr(run.executor, "jobs", 1) - 1)
+    return todo, run_jobs(run.executor, jobs, on_done, then=prepare)
 
 
 def _write_files(root: Path, files: dict[str, bytes]) -> None:
@@ -274,11 +278,10 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
     finally:   # never leave a job writing into a staging folder that is about to be removed
         if wait_tables is not None:
             tables = wait_tables()
-    if tables is not None:
-        _tables_written(run, tables)
+    culprits = _tables_written(run, tables) if tables is not None else []
     if result.rows and manifest.get("traces"):   # issue 23: every rank's window on one clock
         merged = write_merged_trace(staging, run.pieces, lambda files: check_written(files, scrub_options),
-                                    run.opts.work_dir, run.spool)
+                                    run.opts.work_dir, run.spool, culprits, rows.get("phases") or [])
         if merged:
             manifest["merged_trace"], run.checked[merged[0]], found = merged
             run.findings += found
@@ -303,15 +306,19 @@ def _start_tables(run: Run, rows: Rows,
                       here=run.opts.ray is not None)
 
 
-def _tables_written(run: Run, results: list[TaskResult]) -> None:
-    """ranks.parquet moved into summaries/; what the jobs checked (and found) counts at `check`."""
+def _tables_written(run: Run, results: list[TaskResult]) -> list[dict[str, Any]]:
+    """ranks.parquet moved into summaries/; what the jobs checked (and found) counts at `check`.
+    Returns the chosen step's culprit rows (for the merged trace's marks)."""
     failed = [r.error for r in results if r.error is not None]
     if failed:
         raise VerlprofError(None, f"the summaries could not be written: {failed[0]}")
     move_ranks_in(run.staging)
+    culprits: list[dict[str, Any]] = []
     for res in results:
         run.checked.update(res.value.checked)
         run.findings += res.value.findings
+        culprits += res.value.culprits
+    return culprits
 
 
 def _refuse_incomplete(result: CollectResult, strict: bool, doctor: list[doctor_stage.Finding], t0: float) -> None:

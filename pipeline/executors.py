@@ -119,6 +119,13 @@ class ProcessPoolExecutorBackend:
         a caller with its own work to do meanwhile starts the work here and reads the results later."""
         return self._results(self._submitted(self._started(), fn, items, options))
 
+    def submit_idle(self, fn: Callable[[Any, Any], Any], items: list[Any], options: Any) -> Callable[[], None]:
+        """Submit `items` behind everything submitted so far, for workers with nothing else to do;
+        their results are never read. Returns the cancel of those not yet started (a worker that
+        has not picked one by then does the run's next real job instead)."""
+        futures = self._submitted(self._started(), fn, items, options)
+        return lambda: [f.cancel() for f in futures] and None
+
     @staticmethod
     def _submitted(pool: ProcessPoolExecutor, fn: Callable[[Any, Any], Any], items: list[Any],
                    options: Any) -> dict[Future[TaskResult], int]:
@@ -190,10 +197,29 @@ def run_all(executor: Executor, fn: Callable[[T, Any], R], items: Iterable[T], o
     return [r for r in out if r is not None]
 
 
-def run_jobs(executor: Executor, jobs: Iterable[Job],
-             on_done: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
-    """`run_all` over Jobs: results in input order, errors as data."""
-    return run_all(executor, run_job, list(jobs), None, on_done)
+def run_jobs(executor: Executor, jobs: Iterable[Job], on_done: Callable[[TaskResult], None] | None = None,
+             then: list[Job] | None = None) -> list[TaskResult]:
+    """`run_all` over Jobs: results in input order, errors as data.
+
+    `then`: work for the workers that would otherwise wait while the last of `jobs` finish (the
+    imports the next step needs: bundle_tables.prepare_tables), queued behind `jobs` on a run's
+    pool, never awaited, and cancelled where not started once the last of `jobs` is done. Elsewhere (inline, Ray, a pool of one map) it is not run: no worker
+    idles there, and the step that needs the import pays for it where it runs."""
+    jobs = list(jobs)
+    if not then or not isinstance(executor, ProcessPoolExecutorBackend) or not executor.in_run \
+            or executor.runs_here(len(jobs)):
+        return run_all(executor, run_job, jobs, None, on_done)
+    pending = executor.submit_all(run_job, jobs, None)
+    cancel = executor.submit_idle(run_job, list(then), None)
+    out: list[TaskResult | None] = [None] * len(jobs)
+    try:
+        for res in pending:
+            out[res.index] = res
+            if on_done:
+                on_done(res)
+    finally:
+        cancel()   # the last job is done: what no worker has picked would only delay the next step
+    return [r for r in out if r is not None]
 
 
 def start_jobs(executor: Executor, jobs: list[Job], here: bool = False) -> Callable[[], list[TaskResult]]:

@@ -146,33 +146,29 @@ MARK_TID = 0
 MARK_CAT = "verlprof.culprit"
 
 
-def culprit_marks(summaries: Path, order: list[tuple[str, Any, int, str]]) -> list[bytes]:
+def culprit_marks(culprits: list[dict[str, Any]], phases: list[dict[str, Any]],
+                  order: list[tuple[str, Any, int, str]]) -> list[bytes]:
     """Who held the step back, marked on the lanes: per `culprit` row of the chosen step
-    (ranks.parquet), a process label and an instant event on the culprit's lane at the start of the
-    phase where it lost the time, and on each victim's lane at the start of its wait (the first
-    collective range in `victim_path`, else the phase). Category `verlprof.culprit`; args carry
-    the statement. Nothing when ranks.parquet has no culprit (one rank, an even run)."""
-    import pyarrow.parquet as pq
-
-    try:
-        ranks = pq.read_table(summaries / "ranks.parquet").to_pylist()
-        phases = pq.read_table(summaries / "phases.parquet",
-                               columns=["role", "rank", "step", "path", "stage", "start_ns"]).to_pylist()
-    except (OSError, KeyError, ValueError, Exception):  # noqa: BLE001 - marks are a refinement of the trace
-        return []
+    (ranks.parquet's, as the ranks job returned them: `bundle_tables.Written.culprits`), a process
+    label and an instant event on the culprit's lane at the start of the phase where it lost the
+    time, and on each victim's lane at the start of its wait (the first collective range in
+    `victim_path`, else the phase), from the bundle's scrubbed `phases` rows. Category
+    `verlprof.culprit`; args carry the statement. Nothing when there is no culprit (one rank, an
+    even run). Why rows, not the written files: the driver would read ranks.parquet back, and its
+    pandas metadata makes pyarrow import pandas (0.4 s on the run's critical path)."""
     pid_of = {(role or "?", int(rank)): pid for role, rank, pid, _l in order if rank is not None}
     starts: dict[tuple[str, int, Any, str], int] = {}
     colls: dict[tuple[str, int, Any, str], int] = {}
     for r in phases:
-        if r["rank"] is None or r["start_ns"] is None or not r["path"]:
+        if r.get("rank") is None or r.get("start_ns") is None or not r.get("path"):
             continue
-        key = (r["role"] or "?", int(r["rank"]), r["step"], r["path"])
+        key = (r.get("role") or "?", int(r["rank"]), r.get("step"), r["path"])
         starts[key] = min(starts.get(key, r["start_ns"]), r["start_ns"])
-        if r["stage"] == "collective" and " > " in r["path"]:
+        if r.get("stage") == "collective" and " > " in r["path"]:
             parent = (key[0], key[1], key[2], r["path"].rsplit(" > ", 1)[0])
             colls[parent] = min(colls.get(parent, r["start_ns"]), r["start_ns"])
     out: list[bytes] = []
-    for c in ranks:
+    for c in culprits:
         if c.get("row_kind") != "culprit" or c.get("chosen") is not True or c.get("rank") is None:
             continue
         role, step, who = c["role"] or "?", c["step"], int(c["rank"])
@@ -203,7 +199,8 @@ def culprit_marks(summaries: Path, order: list[tuple[str, Any, int, str]]) -> li
 
 
 def write_merged_trace(bundle: Path, pieces: list[Piece], check: Check, scratch: Path,
-                       spool: Spool | None = None) -> tuple[str, str, list[Any]] | None:
+                       spool: Spool | None = None, culprits: list[dict[str, Any]] | None = None,
+                       phases: list[dict[str, Any]] | None = None) -> tuple[str, str, list[Any]] | None:
     """Write `bundle/traces/all_ranks.trace.json.gz` from the sources' pieces (their bodies in
     `spool` where kept there; fewer than two pieces: no file, None). Returns (its bundle-relative name, its sha256, the checker's findings in the
     head): every byte of the file has then been checked, the pieces where they were made."""
@@ -217,7 +214,7 @@ def write_merged_trace(bundle: Path, pieces: list[Piece], check: Check, scratch:
         head.append(json_codec.dumps({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}}))
         head.append(json_codec.dumps({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                                   "args": {"sort_index": i + 1}}))
-    head += culprit_marks(bundle / "summaries", order)
+    head += culprit_marks(culprits or [], phases or [], order)
     rel = f"traces/{NAME}"
     with tempfile.TemporaryDirectory(prefix="verlprof-merged-", dir=scratch) as td:
         findings = check({rel: write_alone(Path(td) / NAME, b"", head)})

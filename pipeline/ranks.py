@@ -673,13 +673,16 @@ def bundle_ranks_table(bundle: Any, phases: Any) -> pa.Table:
 
 
 def write_ranks(phases: Any, folder: Any, metadata: dict[str, str] | None = None, *, other_steps: Any = None,
-                floor: NoiseFloor = DEFAULT_FLOOR) -> None:
-    """`folder/ranks.parquet` from the phases rows (atomic); what collect and summarize call."""
+                floor: NoiseFloor = DEFAULT_FLOOR) -> pa.Table:
+    """`folder/ranks.parquet` from the phases rows (atomic); what collect and summarize call.
+    Returns the table written."""
     from pathlib import Path
 
     import pyarrow.parquet as pq
 
     from ..stages.core.atomic import atomic_path
 
+    table = ranks_table(phases, metadata, other_steps=other_steps, floor=floor)
     with atomic_path(Path(folder) / "ranks.parquet") as tmp:
-        pq.write_table(ranks_table(phases, metadata, other_steps=other_steps, floor=floor), tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="zstd")
+    return table

@@ -11,8 +11,14 @@ executor's to report, as an error of that item.
 """
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
+
+#: Where each item's start and end go, one line per item, when set (bench/bench_collect.py
+#: --timeline): which pass waited on which job, measured where the job ran.
+JOB_LOG = os.environ.get("VERLPROF_JOB_LOG")
 
 
 @dataclass
@@ -31,10 +37,25 @@ def one_line(exc: BaseException) -> str:
 
 def run_item(fn: Callable[[Any, Any], Any], index: int, item: Any, options: Any) -> TaskResult:
     """`fn(item, options)` as a TaskResult: the one place where per-item failures become data."""
+    start = time.time() if JOB_LOG else 0.0
     try:
         return TaskResult(index, fn(item, options))
     except Exception as exc:  # noqa: BLE001 - reported per item, never swallowed silently
         return TaskResult(index, error=one_line(exc))
+    finally:
+        if JOB_LOG:
+            _log_job(getattr(item, "fn", fn), start)
+
+
+def _log_job(fn: Callable[..., Any], start: float) -> None:
+    """One line (pid, function, start, end; epoch seconds) appended to JOB_LOG: short enough that
+    workers appending at once never interleave."""
+    line = f"{os.getpid()} {getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', fn)} {start:.6f} {time.time():.6f}\n"
+    fd = os.open(JOB_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)

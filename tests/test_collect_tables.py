@@ -114,3 +114,28 @@ def test_the_table_jobs_start_the_pool_when_nothing_else_did(tmp_path: Path) -> 
     for n in ("phases", "ranks", "steps", "kernels"):
         assert (outs[2] / "summaries" / f"{n}.parquet").read_bytes() == (outs[1] / "summaries" / f"{n}.parquet").read_bytes()
     assert (outs[2] / "report.html").stat().st_size > 0
+
+
+def test_the_driver_never_imports_pandas_during_a_collect(tmp_path: Path) -> None:
+    """Through a whole pooled collect of four ranks (ranks.parquet, the merged trace and its
+    culprit marks included), collect's own process stays pandas-free: the ranks job imports it on
+    a worker, and the merged trace's marks come from the rows the ranks job returns, not from
+    reading ranks.parquet back (its pandas metadata makes pyarrow import pandas)."""
+    src = _source(tmp_path)
+    code = ("import sys, json\n"
+            "from verlprof.pipeline import collect\n"
+            f"r = collect.run_collect(collect.CollectOptions(sources=[{str(src)!r}], out={str(tmp_path / 'out')!r}, "
+            f"work_dir={str(tmp_path / 'w')!r}, jobs=2))\n"
+            "print(json.dumps([r.exit_code, 'pandas' in sys.modules]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[0, false]"
+    import gzip
+    import json
+
+    man = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    merged = json.loads(gzip.open(tmp_path / "out" / man["merged_trace"]).read())["traceEvents"]
+    table = pq.read_table(tmp_path / "out" / "summaries" / "ranks.parquet").to_pylist()
+    culprits = [r for r in table if r["row_kind"] == "culprit" and r["chosen"] and r["rank"] is not None]
+    marks = [e for e in merged if e.get("cat") == "verlprof.culprit" and e["name"].startswith("culprit")]
+    assert len(marks) == len(culprits)
+    assert [m["args"]["statement"] for m in marks] == [c["statement"] for c in culprits]
