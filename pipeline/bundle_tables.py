@@ -1,20 +1,21 @@
-"""The bundle's tables (summaries/*.parquet and ranks.parquet), each written and checked by a job.
+"""The bundle's tables (summaries/*.parquet and ranks.parquet), each written and checked as a job.
 
 Why a module of its own: collect's driver is the serial part of a run (issue 30: 16 reports on 16
 cores must scale 12.8x). Writing the tables, computing ranks.parquet across every rank and
 checking the written files took most of the driver's time after pass 2, one after the other. Here
-they are two jobs that run side by side on the run's pool while the driver writes the scrub
-report and the manifest; each job checks what it wrote and returns the bytes' sha256 with the
-findings, so the run-level check (pipeline/collect_publish.verify) reads only what the driver
-itself wrote, and re-reads a table only if its bytes changed since its check.
+they are two jobs: summaries/ on the run's pool, ranks.parquet in the driver meanwhile; each job
+checks what it wrote and returns the bytes' sha256 with the findings, so the run-level check
+(pipeline/collect_publish.verify) reads only the JSON the driver wrote, and re-reads a table only
+if its bytes changed since its check.
 
-ranks.parquet needs pandas (pipeline/ranks.py); it is imported here, inside the job, so that
-collect's driver never imports it (`import verlprof.pipeline.collect` stays pandas-free); so is
-the HTML report's (`write_run_report`, `collect --html` only). The import (0.3-0.5 s) must not sit
-on the run's critical path either: `prepare_tables` runs it on pool workers left idle while pass
-2's last jobs finish (`executors.run_jobs(..., then=)`), so the ranks job finds it done. (It was
-imported on a thread in the driver while gather hashed; the import holds the GIL, so the hashing
-threads waited for it: a third of a second of serial time on 16 cores.)
+ranks.parquet needs pandas (pipeline/ranks.py); importing `verlprof.pipeline.collect` does not
+import it (a CLI start-up that does not need it), and the 0.3-0.5 s of the import never sit on the
+run's critical path: the driver runs `prepare_tables` on a thread while pass 2's jobs run on the
+pool (`executors.run_jobs(..., meanwhile=)`), and then makes ranks.parquet itself while a worker
+writes the other tables. (Two earlier ways cost serial time: the import on a thread while gather
+hashed held the GIL the hashing threads needed; a ranks job on a worker found pandas imported only
+when a worker had idled long enough before pass 2's last job ended, which on 16 busy cores it had
+not.) The HTML report's pages need pandas too (`write_run_report`, `collect --html` only).
 
 ranks.parquet is made in a folder of its own beside summaries/ (`write_summaries` writes an empty
 one of every schema) and moved in once both jobs are done (`move_ranks_in`).
@@ -99,11 +100,15 @@ def write_run_report(staging: Path, rows: dict[str, Any], manifest: dict[str, An
 
 
 def prepare_tables(_item: Any = None, _options: Any = None) -> None:
-    """Import what the table jobs need (pandas and pipeline/ranks.py, pyarrow.parquet) in this
-    worker, so that the table job it may run next does not wait for it (module docstring)."""
-    import pyarrow.parquet  # noqa: F401 - the import is the point (every table job writes Parquet)
+    """Import what the table jobs need (pandas and pipeline/ranks.py, pyarrow.parquet), so that
+    making them does not wait for it (module docstring). An import that fails here fails again,
+    with its message, in the job that needs it."""
+    try:
+        import pyarrow.parquet  # noqa: F401 - the import is the point (every table job writes Parquet)
 
-    from . import ranks  # noqa: F401
+        from . import ranks  # noqa: F401
+    except Exception:  # noqa: BLE001 - reported by the job that needs it
+        pass
 
 
 def _checked(files: dict[str, Path], scrub: scrub_stage.ScrubOptions) -> Written:

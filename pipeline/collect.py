@@ -16,8 +16,9 @@ differs, see pipeline/cluster.py):
                 worker, its window trace cut, scrubbed, converted and checked, with its piece of
                 the merged trace (pipeline/merged_trace.py)
       scrub     the run-level values (steps rows, metadata, window, trace facts)
-      write     summaries/ and ranks.parquet (two jobs, each checks what it wrote:
-                pipeline/bundle_tables.py), scrub_report.json, manifest.json, the merged trace,
+      write     summaries/ (a job on the pool) and ranks.parquet (here: pandas was imported on
+                a thread while pass 2 ran), each checked where it was written
+                (pipeline/bundle_tables.py); scrub_report.json, manifest.json, the merged trace,
                 report.html
       check     re-scan every staged file no job checked; a finding refuses (exit 1)
       publish   the staging folder is renamed onto OUT; `--pack` adds OUT.tar.gz

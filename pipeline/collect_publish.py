@@ -118,10 +118,8 @@ def _pass2_jobs(run: Run, window: Window, popts: PublishOptions,
     if splits_lone_source(run, len(todo)) and todo[0].summary is not None and todo[0].trace is not None:
         todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
     jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
-    # the table jobs' imports, on workers that would otherwise wait for this pass's last job (one
-    # fewer than the workers: the worker of the last job must be free for the next step at once)
-    prepare = [Job(prepare_tables, None)] * (getattr(run.executor, "jobs", 1) - 1)
-    return todo, run_jobs(run.executor, jobs, on_done, then=prepare)
+    # the ranks table's imports, here, while the workers run this pass (pipeline/bundle_tables.py)
+    return todo, run_jobs(run.executor, jobs, on_done, meanwhile=prepare_tables)
 
 
 def _write_files(root: Path, files: dict[str, bytes]) -> None:
@@ -259,8 +257,8 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
     """summaries/, scrub_report.json, manifest.json and (--html) report.html into staging; refuse
     (nothing written to OUT) when nothing was summarized, or with --strict when anything failed."""
     staging = run.staging
-    # issue 23: summaries/ and the run across ranks, from the scrubbed rows: written and checked
-    # by two jobs on the pool while the scrub report and the manifest are made here (issue 30)
+    # issue 23: summaries/ and the run across ranks, from the scrubbed rows, each written and
+    # checked where it is made: summaries/ by a job on the pool, ranks.parquet here (issue 30)
     wait_tables = _start_tables(run, rows, scrub_options) if "window" in extra else None
     tables: list[TaskResult] | None = None
     try:
@@ -293,17 +291,17 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
 
 def _start_tables(run: Run, rows: Rows,
                   scrub_options: scrub_stage.ScrubOptions) -> Callable[[], list[TaskResult]]:
-    """ranks.parquet (the longer job, first) and the other summaries, each written and checked by a
-    job (pipeline/bundle_tables.py) on the run's pool (here under Ray: staging is local); each job
-    gets only the rows it writes. Returns the wait for both."""
+    """The other summaries, written and checked by a job on the run's pool (here under Ray: staging
+    is local), while ranks.parquet is made and checked here, where pass 2 imported pandas
+    (pipeline/bundle_tables.py); each gets only the rows it writes. Returns the wait for both."""
     ranks_rows = {"phases": rows.get("phases") or [], "step_phases": rows.get("step_phases") or []}
     summary_rows = {k: v for k, v in rows.items() if k != "step_phases"}
     staging, meta = str(run.staging), run.summary_metadata
     ranks_work = TablesWork(staging, ranks_rows, meta, run.opts.noise_floor)
-    return start_jobs(run.executor,
-                      [Job(write_ranks_checked, ranks_work, scrub_options),
-                       Job(write_summaries_checked, TablesWork(staging, summary_rows, meta), scrub_options)],
-                      here=run.opts.ray is not None)
+    wait_summaries = start_jobs(run.executor, [Job(write_summaries_checked, TablesWork(staging, summary_rows, meta),
+                                                   scrub_options)], here=run.opts.ray is not None)
+    ranks = start_jobs(run.executor, [Job(write_ranks_checked, ranks_work, scrub_options)], here=True)()
+    return lambda: ranks + wait_summaries()
 
 
 def _tables_written(run: Run, results: list[TaskResult]) -> list[dict[str, Any]]:

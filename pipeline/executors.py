@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar
 
@@ -119,13 +120,6 @@ class ProcessPoolExecutorBackend:
         a caller with its own work to do meanwhile starts the work here and reads the results later."""
         return self._results(self._submitted(self._started(), fn, items, options))
 
-    def submit_idle(self, fn: Callable[[Any, Any], Any], items: list[Any], options: Any) -> Callable[[], None]:
-        """Submit `items` behind everything submitted so far, for workers with nothing else to do;
-        their results are never read. Returns the cancel of those not yet started (a worker that
-        has not picked one by then does the run's next real job instead)."""
-        futures = self._submitted(self._started(), fn, items, options)
-        return lambda: [f.cancel() for f in futures] and None
-
     @staticmethod
     def _submitted(pool: ProcessPoolExecutor, fn: Callable[[Any, Any], Any], items: list[Any],
                    options: Any) -> dict[Future[TaskResult], int]:
@@ -198,39 +192,45 @@ def run_all(executor: Executor, fn: Callable[[T, Any], R], items: Iterable[T], o
 
 
 def run_jobs(executor: Executor, jobs: Iterable[Job], on_done: Callable[[TaskResult], None] | None = None,
-             then: list[Job] | None = None) -> list[TaskResult]:
+             meanwhile: Callable[[], Any] | None = None) -> list[TaskResult]:
     """`run_all` over Jobs: results in input order, errors as data.
 
-    `then`: work for the workers that would otherwise wait while the last of `jobs` finish (the
-    imports the next step needs: bundle_tables.prepare_tables), queued behind `jobs` on a run's
-    pool, never awaited, and cancelled where not started once the last of `jobs` is done. Elsewhere (inline, Ray, a pool of one map) it is not run: no worker
-    idles there, and the step that needs the import pays for it where it runs."""
+    `meanwhile`: this process's own work while the jobs run elsewhere (collect's driver imports
+    what its next step needs: bundle_tables.prepare_tables), on a thread started once every job
+    is submitted, so that no worker is forked while it runs (a fork in the middle of an import
+    could leave the child's import lock held); joined before this returns. Where the jobs run in
+    this process (inline, one job) it simply runs after them: it costs the same either way."""
     jobs = list(jobs)
-    if not then or not isinstance(executor, ProcessPoolExecutorBackend) or not executor.in_run \
+    if meanwhile is None or not isinstance(executor, ProcessPoolExecutorBackend) or not executor.in_run \
             or executor.runs_here(len(jobs)):
-        return run_all(executor, run_job, jobs, None, on_done)
+        out = run_all(executor, run_job, jobs, None, on_done)
+        if meanwhile is not None:
+            meanwhile()
+        return out
     pending = executor.submit_all(run_job, jobs, None)
-    cancel = executor.submit_idle(run_job, list(then), None)
-    out: list[TaskResult | None] = [None] * len(jobs)
+    thread = threading.Thread(target=meanwhile, name="verlprof-meanwhile", daemon=True)
+    thread.start()
+    results: list[TaskResult | None] = [None] * len(jobs)
     try:
         for res in pending:
-            out[res.index] = res
+            results[res.index] = res
             if on_done:
                 on_done(res)
     finally:
-        cancel()   # the last job is done: what no worker has picked would only delay the next step
-    return [r for r in out if r is not None]
+        thread.join()
+    return [r for r in results if r is not None]
 
 
 def start_jobs(executor: Executor, jobs: list[Job], here: bool = False) -> Callable[[], list[TaskResult]]:
     """Start `jobs` and return the wait for their results (input order, errors as data).
 
-    Why: a caller with work of its own (collect's driver writing the manifest while the table jobs
-    run) needs the jobs running before it waits. On a run's pool they are submitted now; where the
-    executor would run them here anyway (one job, `--jobs 1`), or `here` (their output must land
-    on this machine: Ray), they run now, before this returns."""
+    Why: a caller with work of its own (collect's driver making ranks.parquet and the manifest
+    while a worker writes summaries/) needs the jobs running before it waits. On a run's pool
+    they are submitted now, even one alone (the caller's own work runs beside it); where the
+    executor runs everything here (`--jobs 1`), or `here` (their output must land on this
+    machine: Ray), they run now, before this returns."""
     if here or not isinstance(executor, ProcessPoolExecutorBackend) or not executor.in_run \
-            or executor.runs_here(len(jobs)):
+            or executor.jobs == 1:
         done = run_jobs(InlineExecutor(), jobs)
         return lambda: done
     pending = executor.submit_all(run_job, list(jobs), None)

@@ -67,6 +67,17 @@ def _uses_ray(request: pytest.FixtureRequest) -> bool:
     return False
 
 
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `ray` run last, in their collected order.
+
+    Why: once this process has been a Ray driver (tests/test_ray.py's `ray.init`), a process pool
+    forked from it later is not safe: a later in-process pooled collect (test_report_chromium's
+    bundle) lost a worker to SIGSEGV in pass 2, reproducibly, with nothing in faulthandler's
+    output (Ray's native state survives `ray.shutdown`). verlprof's own commands never fork after
+    being a Ray driver (one command, one executor); only a test process does both."""
+    items.sort(key=lambda item: item.get_closest_marker("ray") is not None)
+
+
 def stop_ray() -> None:
     """Disconnect this process from Ray if a test connected it (no-op without Ray)."""
     ray = sys.modules.get("ray")
