@@ -99,7 +99,7 @@ def write_run_report(staging: Path, rows: dict[str, Any], manifest: dict[str, An
                                                                        manifest, bundle=staging))
 
 
-def prepare_tables(_item: Any = None, _options: Any = None) -> None:
+def prepare_tables() -> None:
     """Import what the table jobs need (pandas and pipeline/ranks.py, pyarrow.parquet), so that
     making them does not wait for it (module docstring). An import that fails here fails again,
     with its message, in the job that needs it."""
