@@ -77,8 +77,8 @@ def write_ranks_checked(item: TablesWork, scrub: scrub_stage.ScrubOptions) -> Wr
     table = ranks.write_ranks(item.rows.get("phases") or [], folder, item.metadata,
                               other_steps=item.rows.get("step_phases") or [], floor=floor)
     written = _checked({RANKS: folder / "ranks.parquet"}, scrub)
-    written.culprits = [r for r in table.filter(pc.equal(table["row_kind"], "culprit")).to_pylist()
-                        if r.get("chosen") is True]
+    written.culprits = table.filter(pc.and_(pc.equal(table["row_kind"], "culprit"),
+                                            pc.equal(table["chosen"], True))).to_pylist()
     return written
 
 

@@ -46,7 +46,7 @@ from .bundle_tables import (
     write_run_report,
     write_summaries_checked,
 )
-from .executors import Job, TaskResult, run_jobs, start_jobs
+from .executors import InlineExecutor, Job, TaskResult, run_jobs, start_jobs
 from .merged_trace import Spool, write_merged_trace
 
 Rows = dict[str, Any]
@@ -300,7 +300,7 @@ def _start_tables(run: Run, rows: Rows,
     ranks_work = TablesWork(staging, ranks_rows, meta, run.opts.noise_floor)
     wait_summaries = start_jobs(run.executor, [Job(write_summaries_checked, TablesWork(staging, summary_rows, meta),
                                                    scrub_options)], here=run.opts.ray is not None)
-    ranks = start_jobs(run.executor, [Job(write_ranks_checked, ranks_work, scrub_options)], here=True)()
+    ranks = run_jobs(InlineExecutor(), [Job(write_ranks_checked, ranks_work, scrub_options)])
     return lambda: ranks + wait_summaries()
 
 

@@ -183,8 +183,14 @@ def run_all(executor: Executor, fn: Callable[[T, Any], R], items: Iterable[T], o
             on_done: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
     """Run every item, call `on_done` as each finishes (progress bars), return results in input order."""
     items = list(items)
-    out: list[TaskResult | None] = [None] * len(items)
-    for res in executor.map_unordered(fn, items, options):
+    return _in_order(executor.map_unordered(fn, items, options), len(items), on_done)
+
+
+def _in_order(results: Iterable[TaskResult], n: int,
+              on_done: Callable[[TaskResult], None] | None) -> list[TaskResult]:
+    """Results as they finish (`on_done` called for each), returned in input order."""
+    out: list[TaskResult | None] = [None] * n
+    for res in results:
         out[res.index] = res
         if on_done:
             on_done(res)
@@ -198,8 +204,8 @@ def run_jobs(executor: Executor, jobs: Iterable[Job], on_done: Callable[[TaskRes
     `meanwhile`: this process's own work while the jobs run elsewhere (collect's driver imports
     what its next step needs: bundle_tables.prepare_tables), on a thread started once every job
     is submitted, so that no worker is forked while it runs (a fork in the middle of an import
-    could leave the child's import lock held); joined before this returns. Where the jobs run in
-    this process (inline, one job) it simply runs after them: it costs the same either way."""
+    could leave the child's import lock held); joined before this returns. Only on a run's pool:
+    elsewhere (inline, one job, Ray, a pool that a map forks as it goes) it runs after the jobs."""
     jobs = list(jobs)
     if meanwhile is None or not isinstance(executor, ProcessPoolExecutorBackend) or not executor.in_run \
             or executor.runs_here(len(jobs)):
@@ -210,15 +216,10 @@ def run_jobs(executor: Executor, jobs: Iterable[Job], on_done: Callable[[TaskRes
     pending = executor.submit_all(run_job, jobs, None)
     thread = threading.Thread(target=meanwhile, name="verlprof-meanwhile", daemon=True)
     thread.start()
-    results: list[TaskResult | None] = [None] * len(jobs)
     try:
-        for res in pending:
-            results[res.index] = res
-            if on_done:
-                on_done(res)
+        return _in_order(pending, len(jobs), on_done)
     finally:
         thread.join()
-    return [r for r in results if r is not None]
 
 
 def start_jobs(executor: Executor, jobs: list[Job], here: bool = False) -> Callable[[], list[TaskResult]]:
