@@ -24,6 +24,7 @@ def to_table(name: str, rows: "list[dict[str, Any]] | pa.Table", metadata: dict[
     import pyarrow as pa
 
     from ..schema import SCHEMAS, arrow_schema
+    from . import arrow_columns
 
     schema = arrow_schema(name, metadata)
     if isinstance(rows, pa.Table):
@@ -31,8 +32,8 @@ def to_table(name: str, rows: "list[dict[str, Any]] | pa.Table", metadata: dict[
                          else pa.nulls(rows.num_rows, f.type)) for f in schema}
         return pa.table(cols, schema=schema)
     names = [c.name for c in SCHEMAS[name]]
-    data = {n: [row.get(n) for row in rows] for n in names}
-    return pa.table(data, schema=schema)
+    # built from buffers: pa.table would import pandas in this job (stages/summarize/arrow_columns.py)
+    return arrow_columns.table({n: [row.get(n) for row in rows] for n in names}, schema)
 
 
 def summary_metadata(inputs: Iterable[tuple[str, str]] = (), tools: dict[str, Iterable[str]] | None = None,
