@@ -131,26 +131,32 @@ def run_collect(srcs: list[Path], jobs: int, tmp: Path, profile: Path | None = N
         raise SystemExit(f"collect failed:\n{stderr[-3000:]}")
     res = json.loads(stdout.strip().splitlines()[-1])
     res["total_rss_mb"], res["workers"] = total_mb, workers
-    res["timeline"] = _timeline(log, res["t_epoch"]) if timeline and log.exists() else []
+    res["timeline"], res["pass_walls"] = _timeline(log, res["t_epoch"], len(srcs), jobs) \
+        if timeline and log.exists() else ([], None)
     return res
 
 
-def _timeline(log: Path, t0: float) -> list[str]:
+def _timeline(log: Path, t0: float, inputs: int, jobs: int) -> tuple[list[str], float]:
     """Per job function (pipeline/work.py's JOB_LOG): how many ran, their summed and longest
     seconds, and when the first started and the last ended (seconds after collect's imports
-    began): a pass whose span exceeds sum/workers waited on a straggler or on the driver."""
+    began): a pass whose span exceeds sum/workers waited on a straggler or on the driver.
+    Also the least wall the per-input passes need with these jobs' own seconds: each pass at
+    least its longest job and its summed seconds over the workers (no engine does better with
+    the same jobs; what is left of a run's seconds is serial work and waits)."""
     by_fn: dict[str, list[tuple[float, float]]] = {}
     pids = set()
     for line in log.read_text().splitlines():
         pid, fn, start, end = line.split()
         pids.add(pid)
         by_fn.setdefault(fn.rsplit(".", 1)[-1], []).append((float(start) - t0, float(end) - t0))
+    walls = sum(max(max(e - s for s, e in spans), sum(e - s for s, e in spans) / jobs)
+                for spans in by_fn.values() if len(spans) == inputs)
     out = []
     for fn, spans in sorted(by_fn.items(), key=lambda kv: min(s for s, _e in kv[1])):
         took = [e - s for s, e in spans]
         out.append(f"{fn[:26]:26} n={len(spans):<3} sum={sum(took):6.2f} max={max(took):5.2f} "
                    f"from {min(s for s, _e in spans):5.2f} to {max(e for _s, e in spans):5.2f}")
-    return out + [f"({len(pids)} processes ran jobs)"]
+    return out + [f"({len(pids)} processes ran jobs)"], walls
 
 
 def _tree_rss(root: int) -> dict[int, int]:
@@ -311,6 +317,9 @@ def main() -> int:
             print("           " + " ".join(f"{k}={v:.2f}" for k, v in col["stages"].items()) + busy)
             for line in col.get("timeline", []):
                 print("             " + line)
+            if base and col.get("pass_walls"):
+                print(f"             the per-input passes' jobs need {col['pass_walls']:.2f} s at --jobs {j}: with "
+                      f"no serial work at all, at most {base / col['pass_walls']:.2f}x here")
     if not args.tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

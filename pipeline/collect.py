@@ -14,8 +14,10 @@ differs, see pipeline/cluster.py):
       summarize and cut   pass 2, one task per input, one open of it
                 (`collect_tasks.summarize_and_publish`): the chosen step's rows, scrubbed in the
                 worker, its window trace cut, scrubbed, converted and checked, with its piece of
-                the merged trace (pipeline/merged_trace.py)
-      scrub     the run-level values (steps rows, metadata, window, trace facts)
+                the merged trace (pipeline/merged_trace.py); meanwhile the driver imports
+                pandas for ranks.parquet and scrubs the run-level values that pass 2 does not
+                change (steps rows, metadata, window)
+      scrub     the trace facts, by the same scrubber; one count of every value replaced
       write     summaries/ (a job on the pool) and ranks.parquet (here: pandas was imported on
                 a thread while pass 2 ran), each checked where it was written
                 (pipeline/bundle_tables.py); scrub_report.json, manifest.json, the merged trace,
@@ -101,8 +103,8 @@ def passes(run: Run) -> CollectResult:
     scrub_options = pseudonym_map(run, surveys)
     window = choose_window(run, surveys, scrub_options)
 
-    rows, traces = summarize_and_cut(run, window, surveys, scrub_options)
-    extra = scrub_published(run, window, surveys, rows, traces, scrub_options)
+    rows, traces, values = summarize_and_cut(run, window, surveys, scrub_options)
+    extra = scrub_published(run, window, rows, traces, values)
     result = write_bundle(run, rows, extra, scrub_options)
     check(run, scrub_options)
     publish(run)

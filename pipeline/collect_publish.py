@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,10 +53,11 @@ Rows = dict[str, Any]
 
 
 def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Survey]],
-                      scrub_options: scrub_stage.ScrubOptions) -> tuple[Rows, list[dict[str, Any]]]:
+                      scrub_options: scrub_stage.ScrubOptions) -> tuple[Rows, list[dict[str, Any]], RunValues]:
     """Pass 2 where each input lies: rows of the chosen step, scrubbed; window traces cut, scrubbed
     and written into staging. Every source leaves one `summarize` outcome (done, skipped: why,
-    failed: why). Returns (scrubbed rows, trace facts)."""
+    failed: why). Meanwhile the driver scrubs the run-level values (`scrub_run_values`). Returns
+    (scrubbed rows, trace facts, the run-level values)."""
     run.staging.mkdir(parents=True)
     run.spool = Spool(run.opts.work_dir)
     step = window.step
@@ -73,8 +74,14 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
         if res.value is not None and res.value.piece is not None and res.value.trace_error is None:
             run.spool.keep(res.value.piece)
 
+    values: list[RunValues] = []
+
+    def meanwhile() -> None:   # the driver's own work while the pool runs this pass
+        prepare_tables()
+        values.append(scrub_run_values(run, window, surveys, scrub_options))
+
     by_rel = {w.rel: Published(w.rel) for w in window.work}
-    for w, r in zip(*_pass2_jobs(run, window, popts, on_done)):
+    for w, r in zip(*_pass2_jobs(run, window, popts, on_done, meanwhile)):
         absorb(by_rel[w.rel], r.value if r.error is None else Published(
             w.rel, rows_error=r.error if w.summary else None, trace_error=r.error if w.trace else None))
     published = list(by_rel.values())
@@ -101,11 +108,11 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
                 run.scrub_results.append(scrub_stage.ScrubResult(**{**rep, "dst": ""}))
             traces.append(_trace_facts(p.trace))
     run.progress.update(task, completed=max(1, len(window.work)))
-    return rows, traces
+    return rows, traces, values[0]
 
 
-def _pass2_jobs(run: Run, window: Window, popts: PublishOptions,
-                on_done: Callable[[TaskResult], None]) -> tuple[list[SourceWork], list[TaskResult]]:
+def _pass2_jobs(run: Run, window: Window, popts: PublishOptions, on_done: Callable[[TaskResult], None],
+                meanwhile: Callable[[], None]) -> tuple[list[SourceWork], list[TaskResult]]:
     """Run pass 2: one job per source (it opens a raw export once), the largest first so that the
     last job to start is a small one. Two exceptions: a run with one window makes no merged trace,
     so no piece of it is made; and a lone source on several cores runs its summary and its window
@@ -118,8 +125,7 @@ def _pass2_jobs(run: Run, window: Window, popts: PublishOptions,
     if splits_lone_source(run, len(todo)) and todo[0].summary is not None and todo[0].trace is not None:
         todo = [replace(todo[0], trace=None), replace(todo[0], summary=None)]
     jobs = [run.job(summarize_and_publish, w, popts, w.rel) for w in todo]
-    # the ranks table's imports, here, while the workers run this pass (pipeline/bundle_tables.py)
-    return todo, run_jobs(run.executor, jobs, on_done, meanwhile=prepare_tables)
+    return todo, run_jobs(run.executor, jobs, on_done, meanwhile=meanwhile)
 
 
 def _write_files(root: Path, files: dict[str, bytes]) -> None:
@@ -211,30 +217,56 @@ def _not_in_window(steps: list[int] | None, step: int | None, why: str | None = 
     return f"holds {held} only; the summary is of step {step}"
 
 
-def scrub_published(run: Run, window: Window, surveys: list[tuple[RawInput, Survey]], rows: Rows,
-                    traces: list[dict[str, Any]], scrub_options: scrub_stage.ScrubOptions) -> dict[str, Any]:
-    """Scrub the run-level values made here from raw inputs (steps rows, summary metadata, window,
-    trace facts) with the run's pseudonym map; one `summaries` entry counts every value replaced."""
-    task = run.progress.add_task("scrub", total=1, last="summaries")
+@dataclass
+class RunValues:
+    """The run-level values made from the survey alone, scrubbed with the run's pseudonym map:
+    the steps rows, the summaries' metadata and the window (None without a window), and the
+    scrubber that scrubbed them, which `scrub_published` goes on with (its counts are the
+    `summaries` entry of scrub_report.json)."""
+
+    scrubber: scrub_stage.Scrubber
+    steps: list[dict[str, Any]] | None = None
+    metadata: dict[str, str] | None = None
+    window: dict[str, Any] | None = None
+
+
+def scrub_run_values(run: Run, window: Window, surveys: list[tuple[RawInput, Survey]],
+                     scrub_options: scrub_stage.ScrubOptions) -> RunValues:
+    """Scrub the run-level values that pass 2 does not change. Why apart from `scrub_published`:
+    they wait for nothing pass 2 makes, so the driver scrubs them while the pool runs pass 2
+    instead of after it (issue 30: the driver's serial tail); scrubbed in the same order by the
+    same scrubber, they are the same values."""
     sc = scrub_stage.Scrubber(scrub_options.policy, scrub_options.pseudonyms)
+    if window.choice is None:
+        return RunValues(sc)
+    steps, _ = scrub_stage.scrub_summary_rows(
+        {"steps": summarize_stage.steps_rows(window.resolved, window.choice)}, scrub_options, scrubber=sc)
+    versions: dict[str, list[str]] = {"cuda_runtime": [], "cupti": []}
+    for _i, s in surveys:
+        for k, v in s.versions.items():
+            versions[k].append(v)
+    meta = summarize_stage.summary_metadata(
+        inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.kind != CONFIG],
+        tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
+               **versions},
+        choice=window.choice)
+    return RunValues(sc, steps["steps"], scrub_stage.scrub_values(meta, sc, "summaries.metadata"),
+                     scrub_stage.scrub_values(window.choice.to_manifest(), sc, "manifest.window"))
+
+
+def scrub_published(run: Run, window: Window, rows: Rows, traces: list[dict[str, Any]],
+                    values: RunValues) -> dict[str, Any]:
+    """The run-level values into the rows and the manifest's extras, and the trace facts scrubbed
+    by the same scrubber; one `summaries` entry counts every value replaced."""
+    task = run.progress.add_task("scrub", total=1, last="summaries")
+    sc = values.scrubber
     extra: dict[str, Any] = {"executor": run.executor.name}
     if run.nodes:
         extra["cluster"] = {"nodes": [n.to_manifest() for n in run.nodes]}
     if window.choice is not None:
-        steps, _ = scrub_stage.scrub_summary_rows(
-            {"steps": summarize_stage.steps_rows(window.resolved, window.choice)}, scrub_options, scrubber=sc)
-        rows["steps"] = steps["steps"]
-        versions: dict[str, list[str]] = {"cuda_runtime": [], "cupti": []}
-        for _i, s in surveys:
-            for k, v in s.versions.items():
-                versions[k].append(v)
-        meta = summarize_stage.summary_metadata(
-            inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.kind != CONFIG],
-            tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
-                   **versions},
-            choice=window.choice)
-        run.summary_metadata = scrub_stage.scrub_values(meta, sc, "summaries.metadata")
-        extra["window"] = scrub_stage.scrub_values(window.choice.to_manifest(), sc, "manifest.window")
+        rows["steps"] = values.steps
+        run.summary_metadata = values.metadata
+        extra["window"] = values.window
         if run.opts.traces and window.work:
             extra["traces"] = scrub_stage.scrub_values(traces, sc, "manifest.traces")
     sc.counts.update(run.counts)

@@ -204,8 +204,9 @@ def run_jobs(executor: Executor, jobs: Iterable[Job], on_done: Callable[[TaskRes
     `meanwhile`: this process's own work while the jobs run elsewhere (collect's driver imports
     what its next step needs: bundle_tables.prepare_tables), on a thread started once every job
     is submitted, so that no worker is forked while it runs (a fork in the middle of an import
-    could leave the child's import lock held); joined before this returns. Only on a run's pool:
-    elsewhere (inline, one job, Ray, a pool that a map forks as it goes) it runs after the jobs."""
+    could leave the child's import lock held); joined before this returns, and what it raises is
+    raised here once the jobs are done. Only on a run's pool: elsewhere (inline, one job, Ray, a
+    pool that a map forks as it goes) it runs after the jobs."""
     jobs = list(jobs)
     if meanwhile is None or not isinstance(executor, ProcessPoolExecutorBackend) or not executor.in_run \
             or executor.runs_here(len(jobs)):
@@ -214,12 +215,22 @@ def run_jobs(executor: Executor, jobs: Iterable[Job], on_done: Callable[[TaskRes
             meanwhile()
         return out
     pending = executor.submit_all(run_job, jobs, None)
-    thread = threading.Thread(target=meanwhile, name="verlprof-meanwhile", daemon=True)
+    raised: list[BaseException] = []
+
+    def own_work() -> None:
+        try:
+            meanwhile()
+        except BaseException as exc:  # noqa: BLE001 - raised again here, as if it ran on this thread
+            raised.append(exc)
+    thread = threading.Thread(target=own_work, name="verlprof-meanwhile", daemon=True)
     thread.start()
     try:
-        return _in_order(pending, len(jobs), on_done)
+        out = _in_order(pending, len(jobs), on_done)
     finally:
         thread.join()
+    if raised:
+        raise raised[0]
+    return out
 
 
 def start_jobs(executor: Executor, jobs: list[Job], here: bool = False) -> Callable[[], list[TaskResult]]:

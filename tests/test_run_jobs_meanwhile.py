@@ -12,6 +12,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from verlprof.pipeline.executors import InlineExecutor, Job, ProcessPoolExecutorBackend, run_jobs
 
 
@@ -53,3 +55,19 @@ def test_meanwhile_runs_once_after_the_jobs_where_they_run_here() -> None:
         res = run_jobs(executor, [Job(_work, 0.0) for _ in range(n)], meanwhile=lambda: calls.append(time.time()))
         assert [r.error for r in res] == [None] * n
         assert len(calls) == 1 and calls[0] >= max(r.value[2] for r in res)
+
+
+def test_what_meanwhile_raises_is_raised_once_the_jobs_are_done() -> None:
+    """The driver's own work failing is the run's failure, on the pool's thread as inline, and
+    only after every job has finished (none is left writing)."""
+    def failing() -> None:
+        raise ValueError("meanwhile failed")
+
+    pool = ProcessPoolExecutorBackend(2)
+    with pool:
+        t0 = time.time()
+        with pytest.raises(ValueError, match="meanwhile failed"):
+            run_jobs(pool, [Job(_work, 0.5) for _ in range(2)], meanwhile=failing)
+        assert time.time() - t0 >= 0.5
+    with pytest.raises(ValueError, match="meanwhile failed"):
+        run_jobs(InlineExecutor(), [Job(_work, 0.0)], meanwhile=failing)
