@@ -44,6 +44,8 @@ from .rules import KIND_SPLIT, PATTERN_HINTS, PATTERN_IHINTS
 from .scrubber import LocationNames, Scrubber
 from ..readers.sqlite_export import SQLITE_MAGIC, decode_text, open_readonly
 from .deny import denied_flag_items
+from .parquet_schema import KEY as ARROW_SCHEMA
+from .parquet_schema import decoded_text, schema_texts
 from .shapes import flag_value_items
 from .sqlite import keep_spec
 from .sqlite_cells import (ARGV_TABLE, SPLIT_LOCATION, STRING_TABLE, argv_pair_findings, find_sqlite_identities,
@@ -270,7 +272,15 @@ class Checker:
             for k, v in meta.items():
                 ks = k.decode("utf-8", "replace")
                 self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"), self.sc.findings(ks))
-                self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"), self.sc.keyed_findings(ks, v.decode("utf-8", "replace")))
+                inner = schema_texts(v) if k == ARROW_SCHEMA else None   # by structure (parquet_schema.py)
+                if inner is None:
+                    self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"),
+                              self.sc.keyed_findings(ks, v.decode("utf-8", "replace")))
+                    hidden = decoded_text(v) if k == ARROW_SCHEMA else None
+                    self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"), self.sc.findings(hidden or ""))
+                for key, text in inner or ():
+                    self._hit(display, "key-value metadata", f"{ks} {self.sc.scrub(key or text, '-')}",
+                              self.sc.keyed_findings(key, text) if key else self.sc.findings(text))
             for name in pf.schema_arrow.names:
                 self._hit(display, "column names", "", self.sc.findings(name))
             row0 = 0
