@@ -169,7 +169,7 @@ def culprit_marks(culprits: list[dict[str, Any]], phases: list[dict[str, Any]],
             colls[parent] = min(colls.get(parent, r["start_ns"]), r["start_ns"])
     out: list[bytes] = []
     for c in culprits:
-        if c.get("row_kind") != "culprit" or c.get("chosen") is not True or c.get("rank") is None:
+        if c.get("rank") is None:   # the rows are the chosen step's culprits already
             continue
         role, step, who = c["role"] or "?", c["step"], int(c["rank"])
         pid = pid_of.get((role, who))

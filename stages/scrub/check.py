@@ -273,12 +273,11 @@ class Checker:
                 ks = k.decode("utf-8", "replace")
                 self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"), self.sc.findings(ks))
                 inner = schema_texts(v) if k == ARROW_SCHEMA else None   # by structure (parquet_schema.py)
-                if inner is None:
+                if inner is None:   # any other value, or an entry that is not exactly a schema: as text
                     self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"),
                               self.sc.keyed_findings(ks, v.decode("utf-8", "replace")))
-                    hidden = decoded_text(v) if k == ARROW_SCHEMA else None
-                    self._hit(display, "key-value metadata", self.sc.scrub(ks, "-"), self.sc.findings(hidden or ""))
-                for key, text in inner or ():
+                    inner = [(None, decoded_text(v) or "")] if k == ARROW_SCHEMA else []
+                for key, text in inner:
                     self._hit(display, "key-value metadata", f"{ks} {self.sc.scrub(key or text, '-')}",
                               self.sc.keyed_findings(key, text) if key else self.sc.findings(text))
             for name in pf.schema_arrow.names:
