@@ -20,9 +20,10 @@ Rows (`row_kind`):
 - `culprit`: per role and step, one statement: the rank that lost the time, the phase where it lost
   it (`excess_ns`) and where the others paid (`victim_path`, `victim_ranks`, `victim_wait_ns`, the
   collective): `rank 2 lost 150 ms in generate_sequences; ranks 0, 1, 3 waited 148 ms for it in
-  actor_update (all-reduce)`; below the floor nobody is named.
-- `recurrence`: per role, over every profiled step: `rank 1 culprit in 3 of 3 profiled steps
-  (actor_update)`.
+  actor_update (all-reduce)`; below the floor (of the phase and of the step), or seen in too few
+  of the profiled steps, nobody is named (pipeline/culprits.py holds that rule).
+- `recurrence`: per role, over every profiled step, each phase with its steps: `rank 1 culprit in
+  2 of 3 profiled steps: actor_compute_log_prob in step 2, actor_update in step 3`.
 - `dispatch`: controller against workers (`dispatch_rows`).
 - `critical_path`: per step, which stage bounds the RL step and, per role, busy and idle time
   (`critical_path_rows`).
@@ -32,8 +33,7 @@ emit_nvtx capture has thousands of op ranges; they are in phases.parquet). docs/
 """
 from __future__ import annotations
 
-import re
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,6 +41,13 @@ import pyarrow as pa
 
 from ..stages.schema import arrow_schema
 from .compare import UNATTRIBUTED, ancestor_paths, process_stage_totals, to_frame
+from .culprits import (  # noqa: F401 - re-exported: the views and tests read them here
+    MAX_NAMED,
+    collective_label,
+    culprit_rows,
+    fmt_ms,
+    recurrence_rows,
+)
 from .rank_inputs import (  # noqa: F401 - re-exported: collect and the CLI read rank_inputs (no pandas)
     DEFAULT_FLOOR,
     MAX_DEPTH,
@@ -52,8 +59,6 @@ from .rank_inputs import (  # noqa: F401 - re-exported: collect and the CLI read
 
 _NUM = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "comm_ns", "start_ns", "mem_peak_bytes", "depth",
         "launch_span_ns")
-#: Victim lists longer than this are counted in the statement (the column keeps them all).
-MAX_NAMED = 8
 
 
 # ------------------------------------------------------------------------------------------------
@@ -288,146 +293,6 @@ def _skipna(fn: Any, values: np.ndarray) -> float:
     do, without building a Series per group (50 us each, hundreds of groups per capture)."""
     kept = values[~np.isnan(values)]
     return float(fn(kept)) if kept.size else float("nan")
-
-
-# ------------------------------------------------------------------------------------------------
-# the culprit of a step, and its recurrence over the profiled steps
-# ------------------------------------------------------------------------------------------------
-
-
-def fmt_ms(ns: float) -> str:
-    """`150 ms`, `4.2 ms`, `0.35 ms`: whole milliseconds from 10 ms up (the statements' unit)."""
-    ms = float(ns) / 1e6
-    return f"{ms:,.0f} ms" if abs(ms) >= 10 else (f"{ms:.1f} ms" if abs(ms) >= 1 else f"{ms:.2f} ms")
-
-
-def collective_label(name: Any, wait_by: str) -> str:
-    """What the others waited in, in the user's words: `all-reduce`, `all-gather`, `barrier` ..."""
-    if wait_by == "nccl":
-        return "NCCL collective kernels"
-    if wait_by == "implied":
-        return "at its end; no collective recorded"
-    n = str(name or "").lower().replace("gloo:", "").replace("nccl:", "").replace("c10d::", "")
-    for pat, label in ((r"all_?reduce|allreduce", "all-reduce"), (r"all_?gather|allgather", "all-gather"),
-                       (r"reduce_?scatter", "reduce-scatter"), (r"all_?to_?all", "all-to-all"),
-                       (r"barrier", "barrier"), (r"broadcast", "broadcast"), (r"send|recv", "send/recv")):
-        if re.search(pat, n):
-            return label
-    return str(name) if name else "a collective"
-
-
-def _leaf(path: Any) -> str:
-    return str(path).rsplit(" > ", 1)[-1]
-
-
-def _rank_list(ranks: Iterable[int]) -> str:
-    rs = sorted(int(r) for r in ranks)
-    if len(rs) <= MAX_NAMED:
-        return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(str(r) for r in rs)
-    return f"{len(rs):,} ranks ({', '.join(str(r) for r in rs[:3])} ... {rs[-1]})"
-
-
-def culprit_rows(per_rank: pd.DataFrame, floor: NoiseFloor = DEFAULT_FLOOR) -> pd.DataFrame:
-    """One `culprit` row per role and step (after `across_rows` filled `excess_ns` / `wait_ns`).
-
-    The culprit: the rank with the largest excess (own time over the others' median) above the
-    floor in any phase but the step itself; its phase: the most specific path holding >= 90% of
-    that excess. Where the others paid: the earliest phase from the culprit's on (not one of its
-    ancestors) where some ranks waited more than the culprit by more than the floor, the most
-    specific such path; the victims are those ranks, their wait the median of (their wait - the
-    culprit's)."""
-    rows: list[dict[str, Any]] = []
-    if per_rank.empty or "excess_ns" not in per_rank.columns:
-        return pd.DataFrame(rows)
-    df = per_rank[per_rank["_key"] >= 0]
-    for (role, step), g in df.groupby([df["role"].fillna(""), "step"], sort=False):
-        n = int(g["_key"].nunique())
-        base = {"row_kind": "culprit", "role": role or None, "step": step, "ranks": n}
-        if n < 2:
-            continue
-        cand = g[(g["stage"] != "step") & (g["excess_ns"] > g["_floor"])]
-        if cand.empty:
-            rows.append({**base, "statement": f"no straggler: every rank within the noise floor ({floor.text()})"})
-            continue
-        top = cand.loc[cand["excess_ns"].idxmax()]
-        who = int(top["_key"])
-        mine = cand[(cand["_key"] == who) & (cand["excess_ns"] >= 0.9 * top["excess_ns"])]
-        depth = mine["path"].str.count(" > ")
-        lost = mine.loc[depth[depth == depth.max()].index].sort_values("_start").iloc[0]
-        out = {**base, "path": lost["path"], "stage": lost["stage"], "rank": who,
-               "wall_ns": int(lost["wall_ns"]), "excess_ns": int(lost["excess_ns"]), "floor_ns": int(lost["_floor"])}
-        statement = f"rank {who} lost {fmt_ms(lost['excess_ns'])} in {_leaf(lost['path'])}"
-        paid = _where_paid(g, who, lost)
-        if paid is None:
-            statement += "; no rank was seen waiting for it"
-        else:
-            q, victims, wait, label = paid
-            out.update(victim_path=q, victim_ranks=",".join(str(v) for v in victims), victims=len(victims),
-                       victim_wait_ns=int(wait), collective=label)
-            statement += f"; {_rank_list(victims)} waited {fmt_ms(wait)} for it in {_leaf(q)} ({label})"
-        rows.append({**out, "statement": statement})
-    return pd.DataFrame(rows)
-
-
-def _where_paid(g: pd.DataFrame, who: int, lost: pd.Series) -> tuple[str, list[int], float, str] | None:
-    """(path, victim ranks, their median wait beyond the culprit's, the collective) or None."""
-    lost_path = str(lost["path"])
-    ancestors = {" > ".join(lost_path.split(" > ")[:i]) for i in range(1, lost_path.count(" > ") + 1)}
-    t0 = int(g.loc[(g["_key"] == who) & (g["path"] == lost_path), "_start"].min())
-    found: list[tuple[int, int, str, list[int], float, str]] = []
-    for path, q in g[(g["stage"] != "step") & ~g["path"].isin(ancestors)].groupby("path", sort=False):
-        mine = q[q["_key"] == who]
-        if mine.empty or int(mine["_start"].iloc[0]) + int(mine["wall_ns"].iloc[0]) < t0:
-            continue   # over before the culprit's phase began
-        base = float(mine["wait_ns"].iloc[0])
-        others = q[q["_key"] != who]
-        extra = others["wait_ns"].to_numpy(np.float64) - base
-        hit = extra > others["_floor"].to_numpy()
-        if not hit.any():
-            continue
-        victims = others["_key"].to_numpy()[hit].astype(int).tolist()
-        found.append((int(np.median(q["_start"])), path.count(" > "), path, victims, float(np.median(extra[hit])),
-                      collective_label(_coll_name(q), str(q["_wait_by"].iloc[0]))))
-    if not found:
-        return None
-    # a path whose wait a more specific candidate explains gives way to it (update_actor > actor_update)
-    keep = [f for f in found if not any(o[2].startswith(f[2] + " > ") and o[4] >= 0.9 * f[4] for o in found)]
-    first = min(keep, key=lambda f: (f[0], -f[1]))
-    return first[2], first[3], first[4], first[5]
-
-
-def _coll_name(q: pd.DataFrame) -> Any:
-    names = q["_coll"].dropna()
-    return names.mode().iloc[0] if len(names) else None
-
-
-def recurrence_rows(culprits: pd.DataFrame, profiled: dict[str, int] | None = None) -> pd.DataFrame:
-    """One `recurrence` row per role: the rank named culprit in the most profiled steps, and in
-    which phase most often: what tells a bad node from noise."""
-    rows: list[dict[str, Any]] = []
-    if culprits.empty:
-        return pd.DataFrame(rows)
-    for role, g in culprits.groupby(culprits["role"].fillna(""), sort=False):
-        steps = int(g["step"].nunique())
-        if profiled and role in profiled:
-            steps = max(steps, profiled[role])
-        named = g[g["rank"].notna()] if "rank" in g.columns else g.iloc[:0]
-        base = {"row_kind": "recurrence", "role": role or None, "profiled_steps": steps,
-                "ranks": int(g["ranks"].max())}
-        if named.empty:
-            rows.append({**base, "culprit_steps": 0,
-                         "statement": f"no culprit in any of {steps} profiled step{'s' if steps != 1 else ''}"})
-            continue
-        counts = named.groupby("rank")["step"].nunique().sort_values(ascending=False, kind="stable")
-        who = counts.index[0]
-        k = int(counts.iloc[0])
-        phase = named[named["rank"] == who]["path"].map(_leaf).mode().iloc[0]
-        text = f"rank {int(who)} culprit in {k} of {steps} profiled step{'s' if steps != 1 else ''} ({phase})"
-        rest = [f"rank {int(r)} in {int(c)}" for r, c in counts.iloc[1:4].items()]
-        if rest:
-            text += "; " + ", ".join(rest)
-        rows.append({**base, "rank": int(who), "path": phase, "culprit_steps": k, "statement": text})
-    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------------------------------------

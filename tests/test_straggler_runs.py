@@ -57,20 +57,22 @@ def _others_median(v: dict[int, float], r: int) -> float:
 
 def _expected(name: str, step: int) -> str:
     """The statement of one step, from the raw ranges: own time = the phase minus its all_reduce;
-    the culprit is the largest own time over the others' median, above max(5% of the phase, 1 ms);
-    the victims wait in actor_update's all_reduce longer than the culprit by more than the floor."""
+    the culprit is the largest own time over the others' median, above max(5% of the phase, 1 ms)
+    and 5% of the step (the median `step` range); the victims wait in actor_update's all_reduce
+    longer than the culprit by more than the floor."""
     raw = _raw(name)[step]
     best = None
+    step_floor = 0.05 * float(np.median([s["step"][1] for s in raw.values()]))
     for phase in ("generate_sequences", "actor_compute_log_prob", "actor_update"):
         own = {r: s[phase][1] - (s["all_reduce"][1] if phase == "actor_update" else 0.0) for r, s in raw.items()}
         wall = [s[phase][1] for s in raw.values()]
-        floor = max(0.05 * float(np.median(wall)), 1000.0)
+        floor = max(0.05 * float(np.median(wall)), 1000.0, step_floor)
         for r in own:
             ex = own[r] - _others_median(own, r)
             if ex > floor and (best is None or ex > best[2]):
                 best = (r, phase, ex)
     if best is None:
-        return "no straggler: every rank within the noise floor (5% of the phase and 1 ms)"
+        return "no straggler: every rank within the noise floor (5% of the phase and 1 ms, 5% of the step)"
     who, phase, ex = best
     waits = {r: s["all_reduce"][1] - raw[who]["all_reduce"][1] for r, s in raw.items() if r != who}
     floor = max(0.05 * float(np.median([s["actor_update"][1] for s in raw.values()])), 1000.0)
@@ -109,9 +111,11 @@ def test_culprit_and_victims_in_parquet_terminal_and_report(runs, name: str, cul
     assert statement in _page_text(b)
     assert f'<b class="straggler-rank">rank {culprit}</b>' in (b / "report.html").read_text()
     assert all(len(line) <= 80 for line in output.splitlines()), [x for x in output.splitlines() if len(x) > 80]
-    # the recurrence line: the same rank in every profiled step, in parquet, terminal and report
+    # the recurrence line: the same rank in every profiled step, its phase with the steps, in
+    # parquet, terminal and report
     rec = t[t["row_kind"] == "recurrence"]["statement"].tolist()
-    want = f"rank {culprit} culprit in 3 of 3 profiled steps ({phase})"
+    steps = ", ".join(str(s) for s in sorted(_raw(name)))
+    want = f"rank {culprit} culprit in 3 of 3 profiled steps: {phase} in steps {steps}"
     assert rec == [want]
     assert want in _flat(output) and want in _page_text(b)
 

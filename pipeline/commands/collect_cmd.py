@@ -61,8 +61,9 @@ def collect(
     strict: bool = typer.Option(False, "--strict",
                                 help="Any failed artifact fails the run: no bundle is written (exit 3)."),
     noise_floor: str = typer.Option("5%,1ms", "--noise-floor", metavar="SHARE,TIME",
-                                    help="Below this no rank is named culprit: its excess must exceed both a share "
-                                         "of the phase and a time (docs/summaries.md)."),
+                                    help="Below this no rank is named culprit: its excess must exceed a share "
+                                         "of the phase, a time and (third part, default 5%) a share of the step; "
+                                         "and it must recur in most profiled steps (docs/summaries.md)."),
 ) -> None:
     """Gather, export, scrub, window and summarize one verl run into OUT (exit codes below)."""
     from ..rank_inputs import parse_noise_floor   # no pandas before the run (issue 30)
