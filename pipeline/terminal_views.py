@@ -76,7 +76,7 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
     table = ranks.chosen_rows(full)   # the step of phases.parquet; recurrence rows speak of every step
     across = table[table["row_kind"] == "ranks"] if not table.empty else table
     totals = compare.stage_totals(df)
-    out: list[str] = []
+    out: list[str] = headline_lines(df, full, width)
     name_w = max(16, width - 52)
     for role, grp in across.groupby(across["role"].fillna("?"), sort=False):
         step = grp["step"].dropna().max()
@@ -100,13 +100,29 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
         other = tot[tot["stage"] == "other"]["wall_ns"]
         stepw = tot[tot["stage"] == "step"]["wall_ns"]
         if len(other) and len(stepw) and stepw.iloc[0]:
-            out += fit(f"  other (step minus its stages, slowest rank): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])}",
-                       width)
+            # where the whole comes from: the process with the slowest step lends every stage row
+            # (compare.stage_totals); its step is its `step` range, else its step window
+            out += fit(f"  other (in no stage): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])} ms, the step window "
+                       "of the slowest rank", width)
         out += culprit_lines(table, role, width)
     out += critical_path_lines(table, width)
     out += [piece for line in dispatch_lines(table) + snapshot_lines(df) for piece in fit(line, width)]
     if out:
         out += GPU_NOTE.splitlines()
+    return out
+
+
+def headline_lines(phases: Any, ranks_rows: Any, width: int = 80) -> list[str]:
+    """The answer at a glance, first (pipeline/headline.py: the same facts as the report's
+    headline): the step and what bounds it, the culprit, its recurrence, the GPU's largest idle."""
+    from .headline import headline
+
+    facts = headline(phases, ranks_rows)
+    if not facts:
+        return []
+    out = ["at a glance:"]
+    for f in facts:
+        out += fit(f"  {f.label:8} {f.text}", width, 11)
     return out
 
 

@@ -76,7 +76,7 @@ def dispatch_section(df: pd.DataFrame) -> str:
         for r in d.to_dict("records"))
     return ("<h2 id=dispatch>Controller and workers</h2><p class=note>For each verl driver stage: the single "
             "controller's wall, the slowest worker's matching stage, and the gap (<b>dispatch</b>: dispatch, "
-            "data transfer, waiting for the slowest worker). ranks.parquet rows of kind <code>dispatch</code>.</p>"
+            "data transfer, waiting for the slowest worker). ranks.parquet rows with <code>row_kind</code> = <code>dispatch</code>.</p>"
             '<div class="scroll"><table><thead><tr><th class=l>stage</th><th class=l>controller</th><th>wall ms</th>'
             "<th class=l>slowest worker</th><th>its wall ms</th><th>dispatch ms</th></tr></thead>"
             f"<tbody>{rows}</tbody></table></div>")
@@ -126,8 +126,8 @@ def critical_path_section(df: pd.DataFrame) -> str:
             "<p class=note>The stages of an RL step run one after the other: the longest stage on the controller "
             "(else the longest own time of any rank, its waits for others left out) bounds the step. Per role: "
             "<b>busy</b> is the median rank's own time in its stages (collective waits left out; the controller: "
-            "its own stages), <b>idle</b> the rest of the step (waiting, dispatch, gaps). ranks.parquet rows of "
-            "kind <code>critical_path</code>.</p>"
+            "its own stages), <b>idle</b> the rest of the step (waiting, dispatch, gaps). ranks.parquet rows "
+            "with <code>row_kind</code> = <code>critical_path</code>.</p>"
             '<table><thead><tr><th class=l>role</th><th>busy ms</th><th>idle ms</th><th>busy %</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>")
 

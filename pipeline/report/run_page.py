@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...stages.core.errors import BadInputError
 from .. import compare, ranks
+from .glance import anchors_of, glance_section
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, read_bundle_gpu
 from . import many_ranks
 from .links import TRACE_NOTE, TraceFiles, fmt_bytes, leaf, traces_of
@@ -133,9 +134,9 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
              ("all ranks in one trace", f'<a href="{esc(manifest["merged_trace"])}">{esc(manifest["merged_trace"])}</a> '
               '(Perfetto / chrome://tracing; one track group per "role rank R")'
               if isinstance(manifest.get("merged_trace"), str) else None)]
-    body.append(table([("fact", "l"), ("value", "l")],
-                      [[(esc(k), "l"), (v if k in ("window traces", "all ranks in one trace") else esc(v), "l")]
-                       for k, v in facts if v not in (None, "", [])]))
+    facts_table = table([("fact", "l"), ("value", "l")],
+                        [[(esc(k), "l"), (v if k in ("window traces", "all ranks in one trace") else esc(v), "l")]
+                         for k, v in facts if v not in (None, "", [])])
 
     if ranks_rows is None and bundle_dir is not None:   # collect's page: the bundle's table has every step
         ranks_rows = ranks.bundle_ranks_table(bundle_dir, phases_rows)
@@ -175,45 +176,66 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
 
     per = compare.process_stage_totals(phases_rows)
     if not per.empty:
-        body.append(_stage_table(phases_rows, per, traces, sources, chosen_df))
+        body.append(_stage_table(phases_rows, per, traces, sources, chosen_df, window.get("step")))
     body.append(ranks_section(ranks_df))
     if traces:
         body.append(_trace_table(traces, sources, limit=many_ranks.MANY if len(procs) > many_ranks.MANY else None))
     body.append(_kernel_table(kernels_rows, top))
+    # the answer first (its lines link to the sections above, built first), then the run's facts
+    head = glance_section(phases_rows, ranks_df, anchors_of(body))
+    body[:0] = [head, '<details class="facts"><summary>About this run (created, tool, steps, traces)</summary>'
+                + facts_table + "</details>"]
     return page(title or "verlprof run report", body)
 
 
 def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, TraceFiles],
-                 sources: Mapping[ProcKey, list[str]], ranks_df: pd.DataFrame | None = None) -> str:
-    """Per (stage, role): the slowest process's value, linked to the trace of the stage's
-    straggler (the rank the others waited for) when one is named, else of the slowest process."""
+                 sources: Mapping[ProcKey, list[str]], ranks_df: pd.DataFrame | None = None,
+                 step: Any = None) -> str:
+    """Per (stage, role): the values of the role's process with the slowest step (every row of a
+    role comes from that one process, `compare.stage_totals`, so they add up to its step), linked
+    to that process's trace: the link opens the trace whose number is shown (issue 41: it used to
+    open the stage's slowest or straggler rank, another process than the one of the numbers). When
+    the stage names a straggler elsewhere, its trace follows as a second link."""
     late: dict[tuple[Any, Any], int] = {}
     for r in ranks.stragglers(ranks_df if ranks_df is not None else pd.DataFrame()).to_dict("records"):
         late.setdefault((r["stage"], r["role"] if isinstance(r["role"], str) else None), int(r["straggler_rank"]))
-    slowest: dict[tuple[Any, Any, Any], tuple[float, ProcKey]] = {}
+    shown: dict[tuple[Any, Any], ProcKey] = {}   # (role, source_kind) -> the process of the numbers
+    by_rank: dict[tuple[Any, Any, int], ProcKey] = {}
+    best: dict[tuple[Any, Any], float] = {}
     for r in per.to_dict("records"):
         pk = _proc_key(r["source_kind"], r["role"], r["rank"], r["pid"])
-        k3 = (r["stage"], pk[1], pk[0])
+        if pk[2] is not None:
+            by_rank.setdefault((pk[1], pk[0], pk[2]), pk)
+        if r["stage"] != "step":
+            continue
         v = float(r["wall_ns"] or 0)
-        if late.get((r["stage"], pk[1])) == pk[2]:
-            v = float("inf")   # the straggler's trace is the one to open
-        if k3 not in slowest or v > slowest[k3][0]:
-            slowest[k3] = (v, pk)
+        if (pk[1], pk[0]) not in best or v > best[(pk[1], pk[0])]:
+            best[(pk[1], pk[0])], shown[(pk[1], pk[0])] = v, pk
 
-    def trace_cell(r: Mapping[str, Any]) -> str:
-        k3 = (r["stage"], None if isnull(r["role"]) else str(r["role"]),
-              None if isnull(r["source_kind"]) else str(r["source_kind"]))
-        if k3 not in slowest:
-            return ""
-        pk = slowest[k3][1]
+    def link(pk: ProcKey, label: str, why: str) -> str:
         t = next((traces[s] for s in sources.get(pk, []) if s in traces), None)
         if t is None:
             return ""
-        return (f'<a href="{esc(t.href)}" title="straggler, else slowest process: {esc(t.source)}">'
-                f'{esc(_short_label(pk[1], pk[2], pk[3]))}</a>')
+        return f'<a href="{esc(t.href)}" title="{esc(why)}: {esc(t.source)}">{esc(label)}</a>'
+
+    def trace_cell(r: Mapping[str, Any]) -> str:
+        role = None if isnull(r["role"]) else str(r["role"])
+        kind = None if isnull(r["source_kind"]) else str(r["source_kind"])
+        pk = shown.get((role, kind))
+        if pk is None:
+            return ""
+        out = link(pk, _short_label(pk[1], pk[2], pk[3]), "the process whose figures the row shows")
+        who = late.get((r["stage"], role))
+        other = by_rank.get((role, kind, who)) if who is not None else None
+        if other is not None and other != pk:
+            extra = link(other, f"straggler rank {who}", "the stage's straggler")
+            out = f"{out} · {extra}" if out and extra else out or extra
+        return out
 
     totals = compare.stage_totals(phases_rows, per)
-    return ("<h2>Stages (per role: the slowest process's step, split so the rows add up; mean over steps)</h2>"
+    which = f"step {esc(step)}" if step is not None else "the summarized step"
+    return (f"<h2 id=stages>Stages of {which} (per role: the process with the slowest step, split so the rows "
+            "add up)</h2>"
             "<p class=note>A stage's wall is the union of its ranges on the process (nested ranges "
             "counted once); <b>other</b> is the step minus the stages. <b>GPU ms</b> is the inherited "
             "figure: GPU work launched from the stage's ranges, their worker threads included; "
@@ -224,7 +246,7 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
             + table(
         [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU ms", ""), ("GPU %", ""),
          ("same-thread ms", ""), ("kernel ms", ""), ("comm ms", ""), ("mem peak", ""), ("processes", ""),
-         ("trace (straggler, else slowest)", "l")],
+         ("trace (the process shown)", "l")],
         [[(esc(r["stage"]), "l"), (esc(r["role"]), "l"), (esc(r["source_kind"]), "l"),
           (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_inherited_ns"]), ""),
           (compare.gpu_percent(r["gpu_busy_inherited_ns"], r.get(compare.SPAN)), ""),
