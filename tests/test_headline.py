@@ -111,7 +111,7 @@ def test_stage_table_names_its_step_and_links_the_process_it_shows(runs) -> None
         per = compare.process_stage_totals(ph)
         steps = per[per["stage"] == "step"]
         shown_rank = int(steps.loc[steps["wall_ns"].idxmax(), "rank"])   # the process that lends the rows
-        table = page[page.index("id=stages"):]
+        table = page[page.index("<h2>Stages of"):]
         table = table[:table.index("</table>")]
         rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]
         assert rows

@@ -234,7 +234,7 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
 
     totals = compare.stage_totals(phases_rows, per)
     which = f"step {esc(step)}" if step is not None else "the summarized step"
-    return (f"<h2 id=stages>Stages of {which} (per role: the process with the slowest step, split so the rows "
+    return (f"<h2>Stages of {which} (per role: the process with the slowest step, split so the rows "
             "add up)</h2>"
             "<p class=note>A stage's wall is the union of its ranges on the process (nested ranges "
             "counted once); <b>other</b> is the step minus the stages. <b>GPU ms</b> is the inherited "
