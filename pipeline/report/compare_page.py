@@ -29,8 +29,8 @@ from .template import (
 
 
 def svg_grouped_bars(groups: Sequence[str], series: Sequence[str], value: Callable[[str, str], float | None],
-                     colors: Mapping[str, str], *, unit: str = "ms", bar_h: int = 9, label_w: int = 200,
-                     plot_w: int = 720, note: Callable[[str, str], str | None] | None = None) -> str:
+                     colors: Mapping[str, str], *, unit: str = "ms", bar_h: int = 12, label_w: int = 200,
+                     plot_w: int = 520, note: Callable[[str, str], str | None] | None = None) -> str:
     """Horizontal grouped bars: one group per label, one bar per series (run) inside it; `note`
     adds text after a bar's value (the change against the baseline)."""
     vals = [v for g in groups for s in series if (v := value(g, s)) is not None]
@@ -40,7 +40,7 @@ def svg_grouped_bars(groups: Sequence[str], series: Sequence[str], value: Callab
     top = 6
     height = top + len(groups) * group_h + 34
     # wide enough for the value and note after the longest bar (issue 34: a fixed 150 px cut them)
-    ends = [label_w + max(0.5, plot_w * v / vmax) + 3 + text_width(f"{fmt_ms(v)} {(note(g, s) if note else None) or ''}", 9) + 8
+    ends = [label_w + max(0.5, plot_w * v / vmax) + 3 + text_width(f"{fmt_ms(v)} {(note(g, s) if note else None) or ''}", 10) + 8
             for g in groups for s in series if (v := value(g, s)) is not None] if len(series) <= 12 else []
     width = int(math.ceil(max([label_w + plot_w + 20.0, *ends])))
     parts = [f'<svg role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
@@ -58,7 +58,7 @@ def svg_grouped_bars(groups: Sequence[str], series: Sequence[str], value: Callab
                     f'<title>{esc(g)} · {esc(s)}: {esc(fmt_ms(v))} {esc(unit)}{esc(" " + extra if extra else "")}'
                     '</title></rect>')
                 if len(series) <= 12:
-                    parts.append(f'<text x="{label_w + w + 3:.1f}" y="{y + bar_h - 1.5}" font-size="9">'
+                    parts.append(f'<text class="small" x="{label_w + w + 3:.1f}" y="{y + bar_h - 2}">'
                                  f'{esc(fmt_ms(v))}{esc(" " + extra if extra else "")}</text>')
             y += bar_h
         y += gap
@@ -101,6 +101,10 @@ def _stage_tables(cmp_df: Any, run_ids: list[str], baseline: str) -> str:
     for metric, name, unit in _TABLE_METRICS:
         m = cmp_df[cmp_df["metric"] == metric] if not cmp_df.empty else cmp_df
         if m.empty or m["value_ns"].isna().all():
+            continue
+        if (m["value_ns"].fillna(0) == 0).all():   # a table of zeros says nothing: one line instead
+            out.append(f'<p class="note folded">{esc(name)}: zero in every run and stage, not drawn'
+                       f'{" (no GPU work was recorded: CPU-only captures)" if metric.startswith("gpu") else ""}.</p>')
             continue
         rows_by: dict[str, dict[str, Any]] = {}
         for r in m.to_dict("records"):

@@ -72,8 +72,9 @@ def histogram(procs: Sequence[ProcessStep], shown: Sequence[ProcessStep], bins: 
         counts, edges = np.histogram(walls, bins=bins, range=(lo, lo + span))
         cmax = max(int(counts.max()), 1)
         bw = w / bins
-        parts = [f'<svg class="hist" role="img" width="{x0 + w + 20}" height="{h + top + 44}">',
-                 f'<text x="0" y="10" font-size="11">{esc(role or "?")}: {len(ps):,} processes, step wall '
+        parts = [f'<svg class="hist" role="img" width="{x0 + w + 20}" height="{h + top + 44}" '
+                 f'viewBox="0 0 {x0 + w + 20} {h + top + 44}">',
+                 f'<text x="0" y="10">{esc(role or "?")}: {len(ps):,} processes, step wall '
                  f'{fmt_ms(lo)} - {fmt_ms(hi)} ms</text>']
         for i, c in enumerate(counts):
             if not c:
@@ -87,9 +88,9 @@ def histogram(procs: Sequence[ProcessStep], shown: Sequence[ProcessStep], bins: 
                 x = x0 + w * (p.wall_ns - lo) / span
                 parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + h + 2}" y2="{top + h + 9}" stroke="#d62728">'
                              f'<title>{esc(p.label)}: {fmt_ms(p.wall_ns)} ms (drawn above)</title></line>')
-        parts.append(f'<text x="{x0}" y="{top + h + 22}" font-size="10">{fmt_ms(lo)} ms</text>'
-                     f'<text x="{x0 + w}" y="{top + h + 22}" font-size="10" text-anchor="end">{fmt_ms(lo + span)} ms</text>'
-                     f'<text x="0" y="{top + h / 2}" font-size="10">{cmax:,}</text></svg>')
+        parts.append(f'<text class="small" x="{x0}" y="{top + h + 22}">{fmt_ms(lo)} ms</text>'
+                     f'<text class="small" x="{x0 + w}" y="{top + h + 22}" text-anchor="end">{fmt_ms(lo + span)} ms</text>'
+                     f'<text class="small" x="0" y="{top + h / 2}">{cmax:,}</text></svg>')
         out.append("".join(parts))
     return "".join(out)
 

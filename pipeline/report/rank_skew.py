@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from .. import ranks as ranks_mod
+from .rank_bars import rank_bars
 from .template import esc, fmt_ms
 
 _ROW_H = 18
@@ -30,7 +31,8 @@ def skew_chart(across: pd.DataFrame) -> str:
         return ""
     vmax = float(across["wall_max_ns"].max() or 0) or 1.0
     h = _ROW_H * len(across) + 24
-    parts = [f'<svg class="skew" width="{_LABEL_W + _PLOT_W + 120}" height="{h}" role="img">']
+    w = _LABEL_W + _PLOT_W + 250
+    parts = [f'<svg class="skew" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">']
     for i, r in enumerate(across.to_dict("records")):
         y = 4 + i * _ROW_H
         mid = y + _ROW_H / 2
@@ -40,19 +42,20 @@ def skew_chart(across: pd.DataFrame) -> str:
         title = (f"{r['path']}: {int(r['ranks'])} ranks, min {fmt_ms(lo)} / median {fmt_ms(med)} / p90 "
                  f"{fmt_ms(p90)} / max {fmt_ms(hi)} ms (rank {r['slowest_rank']}), skew {fmt_ms(r['skew_ns'])} ms")
         parts.append(f'<g><title>{esc(title)}</title>'
-                     f'<text x="{4 + 10 * depth}" y="{mid + 4:.1f}" font-size="11">{esc(name[:34])}</text>'
+                     f'<text x="{4 + 10 * depth}" y="{mid + 4:.1f}">{esc(name[:34])}</text>'
                      f'<line x1="{_x(lo, vmax):.1f}" y1="{mid}" x2="{_x(hi, vmax):.1f}" y2="{mid}" stroke="#888"/>'
                      f'<rect x="{_x(med, vmax):.1f}" y="{y + 4}" width="{max(_x(p90, vmax) - _x(med, vmax), 1):.1f}" '
                      f'height="{_ROW_H - 8}" fill="#9ecae1"/>'
                      f'<line x1="{_x(med, vmax):.1f}" y1="{y + 2}" x2="{_x(med, vmax):.1f}" y2="{y + _ROW_H - 2}" stroke="#08519c"/>'
-                     f'<text x="{_LABEL_W + _PLOT_W + 6}" y="{mid + 4:.1f}" font-size="10">skew {fmt_ms(r["skew_ns"])} ms</text>')
+                     f'<text class="small" x="{_LABEL_W + _PLOT_W + 6}" y="{mid + 4:.1f}">median {fmt_ms(med)} · max '
+                     f'{fmt_ms(hi)} ms{" (" + _rank_of(r).strip() + ")" if _rank_of(r) else ""}</text>')
         if not pd.isna(r.get("straggler_rank")):
             parts.append(f'<circle class="straggler" cx="{_x(hi if r["straggler_by"] in ("excess", "arrival") else lo, vmax):.1f}" '
                          f'cy="{mid}" r="4" fill="#d62728"><title>straggler: rank {int(r["straggler_rank"])} '
                          f'({esc(r["straggler_by"])}, +{fmt_ms(r["straggler_ns"])} ms)</title></circle>')
         parts.append("</g>")
-    parts.append(f'<text x="{_LABEL_W}" y="{h - 4}" font-size="10">0</text>'
-                 f'<text x="{_LABEL_W + _PLOT_W}" y="{h - 4}" font-size="10" text-anchor="end">{fmt_ms(vmax)} ms</text>')
+    parts.append(f'<text class="small" x="{_LABEL_W}" y="{h - 4}">0</text>'
+                 f'<text class="small" x="{_LABEL_W + _PLOT_W}" y="{h - 4}" text-anchor="end">{fmt_ms(vmax)} ms</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -164,6 +167,12 @@ def ranks_section(table: Any) -> str:
                         f'by {esc(t["straggler_by"])})</p>')
         out.append(f"<h3>{esc(role)}: {int(grp['ranks'].max())} ranks, step {'' if pd.isna(step) else int(step)}</h3>"
                    f"{line}")
+        mine = df[(df["row_kind"] == "rank") & (df["role"].fillna("?") == role) & (df["step"] == step)]
+        cul = df[(df["row_kind"] == "culprit") & (df["role"].fillna("?") == role) & (df["step"] == step)]
+        bars = rank_bars(mine, cul.iloc[0].to_dict() if len(cul) else None)
+        if bars:
+            out.append(f"<h4>Per rank: own time and waiting</h4>{bars}")
+        out.append("<h4>Per phase: spread across the ranks</h4>")
         out.append(skew_chart(grp))
     out.append(critical_path_section(full))
     out.append(dispatch_section(df))

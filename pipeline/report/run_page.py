@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...stages.core.errors import BadInputError
 from .. import compare, ranks
+from .culprit_marks import culprit_marks
 from .glance import anchors_of, glance_section
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, read_bundle_gpu
 from . import many_ranks
@@ -171,7 +172,13 @@ def render_run_report(phases_rows: Any, kernels_rows: Any, manifest: Mapping[str
             body.append('<p class="note">GPU lanes need the bundle folder (its window traces); none was given.</p>')
         for line in problems:
             body.append(f'<p class="note">{esc(line)}</p>')
-        body.append(f'<div class="lanes">{svg_timeline(procs, gpu, hrefs)}</div>')
+        marks = culprit_marks(phases_rows, chosen_df)
+        if marks:
+            body.append(legend([("culprit: its lane and the range where it lost the time (outlined)", "#d62728")])
+                        .replace("<i ", '<i class="mark-key" ', 1)
+                        + '<p class="note">Hatched red: the stretch each victim waited for the culprit (its wait '
+                        "beyond the culprit's own in that range; ranks.parquet <code>wait_ns</code>).</p>")
+        body.append(f'<div class="lanes">{svg_timeline(procs, gpu, hrefs, marks=marks)}</div>')
         procs = all_procs
 
     per = compare.process_stage_totals(phases_rows)
@@ -233,6 +240,25 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
         return out
 
     totals = compare.stage_totals(phases_rows, per)
+    recs = totals.to_dict("records")
+    cols: list[tuple[tuple[str, str], Any]] = [
+        (("stage", "l"), lambda r: (esc(r["stage"]), "l")), (("role", "l"), lambda r: (esc(r["role"]), "l")),
+        (("source", "l"), lambda r: (esc(r["source_kind"]), "l")), (("wall ms", ""), lambda r: (fmt_ms(r["wall_ns"]), "")),
+        (("GPU ms", ""), lambda r: (fmt_ms(r["gpu_busy_inherited_ns"]), "")),
+        (("GPU %", ""), lambda r: (compare.gpu_percent(r["gpu_busy_inherited_ns"], r.get(compare.SPAN)), "")),
+        (("same-thread ms", ""), lambda r: (fmt_ms(r["gpu_busy_ns"]), "")),
+        (("kernel ms", ""), lambda r: (fmt_ms(r["kernel_ns"]), "")), (("comm ms", ""), lambda r: (fmt_ms(r["comm_ns"]), "")),
+        (("mem peak", ""), lambda r: (fmt_bytes(None if isnull(r["mem_peak_bytes"]) else int(r["mem_peak_bytes"])), "")),
+        (("processes", ""), lambda r: (esc(r["processes"]), "")),
+        (("trace (the process shown)", "l"), lambda r: (trace_cell(r), "l"))]
+    # columns that are zero in every row are folded away, with one line saying which and why
+    source = {"GPU ms": "gpu_busy_inherited_ns", "GPU %": "gpu_busy_inherited_ns", "same-thread ms": "gpu_busy_ns",
+              "kernel ms": "kernel_ns", "comm ms": "comm_ns", "mem peak": "mem_peak_bytes"}
+    empty = [h[0] for h, _ in cols if h[0] in source and _zero([r.get(source[h[0]]) for r in recs])]
+    cols = [c for c in cols if c[0][0] not in empty]
+    folded = (f'<p class="note folded">Left out: {", ".join(empty)}: zero or unknown in every row'
+              f'{" (no GPU work was recorded: a CPU-only capture)" if {"GPU ms", "kernel ms"} <= set(empty) else ""}'
+              '.</p>' if empty else "")
     which = f"step {esc(step)}" if step is not None else "the summarized step"
     return (f"<h2>Stages of {which} (per role: the process with the slowest step, split so the rows "
             "add up)</h2>"
@@ -243,17 +269,12 @@ def _stage_table(phases_rows: Any, per: pd.DataFrame, traces: Mapping[str, Trace
             "<b>GPU %</b> is GPU ms over the launch span (from each range's start to the end of the last "
             "GPU work it launched), so work that outlives its range never takes it past 100%; "
             "<b>other</b> is no range and has none.</p>"
-            + table(
-        [("stage", "l"), ("role", "l"), ("source", "l"), ("wall ms", ""), ("GPU ms", ""), ("GPU %", ""),
-         ("same-thread ms", ""), ("kernel ms", ""), ("comm ms", ""), ("mem peak", ""), ("processes", ""),
-         ("trace (the process shown)", "l")],
-        [[(esc(r["stage"]), "l"), (esc(r["role"]), "l"), (esc(r["source_kind"]), "l"),
-          (fmt_ms(r["wall_ns"]), ""), (fmt_ms(r["gpu_busy_inherited_ns"]), ""),
-          (compare.gpu_percent(r["gpu_busy_inherited_ns"], r.get(compare.SPAN)), ""),
-          (fmt_ms(r["gpu_busy_ns"]), ""), (fmt_ms(r["kernel_ns"]), ""),
-          (fmt_ms(r["comm_ns"]), ""), (fmt_bytes(None if isnull(r["mem_peak_bytes"]) else int(r["mem_peak_bytes"])), ""),
-          (esc(r["processes"]), ""), (trace_cell(r), "l")]
-         for r in totals.to_dict("records")]))
+            + folded + table([h for h, _ in cols], [[c(r) for _, c in cols] for r in recs]))
+
+
+def _zero(values: list[Any]) -> bool:
+    """Every value null or 0: a column that says nothing (a CPU-only capture's GPU columns)."""
+    return all(isnull(v) or not float(v) for v in values)
 
 
 def _trace_table(traces: Mapping[str, TraceFiles], sources: Mapping[ProcKey, list[str]],

@@ -19,7 +19,7 @@ GPU_BAR_COLOR = "#404040"
 
 
 def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | None], *,
-                  plot_w: int = 760, bar_h: int = 18, gpu_h: int = 5) -> str:
+                  plot_w: int = 600, bar_h: int = 18, gpu_h: int = 5) -> str:
     """One `<g class="proc">` per process: `g.wall` (the segments, summing to the step wall) and
     `g.gpu` (GPU busy in the step), the label linked to the process's window trace."""
     label_w = int(min(360, max(140, 6.5 * max((len(p.label) for p in procs), default=0) + 14)))

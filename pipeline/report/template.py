@@ -34,17 +34,21 @@ RUN_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", 
 GAP_COLOR = "#e3e3e3"
 
 CSS = """
-body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px;overflow-wrap:break-word}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 .meta{color:#666;font-size:12px}table{border-collapse:collapse;margin:6px 0;font-size:13px}
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
+@media (max-width:1500px){th{white-space:normal}td.l{white-space:normal}}
+@media (max-width:1000px){th,td{padding:3px 4px}}
 th{background:#f6f6f6;position:sticky;top:0}td.l,th.l{text-align:left}
-td.k{max-width:520px;overflow:hidden;text-overflow:ellipsis;text-align:left}
+td.k{max-width:520px;overflow-wrap:anywhere;white-space:normal;text-align:left}
 .up{color:#b22}.down{color:#272}.scroll{overflow-x:auto}
 .lanes{overflow:auto;max-height:720px;border:1px solid #eee}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px}
-svg text{font:11px system-ui,sans-serif;fill:#333}svg text.dim{fill:#777}
+svg text{font:11px system-ui,sans-serif;fill:#333}svg text.dim{fill:#777}svg text.small{font-size:10px}
+svg[viewBox]{max-width:100%;height:auto}svg text.culprit-lane{fill:#b22;font-weight:600}
+svg text.victim-lane{fill:#8a4b00}
 a{color:#1558b0}svg a text.lbl{fill:#1558b0;text-decoration:underline}svg a:hover rect,svg a:hover path{opacity:.75}
 .note{font-size:12px;color:#555;margin:4px 0 8px}code{font-size:12px}small{color:#777}
 .headline{border:1px solid #c9d6e8;background:#f4f8fd;border-radius:6px;padding:8px 12px;margin:10px 0 6px}

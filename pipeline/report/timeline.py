@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 from .gpu_lanes import LANE_CATEGORIES, LANE_COLORS, GpuIntervals, busy_ns, coverage_pixels
 from .processes import ProcessId, ProcessStep
@@ -36,8 +37,12 @@ def time_range(procs: Sequence[ProcessStep]) -> tuple[int, int]:
 
 
 def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuIntervals | None],
-                 hrefs: Mapping[ProcessId, str | None], *, plot_w: int = 1000) -> str:
-    """The lanes as one SVG (`g.lane` per process, `rect.ph` per phase box, `g.gpulane` for GPU)."""
+                 hrefs: Mapping[ProcessId, str | None], *, plot_w: int = 1000,
+                 marks: Mapping[tuple[Any, int], Sequence[Any]] | None = None) -> str:
+    """The lanes as one SVG (`g.lane` per process, `rect.ph` per phase box, `g.gpulane` for GPU);
+    `marks` ((role, rank) -> culprit_marks.Mark): the culprit's lane label in red and its lost range
+    outlined (`rect.culprit-mark`), each victim's wait shaded (`rect.victim-mark`)."""
+    marks = marks or {}
     if not procs:
         return ""
     compact = len(procs) > COMPACT_LANES
@@ -51,15 +56,21 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
     height = top + len(procs) * lane_h + 4
     width = label_w + plot_w + 20
     x0 = float(label_w)
-    parts = [f'<svg role="img" class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    parts = [f'<svg role="img" class="timeline" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
+             '<defs><pattern id="waiting" width="6" height="6" patternUnits="userSpaceOnUse" '
+             'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff" fill-opacity=".55"/>'
+             '<line x1="0" y1="0" x2="0" y2="6" stroke="#d62728" stroke-width="2.5"/></pattern></defs>']
     parts += axis(x0, plot_w, vmax, top - 4, height, "ms", n_ticks, label_y=top - 8)
     parts.append(f'<text x="{x0 - 6}" y="{top - 8}" text-anchor="end" class="dim">ms from step start</text>')
     y = top
     for p in procs:
         href = hrefs.get(p.ident)
         parts += open_process("lane", p.label, href)
-        size = ' font-size="8"' if compact else ""
-        parts.append(f'<text class="lbl" x="{x0 - 6}" y="{y + ph_h - 2 if not compact else y + 7}" '
+        size = ' style="font-size:8px"' if compact else ""
+        mine = marks.get((p.role, p.rank), []) if p.rank is not None else []
+        kinds = {m.kind for m in mine}
+        cls = "lbl culprit-lane" if "culprit" in kinds else ("lbl victim-lane" if "victim" in kinds else "lbl")
+        parts.append(f'<text class="{cls}" x="{x0 - 6}" y="{y + ph_h - 2 if not compact else y + 7}" '
                      f'text-anchor="end"{size}>{esc(p.label)}</text>')
         sx, sw = x0 + (p.start_ns - t0) * scale, p.wall_ns * scale
         parts.append(f'<rect class="stepwin" x="{sx:.2f}" y="{y}" width="{sw:.2f}" height="{ph_h}" fill="none" '
@@ -80,6 +91,15 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
                          f'{esc(fmt_ms(ph.wall_ns))} ms{esc(gpu_txt)}</title></rect>')
             if not compact and w > 6.5 * len(ph.name) + 6:
                 parts.append(f'<text x="{x + 3:.2f}" y="{y + ph_h - 3}" font-size="10" style="fill:#fff">{esc(ph.name)}</text>')
+        for m in mine:
+            mx, mw = x0 + (m.start_ns - t0) * scale, max((m.end_ns - m.start_ns) * scale, 1.0)
+            if m.kind == "culprit":
+                parts.append(f'<rect class="culprit-mark" x="{mx - 1:.2f}" y="{y - 1.5}" width="{mw + 2:.2f}" '
+                             f'height="{ph_h + 3}" fill="none" stroke="#d62728" stroke-width="2.5">'
+                             f'<title>{esc(m.title)}</title></rect>')
+            else:
+                parts.append(f'<rect class="victim-mark" x="{mx:.2f}" y="{y}" width="{mw:.2f}" height="{ph_h}" '
+                             f'fill="url(#waiting)" stroke="#d62728" stroke-width="1"><title>{esc(m.title)}</title></rect>')
         parts.append(_gpu_lane(p, gpu.get(p.ident), t0, scale, x0, y + ph_h + 1, gpu_h, compact))
         if href:
             parts.append("</a>")
