@@ -147,7 +147,7 @@ def ranks_section(table: Any) -> str:
     out = ["<h2 id=ranks>Ranks</h2>",
            '<p class=note>The <b>culprit</b> is the rank that lost the time: its own time in a phase (wall minus '
            'its waits in collectives) over the other ranks\' median, above the noise floor (5% of the phase and '
-           '1 ms); the victims are the ranks that then waited for it, and where. Per phase, walls across the '
+           '1 ms, 5% of the step) in most of the profiled steps; the victims are the ranks that then waited for it, and where. Per phase, walls across the '
            'role\'s ranks: grey line fastest to slowest rank, blue box median to 90th percentile, dark tick the '
            'median; red dot: that phase\'s straggler. The slowest rank is often one that waited '
            '(docs/summaries.md).</p>']

@@ -38,7 +38,7 @@ body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24p
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 .meta{color:#666;font-size:12px}table{border-collapse:collapse;margin:6px 0;font-size:13px}
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
-@media (max-width:1500px){th{white-space:normal}td.l{white-space:normal}}
+td.l{white-space:normal}@media (max-width:1500px){th{white-space:normal}}
 @media (max-width:1000px){th,td{padding:3px 4px}}
 th{background:#f6f6f6;position:sticky;top:0}td.l,th.l{text-align:left}
 td.k{max-width:520px;overflow-wrap:anywhere;white-space:normal;text-align:left}

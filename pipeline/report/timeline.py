@@ -37,7 +37,7 @@ def time_range(procs: Sequence[ProcessStep]) -> tuple[int, int]:
 
 
 def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuIntervals | None],
-                 hrefs: Mapping[ProcessId, str | None], *, plot_w: int = 1000,
+                 hrefs: Mapping[ProcessId, str | None], *, plot_w: int = 760,
                  marks: Mapping[tuple[Any, int], Sequence[Any]] | None = None) -> str:
     """The lanes as one SVG (`g.lane` per process, `rect.ph` per phase box, `g.gpulane` for GPU);
     `marks` ((role, rank) -> culprit_marks.Mark): the culprit's lane label in red and its lost range
@@ -47,7 +47,7 @@ def svg_timeline(procs: Sequence[ProcessStep], gpu: Mapping[ProcessId, GpuInterv
         return ""
     compact = len(procs) > COMPACT_LANES
     ph_h, gpu_h, gap = (7, 5, 3) if compact else (14, 8, 8)
-    label_w = int(min(320, max(140, 6.5 * max(len(p.label) for p in procs) + 14)))
+    label_w = int(min(260, max(140, 6.5 * max(len(p.label) for p in procs) + 14)))
     t0, t1 = time_range(procs)
     vmax, n_ticks = nice_ticks(t1 - t0)
     scale = plot_w / vmax
