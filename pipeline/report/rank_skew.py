@@ -77,7 +77,7 @@ def dispatch_section(df: pd.DataFrame) -> str:
         f"<td class=l>{esc(r['role'])}{_rank_of(r)}</td>"
         f"<td>{fmt_ms(r['wall_max_ns'])}</td><td>{fmt_ms(r['dispatch_ns'])}</td></tr>"
         for r in d.to_dict("records"))
-    return ("<h2 id=dispatch>Controller and workers</h2><p class=note>For each verl driver stage: the single "
+    return ("<h2 id=\"dispatch\">Controller and workers</h2><p class=note>For each verl driver stage: the single "
             "controller's wall, the slowest worker's matching stage, and the gap (<b>dispatch</b>: dispatch, "
             "data transfer, waiting for the slowest worker). ranks.parquet rows with <code>row_kind</code> = <code>dispatch</code>.</p>"
             '<div class="scroll"><table><thead><tr><th class=l>stage</th><th class=l>controller</th><th>wall ms</th>'
@@ -124,7 +124,7 @@ def critical_path_section(df: pd.DataFrame) -> str:
         f"<tr><td class=l>{esc(r['role'])}</td><td>{fmt_ms(r['busy_ns'])}</td><td>{fmt_ms(r['idle_ns'])}</td>"
         f"<td>{100 * float(r['busy_ns']) / float(r['wall_ns']):.0f}%</td></tr>"
         for r in c.to_dict("records") if r["wall_ns"])
-    return ("<h2 id=critical-path>Critical path of the RL step</h2>"
+    return ("<h2 id=\"critical-path\">Critical path of the RL step</h2>"
             f'<p class="critical">{esc(c["statement"].iloc[0])}</p>'
             "<p class=note>The stages of an RL step run one after the other: the longest stage on the controller "
             "(else the longest own time of any rank, its waits for others left out) bounds the step. Per role: "
@@ -144,7 +144,7 @@ def ranks_section(table: Any) -> str:
     across = df[df["row_kind"] == "ranks"]
     if across.empty or across["ranks"].max() < 2:
         return critical_path_section(full) + dispatch_section(df)
-    out = ["<h2 id=ranks>Ranks</h2>",
+    out = ["<h2 id=\"ranks\">Ranks</h2>",
            '<p class=note>The <b>culprit</b> is the rank that lost the time: its own time in a phase (wall minus '
            'its waits in collectives) over the other ranks\' median, above the noise floor (5% of the phase and '
            '1 ms, 5% of the step) in most of the profiled steps; the victims are the ranks that then waited for it, and where. Per phase, walls across the '

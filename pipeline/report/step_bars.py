@@ -26,12 +26,18 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
     vmax, n_ticks = nice_ticks(max((p.wall_ns for p in procs), default=0))
     scale = plot_w / vmax
     gap, top = 8, 6
-    row_h = bar_h + gpu_h + 2 + gap
-    height = top + len(procs) * row_h + 34
     notes = {id(p): _note(p) for p in procs}
-    # wide enough for the text after the longest bar (issue 34: it was cut at a fixed 330 px)
-    width = int(math.ceil(max([label_w + plot_w + 20.0] + [label_w + p.wall_ns * scale + 4 + text_width(notes[id(p)], 11) + 8
-                                                          for p in procs])))
+    # a note goes after its bar when it fits beside the plot (wide enough for it: issue 34 cut it at a
+    # fixed 330 px), else on a line of its own under the bar, so a long note never widens the chart
+    # (which would scale every label down in a narrow window, issue 42)
+    limit = label_w + plot_w + 170.0
+    after = {id(p): label_w + p.wall_ns * scale + 4 + text_width(notes[id(p)], 11) + 8 <= limit for p in procs}
+    under = 0 if all(after.values()) else 13
+    row_h = bar_h + gpu_h + 2 + gap + under
+    height = top + len(procs) * row_h + 34
+    width = int(math.ceil(max([label_w + plot_w + 20.0]
+                              + [label_w + p.wall_ns * scale + 4 + text_width(notes[id(p)], 11) + 8
+                                 if after[id(p)] else label_w + text_width(notes[id(p)], 11) + 8 for p in procs])))
     parts = [f'<svg role="img" class="stepbars" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
     parts += axis(label_w, plot_w, vmax, top, height - 34, "ms", n_ticks)
     y = top
@@ -67,7 +73,9 @@ def svg_step_bars(procs: Sequence[ProcessStep], hrefs: Mapping[ProcessId, str | 
                          f'</title></rect></g>')
         if href:
             parts.append("</a>")
-        parts.append(f'<text x="{label_w + p.wall_ns * scale + 4:.1f}" y="{y + bar_h / 2 + 4:.1f}">{esc(notes[id(p)])}</text>')
+        nx, ny = ((label_w + p.wall_ns * scale + 4, y + bar_h / 2 + 4) if after[id(p)]
+                  else (float(label_w), y + bar_h + gpu_h + 2 + 11))
+        parts.append(f'<text x="{nx:.1f}" y="{ny:.1f}">{esc(notes[id(p)])}</text>')
         parts.append("</g>")
         y += row_h
     parts.append("</svg>")

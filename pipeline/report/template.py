@@ -54,7 +54,7 @@ a{color:#1558b0}svg a text.lbl{fill:#1558b0;text-decoration:underline}svg a:hove
 .headline{border:1px solid #c9d6e8;background:#f4f8fd;border-radius:6px;padding:8px 12px;margin:10px 0 6px}
 .headline .fact{display:flex;gap:12px;padding:2px 0}.headline .k{flex:0 0 130px;color:#555;font-size:12px;padding-top:2px}
 .headline .v{flex:1 1 0;min-width:0;overflow-wrap:anywhere}.headline a{color:#123f7a;text-decoration:none}
-.headline a:hover{text-decoration:underline}.straggler-rank{color:#b22}details.facts{margin:6px 0}
+.headline a:hover{text-decoration:underline}b[class|=straggler]{color:#b22}details.facts{margin:6px 0}
 details.facts summary{cursor:pointer;color:#555;font-size:13px}
 """
 
