@@ -72,7 +72,7 @@ def put_identity(scrubbed: Path, identity: str) -> None:
         con.close()
 
 
-def main() -> None:
+def main(out: Path = OUT) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         raw_dir, scrub_dir = Path(tmp) / "raw", Path(tmp) / "scrubbed"
         raw_dir.mkdir()
@@ -85,18 +85,22 @@ def main() -> None:
             names.append(raw.name)
         subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", "scrub", str(raw_dir), "-o", str(scrub_dir)],
                        check=True)
-        staging = OUT.with_name(OUT.name + ".tmp")
+        staging = out.with_name(out.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         nsight = staging / "ray_logs" / "nsight"
         nsight.mkdir(parents=True)
         for name in names:
             shutil.copyfile(scrub_dir / name, nsight / name)
             put_identity(nsight / name, identity_of(raw_dir / name))
-        shutil.rmtree(OUT, ignore_errors=True)
-        staging.rename(OUT)
-    total = sum(p.stat().st_size for p in OUT.rglob("*") if p.is_file())
-    print(f"{OUT.relative_to(ROOT)}: {len(names)} exports, {total / 2**20:.1f} MB")
+        shutil.rmtree(out, ignore_errors=True)
+        staging.rename(out)
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    print(f"{out}: {len(names)} exports, {total / 2**20:.1f} MB")
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=OUT, help="where to write the sample (default: samples/gpu_run)")
+    main(ap.parse_args().out)
