@@ -71,13 +71,20 @@ def step_fact(phases: pd.DataFrame, chosen: pd.DataFrame) -> Fact | None:
                 "timeline")
 
 
+def headline_roles(ranks_rows: Any) -> list[str]:
+    """The roles whose culprit and recurrence the headline states (the first two with a `culprit`
+    row of the chosen step; `?` for a role-less one): the terminal does not repeat them."""
+    cul = _kind(_chosen(to_frame(ranks_rows)), "culprit")
+    return list(dict.fromkeys(cul["role"].fillna("?")))[:2] if len(cul) else []
+
+
 def culprit_facts(chosen: pd.DataFrame, full: pd.DataFrame) -> list[Fact]:
     """The culprit of the chosen step and its recurrence, one line each, per role that has ranks
     to compare (the first two roles: a headline is not a table)."""
     out: list[Fact] = []
     cul = _kind(chosen, "culprit")
     rec = _kind(full, "recurrence")
-    for role in list(dict.fromkeys(cul["role"].fillna("?")))[:2] if len(cul) else []:
+    for role in headline_roles(full):
         mine = cul[cul["role"].fillna("?") == role]
         text = str(mine["statement"].iloc[0])
         prefix = f"{role}: " if cul["role"].nunique() > 1 else ""

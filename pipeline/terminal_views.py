@@ -76,7 +76,10 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
     table = ranks.chosen_rows(full)   # the step of phases.parquet; recurrence rows speak of every step
     across = table[table["row_kind"] == "ranks"] if not table.empty else table
     totals = compare.stage_totals(df)
+    from .headline import headline_roles
+
     out: list[str] = headline_lines(df, full, width)
+    stated = set(headline_roles(full))   # their culprit and recurrence are in the headline already
     name_w = max(16, width - 52)
     for role, grp in across.groupby(across["role"].fillna("?"), sort=False):
         step = grp["step"].dropna().max()
@@ -104,7 +107,8 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
             # (compare.stage_totals); its step is its `step` range, else its step window
             out += fit(f"  other (in no stage): {_ms(other.iloc[0])} ms of {_ms(stepw.iloc[0])} ms, the step window "
                        "of the slowest rank", width)
-        out += culprit_lines(table, role, width)
+        if role not in stated:
+            out += culprit_lines(table, role, width)
     out += critical_path_lines(table, width)
     out += [piece for line in dispatch_lines(table) + snapshot_lines(df) for piece in fit(line, width)]
     if out:
@@ -122,7 +126,7 @@ def headline_lines(phases: Any, ranks_rows: Any, width: int = 80) -> list[str]:
         return []
     out = ["at a glance:"]
     for f in facts:
-        out += fit(f"  {f.label:8} {f.text}", width, 11)
+        out += fit(f"  {f.label + ':':8} {f.text}", width, 11)
     return out
 
 
