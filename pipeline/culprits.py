@@ -138,10 +138,10 @@ def culprit_rows(per_rank: pd.DataFrame, floor: NoiseFloor = DEFAULT_FLOOR) -> p
         out = {**base, "path": lost["path"], "stage": lost["stage"], "wall_ns": int(lost["wall_ns"]),
                "excess_ns": int(lost["excess_ns"]), "floor_ns": int(max(lost["_floor"], step_floor))}
         if k < recurring_needs(steps):
-            how = "once" if k == 1 else f"in {k}"
+            how = f"once in {steps} steps" if k == 1 else f"in {k} of {steps} steps"
             rows.append({**out, "straggler_rank": who, "culprit_steps": k, "profiled_steps": steps,
                          "statement": f"no culprit: rank {who} lost {fmt_ms(lost['excess_ns'])} in "
-                                      f"{leaf(lost['path'])} {how} in {steps} steps: within noise, or a one-off"})
+                                      f"{leaf(lost['path'])} {how}: within noise, or a one-off"})
             continue
         out.update(rank=who, culprit_steps=k, profiled_steps=steps)
         statement = f"rank {who} lost {fmt_ms(lost['excess_ns'])} in {leaf(lost['path'])}"

@@ -109,3 +109,9 @@ def test_noise_floor_option_takes_a_step_share(text: str, want: tuple[float, int
     f = parse_noise_floor(text)
     assert (f.fraction, f.min_ns, f.step_fraction) == want
     assert f.of_step(100e6) == pytest.approx(want[2] * 100e6)
+
+
+def test_recurring_needs_most_of_the_profiled_steps() -> None:
+    """Named only when seen in max(2, half) of the profiled steps: with 3 steps 2, with 10 steps 5;
+    one profiled step cannot be told from noise and names its candidate."""
+    assert [culprits.recurring_needs(n) for n in (1, 2, 3, 4, 5, 10)] == [1, 2, 2, 2, 3, 5]
