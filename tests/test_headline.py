@@ -139,3 +139,76 @@ def test_terminal_other_line_says_where_its_whole_comes_from(runs) -> None:
     mine = per[per["role"] == "actor_rollout_ref"]
     slow = mine[mine["stage"] == "step"]["wall_ns"].max()
     assert float(m.group(2)) == round(slow / 1e6, 1)
+
+
+def _timeline(page: str) -> str:
+    return re.search(r'<svg role="img" class="timeline".*?</svg>', page, re.S).group(0)
+
+
+def _lanes(svg: str) -> dict[str, str]:
+    """lane label -> its SVG fragment."""
+    parts = re.split(r'(?=<g class="lane" data-proc=")', svg)
+    return {re.match(r'<g class="lane" data-proc="([^"]+)"', p).group(1): p for p in parts if p.startswith('<g class="lane"')}
+
+
+def _px_per_ms(svg: str) -> tuple[float, float]:
+    ticks = [(float(x), float(v.replace(",", ""))) for x, v in
+             re.findall(r'<g class="tick"><line x1="([\d.]+)"[^>]*/><text[^>]*>([\d.,]+)</text></g>', svg)]
+    (xa, va), (xb, vb) = ticks[0], ticks[-1]
+    return xa, (xb - xa) / (vb - va)
+
+
+def test_timeline_marks_the_culprit_lane_and_the_victims_waits(runs) -> None:
+    """gen_slow: rank 2's lane is the culprit's, its lost range outlined as long as its
+    generate_sequences (phases.parquet); ranks 0, 1, 3 each have their wait hatched, ending where
+    their actor_update ends and as long as the wait the culprit row states; the even run has none."""
+    b, _ = runs["gen_slow"]
+    page = (b / "report.html").read_text()
+    lanes = _lanes(_timeline(page))
+    x0, ppm = _px_per_ms(_timeline(page))
+    ph = pd.read_parquet(b / "summaries" / "phases.parquet")
+    t = pd.read_parquet(b / "summaries" / "ranks.parquet")
+    cul = _chosen(t, "culprit").iloc[0]
+    assert int(cul["rank"]) == 2
+    marked = {k for k, v in lanes.items() if "culprit-mark" in v}
+    assert marked == {"actor_rollout_ref rank 2 [torch]"}
+    assert 'class="lbl culprit-lane"' in lanes["actor_rollout_ref rank 2 [torch]"]
+    m = re.search(r'class="culprit-mark" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', lanes["actor_rollout_ref rank 2 [torch]"])
+    lost = ph[(ph["rank"] == 2) & (ph["path"] == cul["path"])].iloc[0]
+    assert abs((float(m.group(2)) - 2) / ppm - lost["wall_ns"] / 1e6) < 1.5 / ppm + 0.01
+    t0 = lost["start_ns"] / 1e6 - (float(m.group(1)) + 1 - x0) / ppm   # the axis origin, read off the mark
+    victims = {int(v) for v in str(cul["victim_ranks"]).split(",")}
+    assert victims == {0, 1, 3}
+    for r in victims:
+        lane = lanes[f"actor_rollout_ref rank {r} [torch]"]
+        v = re.search(r'class="victim-mark" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"[^>]*><title>waited ([\d.]+) ms', lane)
+        assert v, r
+        end = ph[(ph["rank"] == r) & (ph["path"] == cul["victim_path"])]
+        end_ms = float((end["start_ns"] + end["wall_ns"]).max()) / 1e6 - t0
+        assert abs((float(v.group(1)) + float(v.group(2)) - x0) / ppm - end_ms) < 2 / ppm + 0.05, r
+        assert abs(float(v.group(2)) / ppm - float(v.group(3))) < 1.0 + 2 / ppm, r
+    assert "culprit-mark" not in (runs["even"][0] / "report.html").read_text()
+    assert "victim-mark" not in (runs["even"][0] / "report.html").read_text()
+
+
+@pytest.mark.parametrize("name", ["gen_slow", "update_slow", "even"])
+def test_per_rank_bars_are_labelled_with_ranks_parquet_figures(runs, name: str) -> None:
+    """One labelled bar per rank: its own time and its waiting in the role's top stage ranges of the
+    chosen step, as ranks.parquet's `rank` rows give them; the culprit's bar (and only it) outlined."""
+    b, _ = runs[name]
+    page = (b / "report.html").read_text()
+    t = pd.read_parquet(b / "summaries" / "ranks.parquet")
+    rows = _chosen(t, "rank")
+    known = rows[~rows["stage"].isin(["step", "other"]) & rows["stage"].notna()]
+    paths = set(known["path"])
+    top = known[[not any(" > ".join(p.split(" > ")[:i]) in paths for i in range(1, p.count(" > ") + 1)) for p in known["path"]]]
+    bars = dict(re.findall(r'<g class="rankbar" data-rank="(\d+)">(.*?)</g>', page, re.S))
+    assert set(map(int, bars)) == set(top["rank"].astype(int))
+    culprit = _chosen(t, "culprit")["rank"].dropna()
+    for r, g in top.groupby("rank"):
+        own = float((g["wall_ns"] - g["wait_ns"]).sum()) / 1e6
+        wait = float(g["wait_ns"].sum()) / 1e6
+        text = _text(bars[str(int(r))])
+        assert f"{page_ms(own * 1e6)} ms own · {page_ms(wait * 1e6)} ms waiting" in text, (r, text)
+        outlined = 'stroke="#d62728"' in bars[str(int(r))]
+        assert outlined == (len(culprit) > 0 and int(culprit.iloc[0]) == int(r)), r
