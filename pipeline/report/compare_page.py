@@ -170,9 +170,8 @@ def render_compare_report(compare_rows: Any, kernel_change_rows: Any, runs_rows:
                         "config_hash") if c in runs_df.columns]
     body.append(table(
         [("run", "l")] + [(c.replace("_", " "), "l") for c in cols],
-        [[((f'<span style="white-space:nowrap"><i style="display:inline-block;width:10px;height:10px;'
-            f'background:{colors[r["run"]]}"></i> {esc(r["run"])}</span>{" (baseline)" if r["run"] == baseline else ""}'),
-           "l")]
+        [[((f'<i style="display:inline-block;width:10px;height:10px;background:{colors[r["run"]]}"></i>&nbsp;'
+            f'{esc(r["run"])}{" (baseline)" if r["run"] == baseline else ""}'), "l")]
          + [(esc(cell(r.get(c))), "l") for c in cols] for r in runs_df.to_dict("records")]))
 
     m = cmp_df[cmp_df["metric"] == metric] if not cmp_df.empty else cmp_df
