@@ -382,7 +382,8 @@ def _pair_exports(arts: list[Artifact], skipped: list[tuple[str, str]]) -> list[
 
 
 def _steps_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Artifact]:
-    """Capture range k of a continuous-mode nsys worker report holds the k-th profiled window."""
+    """Capture range k of a continuous-mode nsys worker report holds the k-th profiled window; a
+    torch trace that names no step carries the config's profiled steps, for its series' numbers."""
     if cfg is None:
         return arts
     out: list[Artifact] = []
@@ -395,6 +396,10 @@ def _steps_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Arti
                 a = a.replace(step=first if first == last else None,
                               steps=None if first == last else win,
                               notes=a.notes + ("step_from_config",))
+        elif a.kind == ArtifactKind.TORCH_TRACE and a.step is None and cfg.steps:
+            # a trace that names no step is the k-th of its process's series: the k-th profiled
+            # step (stages/window/series.py numbers it; the config's list is all it needs)
+            a = a.replace(notes=a.notes + (f"profiled_steps={','.join(map(str, cfg.steps))}",))
         out.append(a)
     return out
 

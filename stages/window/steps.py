@@ -53,6 +53,9 @@ import numpy as np
 from ..core.errors import VerlprofError
 from ..core.phases import UNSTEADY_STAGES, step_marker, verl_stage
 from ..readers.nsys_sqlite import NsysExport, NvtxRanges
+from .identity import identity_from_artifact, identity_from_path  # noqa: F401 - their old home
+from .series import (capture_orders, capture_series, capture_step, number_trace_series,
+                     numbering_note, series_numbers)
 from .types import DEFAULT_STEP, SourceIdentity, StepArg, StepSpan, WindowChoice
 
 # NVTX domains of libraries (cuBLAS, NCCL ...): their ranges are not verl phases.
@@ -61,8 +64,6 @@ LIBRARY_DOMAINS = frozenset({
     "npp", "nvjpeg", "nvcomp", "cutensor", "nvshmem", "cudla", "tensorrt", "nvtx3",
 })
 
-_CAPTURE_RE = re.compile(r"^(?P<base>.+?)\.(?P<k>\d+)(?:\.nsys-rep|\.sqlite|\.qdstrm)?$")
-_STEP_IN_NAME = re.compile(r"(?:^|[^a-z])step[_-]?(\d+)(?:[^0-9]|$)", re.IGNORECASE)
 
 #: Boundaries that come from a real step marker inside a source (not from file grouping).
 MARKER_BOUNDARIES = frozenset({"nvtx_step", "profiler_step", "step_name", "step_range", "param_sync"})
@@ -312,143 +313,9 @@ def _whole_capture(src: SourceSteps) -> tuple[tuple[int, int], tuple[tuple[int, 
     return (lo, hi), pids
 
 
-def identity_from_path(path: str | Path, source_kind: str | None = None) -> SourceIdentity:
-    """A best-effort identity from a file name alone: verl's naming patterns
-    (`stages/readers/naming.py`: role, rank, pid, capture range, step), else `<base>.<k>` ->
-    capture range k and a trailing number -> pid."""
-    from ..readers.naming import classify_name
-
-    name = Path(path).name
-    if source_kind is None:
-        source_kind = "torch" if name.endswith((".json", ".json.gz")) else (
-            "memory" if name.endswith((".pickle", ".pkl")) else "nsys")
-    stem = name
-    for suf in (".sqlite", ".nsys-rep", ".qdstrm"):
-        if stem.endswith(suf):
-            stem = stem[: -len(suf)]
-    cap = None
-    m = _CAPTURE_RE.match(stem)
-    if m and source_kind == "nsys":
-        cap = int(m.group("k"))
-    pid = None
-    mp = re.search(r"(?:^|_)(?:pid)?(\d{2,})(?:\.\d+)?$", stem)
-    if mp:
-        pid = int(mp.group(1))
-    hint = None
-    ms = _STEP_IN_NAME.search(stem)
-    if ms:
-        hint = int(ms.group(1))
-    role = rank = None
-    try:
-        info = classify_name(name)
-    except Exception:  # noqa: BLE001 - a name we cannot classify still gets the fallbacks above
-        info = None
-    if info is not None:
-        role, rank = info.role, info.rank
-        pid = info.pid if info.pid is not None else pid
-        cap = info.capture_range if info.capture_range is not None else cap
-        hint = info.step if info.step is not None else hint
-    return SourceIdentity(source=name, source_kind=source_kind, role=role, rank=rank, pid=pid,  # type: ignore[arg-type]
-                          step_hint=hint, capture_range=cap)
-
-
-def identity_from_artifact(a: Any) -> SourceIdentity:
-    """SourceIdentity of a gathered `Artifact` (stages/core/model.py)."""
-    kind = getattr(a.kind, "value", str(a.kind))
-    source_kind = "torch" if kind == "torch_trace" else "memory" if kind == "memory_snapshot" else "nsys"
-    steps = getattr(a, "steps", None)
-    return SourceIdentity(
-        source=a.rel, source_kind=source_kind, role=a.role, rank=a.rank, pid=a.pid,  # type: ignore[arg-type]
-        step_hint=a.step, capture_range=a.capture_range,
-        profiled_steps=tuple(range(steps[0], steps[1] + 1)) if steps else None,
-        step_range=tuple(steps) if steps else None,  # type: ignore[arg-type]
-        world_size=getattr(a, "world_size", None),
-        token_window=next((n.split("=", 1)[1] for n in getattr(a, "notes", ()) if n.startswith("token_window=")),
-                          None))
-
-
 # ----------------------------------------------------------------------------------------------
 # Numbering steps across sources
 # ----------------------------------------------------------------------------------------------
-
-
-def _chain_key(src: SourceSteps) -> str:
-    """Files of one capture-range series share this key (`worker_process_1983` of `.1`, `.2` ...)."""
-    name = src.ident.source
-    for suf in (".sqlite", ".nsys-rep", ".qdstrm"):
-        if name.endswith(suf):
-            name = name[: -len(suf)]
-    m = _CAPTURE_RE.match(name)
-    return m.group("base") if m and src.ident.capture_range is not None else name
-
-
-def _numbers(count: int, ident: SourceIdentity, first_default: int = 1) -> list[int]:
-    """Step numbers for `count` consecutive step units of a source or chain."""
-    if ident.profiled_steps and len(ident.profiled_steps) >= count:
-        return list(ident.profiled_steps[:count])
-    start = ident.step_hint if ident.step_hint is not None else first_default
-    return list(range(start, start + count))
-
-
-def capture_series(sources: Sequence[SourceSteps]) -> list[list[int]]:
-    """The capture-range series among nsys sources, each as source indexes in capture order.
-
-    Reports belong to one series when their content says they come from one process (`series`:
-    recording host and pid read from the report); the file name (`<base>.<k>`) is only a hint, used
-    where a report cannot say (several processes, none): a renamed series (`capture_0042.<k>`) is
-    the same series as `worker_process_<pid>.<k>`. A lone report is a series when its name says it
-    is one capture range of several. Order: session start (each capture-range report has its own),
-    then the name's k."""
-    by_content: dict[str, list[int]] = {}
-    groups: dict[tuple[str, str], list[int]] = {}
-    for i, src in enumerate(sources):
-        if src.ident.source_kind != "nsys" or (src.steps and not src.has_step_ranges):
-            continue
-        if src.series is not None:
-            by_content.setdefault(src.series, []).append(i)
-        elif src.ident.capture_range is not None:
-            groups.setdefault(("name", _chain_key(src)), []).append(i)
-    for key, members in by_content.items():
-        if _disjoint(sources, members):
-            groups[("content", key)] = members
-        else:  # one process's reports that overlap in time (copies, two tools): not one series
-            for i in members:
-                if sources[i].ident.capture_range is not None:
-                    groups.setdefault(("name", _chain_key(sources[i])), []).append(i)
-    chains = []
-    for members in groups.values():
-        if len(members) == 1 and sources[members[0]].ident.capture_range is None:
-            continue  # one report of its process, its name says nothing of capture ranges
-        members.sort(key=lambda j: (sources[j].offset_ns, sources[j].ident.capture_range or 0,
-                                    sources[j].ident.source))
-        chains.append(members)
-    return chains
-
-
-def _disjoint(sources: Sequence[SourceSteps], members: Sequence[int]) -> bool:
-    """Whether the reports follow one another in time, as the capture ranges of one process do."""
-    spans = sorted(sources[j].span or (sources[j].offset_ns, sources[j].offset_ns) for j in members)
-    return all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
-
-
-def _capture_orders(sources: Sequence[SourceSteps], members: Sequence[int]) -> list[int]:
-    """The capture number of each member (1-based): the names' `.<k>` where they agree with the
-    session-start order (a series gathered without its first reports keeps its numbers), else the
-    position in that order."""
-    ks = [sources[j].ident.capture_range for j in members]
-    if all(k is not None for k in ks) and all(a < b for a, b in zip(ks, ks[1:])):  # type: ignore[operator]
-        return [int(k) for k in ks]  # type: ignore[arg-type]
-    return list(range(1, len(members) + 1))
-
-
-def _capture_step(ident: SourceIdentity, first: SourceIdentity, k: int) -> int:
-    """Step of a one-step capture-range file: config's k-th profiled step, a name hint, else k."""
-    if ident.step_hint is not None:
-        return ident.step_hint
-    ps = ident.profiled_steps or first.profiled_steps
-    if ps:
-        return ps[k - 1] if k <= len(ps) else ps[-1] + (k - len(ps))
-    return k
 
 
 def _verl_tops(top: Sequence[TopRange]) -> list[TopRange]:
@@ -478,6 +345,7 @@ def _span_of(group: Sequence[TopRange]) -> tuple[int, int]:
 def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
     """Number every source's steps (see the module docstring); returns new SourceSteps."""
     out: dict[int, SourceSteps] = {}
+    sources = number_trace_series(sources)   # torch traces that name no step: their process's series
     # Reference timeline: controller-style step ranges of whole (non capture-range) sources.
     reference: list[StepSpan] = []
     chains = capture_series(sources)
@@ -496,12 +364,12 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
         units = _chain_units(sources, members, bool(reference))
         n_groups = max((u[5] for u in units), default=-1) + 1
         first = sources[members[0]].ident
-        ks = _capture_orders(sources, members)
+        ks = capture_orders(sources, members)
         if n_groups == len(members):  # one step per file: step k is capture k (unless config says)
-            nums = [_capture_step(sources[j].ident, first, k) for k, j in zip(ks, members)]
+            nums = [capture_step(sources[j].ident, first, k) for k, j in zip(ks, members)]
         else:
             # discrete: more files than steps, the names count calls, not steps
-            nums = _numbers(n_groups, first, ks[0] if n_groups > len(members) else 1)
+            nums = series_numbers(n_groups, first, ks[0] if n_groups > len(members) else 1)
         per_member: dict[int, list[StepSpan]] = {j: [] for j in members}
         for j, lo, hi, pid, boundary, group, *label in units:
             per_member[j].append(StepSpan(nums[group], lo, hi, boundary, sources[j].ident.source, (), pid,
@@ -516,7 +384,7 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
             out[i] = replace(src, steps=tuple(_align(src, reference)))
         elif _verl_tops(src.top):
             groups = _segment_by_sequence(src.top)
-            nums = _numbers(len(groups), src.ident)
+            nums = series_numbers(len(groups), src.ident)
             out[i] = replace(src, steps=tuple(
                 StepSpan(n, *_span_of(g), "stage_sequence", src.ident.source, (), g[0].pid)
                 for n, g in zip(nums, groups)))
@@ -543,7 +411,7 @@ def _renumber_step_ranges(src: SourceSteps) -> list[StepSpan]:
     for pid_steps in by_pid.values():
         pid_steps.sort(key=lambda s: s.start_ns)
         ordered = [s for s in pid_steps if s.boundary in _ORDERED_MARKERS]
-        nums = _numbers(len(ordered), src.ident)
+        nums = series_numbers(len(ordered), src.ident)
         steps.extend(replace(s, step=n) for s, n in zip(ordered, nums))
         steps.extend(s for s in pid_steps if s.boundary not in _ORDERED_MARKERS)  # numbered by their name
     return steps
@@ -739,6 +607,7 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
     if any(s.boundary == "param_sync" for s in all_spans if s.step == chosen):
         reason += (f"; fully-async: step {chosen} is parameter version {chosen}, from the weight sync before "
                    f"it to the end of its own ({PARAM_SYNC_RANGE})")
+    reason += numbering_note(sources, chosen)
     windows = sorted({src.ident.token_window for src in sources if src.ident.token_window
                       and any(s.step == chosen for s in src.steps)})
     if windows:

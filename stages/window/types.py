@@ -47,6 +47,11 @@ class SourceIdentity:
     # Added later (additive): a rollout engine trace's token window ("start-end" of verl's
     # profile_token_start/end): the engine profiled those response tokens only.
     token_window: str | None = None
+    # Added later (additive): the process that wrote a torch trace, as its name says (host and pid,
+    # or a rollout replica and GPU; `series.process_key`), and the scope (stage) it profiled: a
+    # process's traces that name no step are numbered as its series (window/series.py).
+    process: str | None = None
+    scope: str | None = None
 
     def keys(self, step: int | None) -> dict[str, Any]:
         """The key columns (`source, source_kind, role, rank, pid, step`) of a summary row."""
