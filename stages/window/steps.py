@@ -222,7 +222,8 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
                 for i in np.flatnonzero(mask).tolist()]
 
     if user_re is None:
-        steps = _by_parameter_version(r, steps, offset, ident.source)
+        steps, resync = _by_parameter_version(r, steps, offset, ident.source)
+        notes = notes + resync
     if user_re is not None and not steps:
         notes = notes + (f"{STEP_RANGE_UNMATCHED} {step_range!r}",)
     top, unsteady = ranges_of(is_top), ranges_of(is_unsteady)
@@ -239,33 +240,51 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
 PARAM_SYNC_RANGE = "timing_s/param_sync"
 
 
-def _by_parameter_version(r: NvtxRanges, steps: list[StepSpan], offset: int, source: str) -> list[StepSpan]:
-    """Fully-async training: a step ends at each weight sync and is numbered by the parameter
-    version it made. A process whose ranges hold `timing_s/param_sync` gets one step per sync k
-    (version k: syncs are counted from the trace's first, the trainer's `current_param_version`
-    starting at 0), from the first `step` range after sync k-1 (or the trace's first) to the end of
-    sync k; its `step` ranges (several per version, `trigger_parameter_sync_step`) are then parts of
-    it, not steps. Steps after the last sync belong to no version yet and are left out."""
+#: The note a source carries for a weight sync that closed no training step (window line reads it).
+RESYNC_NOTE = "fully-async re-sync:"
+
+
+def _by_parameter_version(r: NvtxRanges, steps: list[StepSpan], offset: int, source: str
+                          ) -> tuple[list[StepSpan], tuple[str, ...]]:
+    """Fully-async training: a step ends at each weight sync that closes a training step and is
+    numbered by the parameter version it made. A process whose ranges hold `timing_s/param_sync`
+    gets one step per such sync k (version k: counted from the trace's first sync, the trainer's
+    `current_param_version` starting at 0), from the first `step` range after sync k-1 (or the
+    trace's first) to the end of sync k; its `step` ranges (several per version,
+    `trigger_parameter_sync_step`) are then parts of it, not steps. A sync with no `step` range
+    since the previous one trained nothing: verl's `FullyAsyncTrainer.fit` ends with one more
+    `_fit_update_weights()` when the version is not a multiple of `trainer.test_freq`, re-sending
+    the same version (`current_param_version` is raised only in `_fit_update_local_step`); it is
+    noted as a re-sync, not a version. Steps after the last sync belong to no version yet and are
+    left out."""
     codes, names = r.text_codes()
     sync_code = [i for i, t in enumerate(names) if t == PARAM_SYNC_RANGE]
     if not sync_code:
-        return steps
+        return steps, ()
     is_sync = codes == sync_code[0]
     out: list[StepSpan] = []
+    notes: list[str] = []
     synced: set[int] = set()
     for pid in np.unique(r.pid[is_sync]).tolist():
         mine = [s for s in steps if s.pid == pid and s.boundary == "nvtx_step"]
         idx = np.flatnonzero(is_sync & (r.pid == pid))
         idx = idx[np.argsort(r.start[idx], kind="stable")]
         prev_end = None
-        for k, i in enumerate(idx.tolist(), start=1):
+        version = 0
+        for i in idx.tolist():
             end = offset + int(r.end[i])
             starts = [s.start_ns for s in mine if (prev_end is None or s.start_ns >= prev_end) and s.start_ns < end]
-            lo = min(starts) if starts else (prev_end if prev_end is not None else offset + int(r.start[i]))
-            out.append(StepSpan(k, lo, end, "param_sync", source, (), int(pid), f"{PARAM_SYNC_RANGE} #{k}"))
+            if not starts and prev_end is not None:   # trained nothing since the last sync
+                notes.append(f"{RESYNC_NOTE} a weight sync after version {version} closed no training step: "
+                             f"fit()'s end re-sends version {version}, not a new version")
+                continue
+            version += 1
+            lo = min(starts) if starts else offset + int(r.start[i])
+            out.append(StepSpan(version, lo, end, "param_sync", source, (), int(pid),
+                                f"{PARAM_SYNC_RANGE} #{version}"))
             prev_end = end
         synced.add(int(pid))
-    return out + [s for s in steps if s.pid not in synced]
+    return out + [s for s in steps if s.pid not in synced], tuple(notes)
 
 
 def gpu_only_spans(db: NsysExport, src: SourceSteps, offset: int) -> SourceSteps:
@@ -607,6 +626,9 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
     if any(s.boundary == "param_sync" for s in all_spans if s.step == chosen):
         reason += (f"; fully-async: step {chosen} is parameter version {chosen}, from the weight sync before "
                    f"it to the end of its own ({PARAM_SYNC_RANGE})")
+    resyncs = sorted({n for src in sources for n in src.notes if n.startswith(RESYNC_NOTE)})
+    if resyncs:
+        reason += "; " + "; ".join(resyncs)
     reason += numbering_note(sources, chosen)
     windows = sorted({src.ident.token_window for src in sources if src.ident.token_window
                       and any(s.step == chosen for s in src.steps)})
