@@ -96,14 +96,15 @@ def process_key(artifact: Any) -> str | None:
     if getattr(artifact, "naming", None) in _NO_SERIES_NAMINGS:
         return None
     notes = dict(n.split("=", 1) for n in getattr(artifact, "notes", ()) if "=" in n)
-    if artifact.pid is not None:
-        return f"pid {artifact.pid}@{artifact.host or ''}"
+    rank = f" rank {artifact.rank}" if artifact.rank is not None else ""
+    if artifact.pid is not None:   # a process plays one rank: the rank only tells more apart
+        return f"pid {artifact.pid}@{artifact.host or ''}{rank}"
     if "replica" in notes:
         gpu = f"tp{notes['tp_rank']}" if "tp_rank" in notes else (
             f"rank{artifact.rank}" if artifact.rank is not None else "")
         return f"replica {notes['replica']} {gpu}".rstrip()
     if artifact.naming and artifact.naming.startswith("torch_verl") and artifact.rank is not None:
-        return f"rank {artifact.rank}"
+        return rank.strip()
     return None
 
 
