@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from .types import SourceIdentity, StepSpan
+from .types import SourceIdentity
 
-if TYPE_CHECKING:  # steps.py imports this module: no cycle at run time
-    from .steps import SourceSteps
+#: A `steps.SourceSteps` (steps.py imports this module, so it is not imported back here).
+SourceSteps = Any
 
 #: A torch trace numbered by its place in its process's series.
 TRACE_ORDER = "trace_order"
@@ -71,7 +71,7 @@ def numbering_rule(profiled_steps: Sequence[int] | None) -> str:
     return "the k-th is step k (no global_profiler.steps in a run config)"
 
 
-def numbering_note(sources: Sequence["SourceSteps"], chosen: int | None) -> str:
+def numbering_note(sources: Sequence[SourceSteps], chosen: int | None) -> str:
     """`; ...` for the window line when series numbering gave the chosen step, else ''."""
     idents = [src.ident for src in sources if any(s.step == chosen and s.boundary == TRACE_ORDER
                                                   for s in src.steps)]
@@ -108,7 +108,7 @@ def process_key(artifact: Any) -> str | None:
     return None
 
 
-def _series_members(sources: Sequence["SourceSteps"]) -> dict[tuple[str, int | None], list[int]]:
+def _series_members(sources: Sequence[SourceSteps]) -> dict[tuple[str, int | None], list[int]]:
     """Torch sources that are one whole capture each and name their process, by (process, the pid
     the trace records)."""
     groups: dict[tuple[str, int | None], list[int]] = {}
@@ -121,11 +121,11 @@ def _series_members(sources: Sequence["SourceSteps"]) -> dict[tuple[str, int | N
     return groups
 
 
-def _start(src: "SourceSteps") -> int:
+def _start(src: SourceSteps) -> int:
     return min(s.start_ns for s in src.steps)
 
 
-def _step_groups(sources: Sequence["SourceSteps"], members: Sequence[int]) -> list[int]:
+def _step_groups(sources: Sequence[SourceSteps], members: Sequence[int]) -> list[int]:
     """The step group (0, 1, ...) of each member, in order: a new group where the member's stage
     (its scope) already ran in the current one; a whole step's trace is a group of its own."""
     out: list[int] = []
@@ -142,7 +142,7 @@ def _step_groups(sources: Sequence["SourceSteps"], members: Sequence[int]) -> li
     return out
 
 
-def number_trace_series(sources: Sequence["SourceSteps"]) -> list["SourceSteps"]:
+def number_trace_series(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
     """Every torch trace that names no step, numbered by its place in its process's series (module
     docstring). A lone trace stays the whole capture, step 1, unless the config says which step
     was profiled; traces of one process that overlap in time stay as they are."""
@@ -176,7 +176,7 @@ def _disjoint_spans(spans: Sequence[tuple[int, int]]) -> bool:
 # ----------------------------------------------------------------------------------------------
 
 
-def chain_key(src: "SourceSteps") -> str:
+def chain_key(src: SourceSteps) -> str:
     """Files of one capture-range series share this key (`worker_process_1983` of `.1`, `.2` ...)."""
     name = src.ident.source
     for suf in (".sqlite", ".nsys-rep", ".qdstrm"):
@@ -194,7 +194,7 @@ def series_numbers(count: int, ident: SourceIdentity, first_default: int = 1) ->
     return step_numbers(count, None, ident.step_hint if ident.step_hint is not None else first_default)
 
 
-def capture_series(sources: Sequence["SourceSteps"]) -> list[list[int]]:
+def capture_series(sources: Sequence[SourceSteps]) -> list[list[int]]:
     """The capture-range series among nsys sources, each as source indexes in capture order.
 
     Reports belong to one series when their content says they come from one process (`series`:
@@ -229,12 +229,12 @@ def capture_series(sources: Sequence["SourceSteps"]) -> list[list[int]]:
     return chains
 
 
-def _disjoint(sources: Sequence["SourceSteps"], members: Sequence[int]) -> bool:
+def _disjoint(sources: Sequence[SourceSteps], members: Sequence[int]) -> bool:
     """Whether the reports follow one another in time, as the capture ranges of one process do."""
     return _disjoint_spans([sources[j].span or (sources[j].offset_ns, sources[j].offset_ns) for j in members])
 
 
-def capture_orders(sources: Sequence["SourceSteps"], members: Sequence[int]) -> list[int]:
+def capture_orders(sources: Sequence[SourceSteps], members: Sequence[int]) -> list[int]:
     """The capture number of each member (1-based): the names' `.<k>` where they agree with the
     session-start order (a series gathered without its first reports keeps its numbers), else the
     position in that order."""
