@@ -240,3 +240,48 @@ def test_fully_async_tail_resync_is_not_a_version(tmp_path):
     assert [(s.step, s.boundary) for s in spans] == [(1, "param_sync"), (2, "param_sync"), (3, "param_sync")]
     assert [s.end_ns for s in spans] == ends[:3]
     assert choice.step == 2 and "re-sends version 3, not a new version" in choice.reason
+
+
+# ----------------------------------------------------------------------------------------------
+# verl 0.9.1: a schedule over update mini-batches
+# ----------------------------------------------------------------------------------------------
+
+
+def test_verl_09_schedule_windows_are_parts_of_their_step(tmp_path):
+    """verl 0.9.1's `get_torch_profiler(schedule=..., name_mini_batch_window=True)` (as
+    `DistProfiler.annotate(scheduled=True)` calls it for the update stage), driven by one
+    `prof.step()` per mini-batch: warmup 1, active 2, repeat 2 over 6 mini-batches writes two files
+    per step, `..._mb1-2` and `..._mb4-5`. Both are parts of their `step<N>`; the schedule's
+    `ProfilerStep#` labels are off, so no mini-batch is taken for a step."""
+    import torch
+    from verl.utils.profiler.torch_profile import get_torch_profiler
+
+    save = tmp_path / "profile"
+    for step in STEPS:
+        prof = get_torch_profiler(contents=["cpu"], save_path=str(save), role="actor_update",
+                                  save_file_prefix="actor_rollout_ref", rank=0, profile_step=step,
+                                  schedule={"wait": 0, "warmup": 1, "active": 2, "repeat": 2},
+                                  name_mini_batch_window=True)
+        prof.start()
+        for _mb in range(6):
+            with torch.profiler.record_function("update_mini_batch"):
+                x = torch.randn(16, 16)
+                (x @ x).sum()
+            prof.step()
+        prof.stop()
+    arts, res = _summarize(save)
+    names = sorted(Path(a.rel).name.rsplit("_", 1)[1] for a in arts)
+    assert names == ["mb1-2.json.gz"] * 3 + ["mb4-5.json.gz"] * 3
+    assert sorted((a.step, a.role, a.scope) for a in arts) == sorted(
+        (s, "actor_rollout_ref", "actor-update") for s in STEPS for _ in range(2))
+    assert {(s.step, s.boundary) for src in res.sources for s in src.steps} == {
+        (s, "file_name") for s in STEPS}
+    assert res.choice.step == 2
+    rows = [r for r in res.rows["phases"] if r["step"] == 2]
+    step2 = {a.rel for a in arts if a.step == 2}
+    assert {r["source"] for r in rows} == step2
+    for rel in step2:   # each window: its own two mini-batches, as the raw file holds them
+        raw = annotation_counts(next(a.path for a in arts if a.rel == rel))
+        assert not any(n.startswith("ProfilerStep#") for n in raw)
+        assert [r["instances"] for r in rows if r["source"] == rel and r["path"] == "update_mini_batch"] == [
+            raw["update_mini_batch"]] == [2]
