@@ -285,3 +285,41 @@ def test_verl_09_schedule_windows_are_parts_of_their_step(tmp_path):
         assert not any(n.startswith("ProfilerStep#") for n in raw)
         assert [r["instances"] for r in rows if r["source"] == rel and r["path"] == "update_mini_batch"] == [
             raw["update_mini_batch"]] == [2]
+
+
+# ----------------------------------------------------------------------------------------------
+# verl's out-of-memory snapshots
+# ----------------------------------------------------------------------------------------------
+
+
+def test_oom_snapshot_is_the_memory_at_the_failure(tmp_path):
+    """verl's OOM observer (`TorchMemoryProfiler._attach_oom_observer`) dumps
+    `oom_<%Y%m%d-%H%M%S-%f>/torch_memory_oom_rank<R>_pid<P>.pickle` (verl/utils/memory_utils.py
+    `dump_memory_snapshot(tag="torch_memory_oom", sub_dir=...)`, the name reproduced by hand). A
+    real H200 snapshot placed there numbers no step; the window line says what it is, with the
+    allocator's state at the failure (its segments, summed here from the pickle)."""
+    import pickle
+
+    from testdata import DATA, data_path
+
+    snap_path = data_path("h200-torch-2.11/step2/torch_memory_rank0_pid804.pickle")
+    oom = tmp_path / "profile" / "oom_20261202-085630-123456" / "torch_memory_oom_rank0_pid804.pickle"
+    oom.parent.mkdir(parents=True)
+    shutil.copyfile(snap_path, oom)
+    for trace in sorted((DATA / "h200-torch-2.11").glob("*.json.gz")):
+        shutil.copyfile(trace, tmp_path / "profile" / trace.name)
+    res = gather([tmp_path / "profile"], with_hashes=False)
+    items = [(a.path, identity_from_artifact(a)) for a in res.artifacts]
+    assert [i.scope for _p, i in items if i.source_kind == "memory"] == ["oom"]
+    out = summarize_sources(items, SummarizeOptions())
+    mem = next(src for src in out.sources if src.ident.source_kind == "memory")
+    assert mem.steps == () and out.choice.step == 2
+    assert sorted({s.step for src in out.sources for s in src.steps}) == [1, 2, 3]
+    with open(snap_path, "rb") as f:
+        segs = pickle.load(f)["segments"]
+    alloc = sum(s["allocated_size"] for s in segs) / 2**30
+    reserved = sum(s["total_size"] for s in segs) / 2**30
+    assert (f"out of memory: oom_20261202-085630-123456/torch_memory_oom_rank0_pid804.pickle is the memory at a "
+            f"failure, not a profiled step (cuda:0 {alloc:.2f} GiB allocated of {reserved:.2f} GiB reserved)"
+            ) in out.choice.reason
+    assert not [r for r in out.rows["phases"] if r["source_kind"] == "memory"]

@@ -75,4 +75,5 @@ def identity_from_artifact(a: Any) -> SourceIdentity:
         world_size=getattr(a, "world_size", None),
         token_window=next((n.split("=", 1)[1] for n in getattr(a, "notes", ()) if n.startswith("token_window=")),
                           None),
-        process=process_key(a) if source_kind == "torch" else None, scope=getattr(a, "scope", None))
+        process=process_key(a) if source_kind == "torch" else None,
+        scope="oom" if source_kind == "memory" and "oom" in getattr(a, "notes", ()) else getattr(a, "scope", None))

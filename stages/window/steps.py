@@ -240,6 +240,9 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
 PARAM_SYNC_RANGE = "timing_s/param_sync"
 
 
+#: The note an out-of-memory snapshot carries (verl's OOM observer, `oom_<timestamp>/`): the
+#: memory at a failure, not a profiled step; the window line reads it.
+OOM_NOTE = "out of memory:"
 #: The note a source carries for a weight sync that closed no training step (window line reads it).
 RESYNC_NOTE = "fully-async re-sync:"
 
@@ -626,6 +629,9 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
     if any(s.boundary == "param_sync" for s in all_spans if s.step == chosen):
         reason += (f"; fully-async: step {chosen} is parameter version {chosen}, from the weight sync before "
                    f"it to the end of its own ({PARAM_SYNC_RANGE})")
+    ooms = sorted({n for src in sources for n in src.notes if n.startswith(OOM_NOTE)})
+    if ooms:
+        reason += "; " + "; ".join(ooms)
     resyncs = sorted({n for src in sources for n in src.notes if n.startswith(RESYNC_NOTE)})
     if resyncs:
         reason += "; " + "; ".join(resyncs)
