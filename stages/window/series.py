@@ -3,8 +3,9 @@ step each one is. The ONE place a capture's position in its series becomes a ste
 
 Why: verl starts and stops a profiler once per profiled step, and most of what it writes names no
 step: nsys writes `worker_process_<pid>.<k>` per capture range; the rollout engines (vLLM, SGLang)
-write one trace per profiled step and GPU under a timestamp or an id (`ray_trainer.py`
-`_start_profiling` / `_stop_profiling` -> `start_profile` / `stop_profile` of the async servers);
+write one trace per profiled step and GPU under a timestamp or an id (`RayPPOTrainer.fit`:
+`llm_server_manager.start_profile()` / `stop_profile()` around `generate_sequences`, reaching the
+async servers' `start_profile` / `stop_profile`);
 verl 0.8's discrete mode writes one `<role>/prof_rank-<R>_<pid>_<ts>.json.gz` per stage call. Read
 one by one, every such file is "the whole capture, step 1", and a run of three profiled steps sums
 three steps' work into step 1. So the files are numbered as a series, by one rule:
