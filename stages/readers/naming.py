@@ -13,7 +13,8 @@ Names mirrored from verl 0.9.1:
 - `verl/utils/profiler/torch_profile.py` (`build_trace_basename`):
   `[prefix_][scope_][step<N>_]rank<R>[-of-<W>][_tp..-pp..-dp..-cp..]_pid<P>_<ts>[_mb<a>[-<b>]|_part<i>].json.gz`
   where every part is sanitised (`[^0-9A-Za-z.=+-]+` -> `-`, so `actor_rollout_ref` becomes
-  `actor-rollout-ref`); older verl wrote `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`.
+  `actor-rollout-ref`); verl 0.8 wrote `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`, verl 0.7
+  `[prefix_]prof_rank-<r>.json.gz` (docs/verl_outputs.md lists every name with its writer).
 - `verl/utils/profiler/config.py`: rollout engines write into `agent_loop_rollout_replica_<r>/`,
   relocated as `rollout-replica<r>[-globalrank<g>]_<engine name>`.
 - `verl/utils/profiler/torch_memory_profile.py` + `memory_utils.py`:
@@ -314,7 +315,8 @@ def _b_torch_verl(m: re.Match[str]) -> NameInfo:
                     step=_int(m["step"]), timestamp=m["ts"], notes=tuple(notes))
 
 
-# Older verl: save_path/<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz (prefix unsanitised).
+# verl 0.8: save_path/<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz (prefix unsanitised), one file per
+# profiled call (a step, or a stage call in discrete mode): window/series.py numbers them.
 _TORCH_VERL_OLD = re.compile(
     r"(?:^|/)(?:(?P<dir>[^/]+)/)?(?:(?P<prefix>[^/]+?)_)?prof_rank-(?P<rank>\d+)_(?P<pid>\d+)_(?P<ts>\d+)"
     r"(?:_(?:cycle|part)(?P<part>\d+))?\.json(?:\.gz)?$")
@@ -480,7 +482,7 @@ PATTERNS: tuple[NamePattern, ...] = (
             ("actor_update/prof_rank-0_1_20250101120000123.json", {"role": "actor"}),
         ),
         not_examples=("e2e/prof_rank0_1_2.json.gz", "e2e/prof_rank-0_1.json.gz", "prof_rank-a_1_2.json.gz"),
-        doc="verl <= 0.6 get_torch_profiler: `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`."),
+        doc="verl 0.8 get_torch_profiler: `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`, one file per profiled call."),
     NamePattern(
         "torch_verl_phase", _TORCH_VERL_PHASE, _b_torch_verl_phase,
         examples=(
