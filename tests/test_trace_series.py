@@ -27,7 +27,8 @@ from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.gather import gather
 from verlprof.stages.summarize import SummarizeOptions
 from verlprof.stages.window.identity import identity_from_artifact
-from verlprof.stages.window.steps import identity_from_path, nsys_source_steps, run_window
+from verlprof.stages.window.choice import run_window
+from verlprof.stages.window.steps import identity_from_path, nsys_source_steps
 
 
 @pytest.fixture(scope="session")

@@ -36,8 +36,9 @@ Step boundaries, by source:
 
 Per-source discovery is a plain picklable function (`torch_steps.source_steps_item`, every format)
 so the pipeline runs it anywhere; choosing is one cheap pure function over all sources
-(`pick_window`: numbering, `choose_window`, and each source's spans of the chosen step), which every
-caller uses. A whole capture (no markers) runs from its first event to the end of the GPU work it
+(`choice.pick_window`: numbering here, `choose_window`, and each source's spans of the chosen
+step), which every caller uses. Files that name no step are numbered as their process's series
+(series.py). A whole capture (no markers) runs from its first event to the end of the GPU work it
 launched; a source with no GPU work and no ranges makes the window line say there is nothing to
 summarize.
 """
@@ -46,7 +47,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -54,9 +55,8 @@ from ..core.errors import VerlprofError
 from ..core.phases import UNSTEADY_STAGES, step_marker, verl_stage
 from ..readers.nsys_sqlite import NsysExport, NvtxRanges
 from .identity import identity_from_artifact, identity_from_path  # noqa: F401 - their old home
-from .series import (capture_orders, capture_series, capture_step, number_trace_series,
-                     numbering_note, series_numbers)
-from .types import DEFAULT_STEP, SourceIdentity, StepArg, StepSpan, WindowChoice
+from .series import capture_orders, capture_series, capture_step, number_trace_series, series_numbers
+from .types import SourceIdentity, StepSpan
 
 # NVTX domains of libraries (cuBLAS, NCCL ...): their ranges are not verl phases.
 LIBRARY_DOMAINS = frozenset({
@@ -533,157 +533,3 @@ def _flag_unsteady(src: SourceSteps) -> SourceSteps:
         flags = {u.name for u in src.unsteady if s.start_ns <= u.start_ns < s.end_ns}
         steps.append(replace(s, flags=tuple(sorted(set(s.flags) | flags))) if flags else s)
     return replace(src, steps=tuple(steps))
-
-
-# ----------------------------------------------------------------------------------------------
-# Choosing
-# ----------------------------------------------------------------------------------------------
-
-
-def is_empty(src: SourceSteps) -> bool:
-    """A source with nothing to summarize: no ranges and no GPU work (an idle capture range, a
-    report of a process that never reached CUDA or NVTX)."""
-    return src.span is None and not src.gpu_spans and not src.steps
-
-
-def step_walls(sources: Iterable[SourceSteps]) -> dict[int, int]:
-    """Step number -> wall ns: the longest span any source saw for that step."""
-    walls: dict[int, int] = {}
-    for src in sources:
-        for s in src.steps:
-            walls[s.step] = max(walls.get(s.step, 0), s.wall_ns)
-    return walls
-
-
-def _fmt_ms(ns: int) -> str:
-    ms = ns / 1e6
-    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.1f} ms"
-
-
-def _listing(nums: Sequence[int], walls: dict[int, int], most: int = 8) -> str:
-    """`1: 4182 ms, 2: 223 ms, ...`: every step up to `most`, else the first and last few and how
-    many lie between (a capture of hundreds of steps must still read as one line)."""
-    def one(n: int) -> str:
-        return f"{n}: {_fmt_ms(walls[n])}"
-    if len(nums) <= most:
-        return ", ".join(one(n) for n in nums)
-    head, tail = nums[: most // 2], nums[-(most // 2):]
-    return f"{', '.join(map(one, head))}, ... {len(nums) - len(head) - len(tail)} more ..., {', '.join(map(one, tail))}"
-
-
-def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> WindowChoice:
-    """Pick the steady-state step for the whole run and explain it in one line."""
-    walls = step_walls(sources)
-    all_spans = tuple(s for src in sources for s in src.steps)
-    if not walls:
-        empty = [src for src in sources if is_empty(src)]
-        if empty and len(empty) == len(sources):
-            what = empty[0].ident.source if len(empty) == 1 else f"any of its {len(empty)} sources"
-            return WindowChoice(None, f"nothing to summarize: no GPU work and no ranges in {what}",
-                                all_spans, ("the capture holds no GPU work and no ranges",))
-        extra = f"; {len(empty)} of {len(sources)} sources hold no GPU work and no ranges" if empty else ""
-        return WindowChoice(None, "no step boundaries found (no step ranges, capture ranges or step names)"
-                            + extra, all_spans, ("no steps found",))
-    nums = sorted(walls)
-    listing = _listing(nums, walls)
-    warnings: list[str] = []
-    if all(s.boundary == "whole_file" for s in all_spans):
-        chosen = nums[0]
-        reason = f"the whole capture ({_fmt_ms(walls[chosen])}, labelled step {chosen}): {NO_MARKERS}"
-    elif nums == [1]:
-        # the lightest footprint doctor offers: said as a choice, not warned about as a surprise
-        chosen = 1
-        reason = (f"step 1, a warm-up step, on purpose: the only profiled step ({listing}); profile steps "
-                  "[1,2,3] with trainer.total_training_steps=3 for the steady-state step 2")
-    elif len(nums) == 1:
-        chosen = nums[0]
-        warnings.append(f"only one step was profiled (step {chosen}): it may include warm-up costs")
-        reason = f"step {chosen}: the only profiled step ({listing})"
-    elif step == "auto":
-        later = nums[1:]
-        ordered = sorted(later, key=lambda n: (walls[n], n))
-        chosen = ordered[(len(ordered) - 1) // 2]
-        reason = (f"step {chosen}: median duration ({_fmt_ms(walls[chosen])}) of the steps after the first "
-                  f"({listing})")
-    else:
-        want = int(step)
-        if want not in walls:
-            if step == DEFAULT_STEP and want == DEFAULT_STEP:
-                later = nums[1:] or nums
-                ordered = sorted(later, key=lambda n: (walls[n], n))
-                chosen = ordered[(len(ordered) - 1) // 2]
-                reason = (f"step {chosen}: step {want} was not profiled, so the median-duration step "
-                          f"after the first ({listing})")
-            else:
-                raise VerlprofError(None, f"step {want} was not profiled; profiled steps: {listing}")
-        else:
-            chosen = want
-            how = "default" if want == DEFAULT_STEP else "--step"
-            extra = f"; step {nums[0]} warms up" if nums[0] < chosen else ""
-            reason = f"step {chosen} ({how}, {_fmt_ms(walls[chosen])}{extra}; profiled: {listing})"
-    # Where the step number is not the marker's own (ProfilerStep#5 is step 6), say which marker it is.
-    labels = sorted({s.label for s in all_spans if s.step == chosen and s.label
-                     and s.boundary in ("profiler_step", "step_range")})
-    if labels:
-        reason += f"; marked by {', '.join(labels[:3])}"
-    if any(s.boundary == "param_sync" for s in all_spans if s.step == chosen):
-        reason += (f"; fully-async: step {chosen} is parameter version {chosen}, from the weight sync before "
-                   f"it to the end of its own ({PARAM_SYNC_RANGE})")
-    ooms = sorted({n for src in sources for n in src.notes if n.startswith(OOM_NOTE)})
-    if ooms:
-        reason += "; " + "; ".join(ooms)
-    resyncs = sorted({n for src in sources for n in src.notes if n.startswith(RESYNC_NOTE)})
-    if resyncs:
-        reason += "; " + "; ".join(resyncs)
-    reason += numbering_note(sources, chosen)
-    windows = sorted({src.ident.token_window for src in sources if src.ident.token_window
-                      and any(s.step == chosen for s in src.steps)})
-    if windows:
-        said = ", ".join(f"{w.split('-')[0] or 'the first'} to {w.split('-')[1] or 'the last'}" for w in windows)
-        reason += (f"; the rollout engine traces hold response tokens {said} only (profile_token_start/end), "
-                   "not the whole generation")
-    unmatched = [src for src in sources if any(n.startswith(STEP_RANGE_UNMATCHED) for n in src.notes)]
-    if unmatched:
-        pattern = next(n for n in unmatched[0].notes if n.startswith(STEP_RANGE_UNMATCHED))
-        pattern = pattern[len(STEP_RANGE_UNMATCHED):].strip()
-        used = sorted({s.boundary for src in unmatched for s in src.steps}) or ["none"]
-        reason += (f"; --step-range {pattern} matched no range in {len(unmatched)} of {len(sources)} sources "
-                   f"(their steps: {', '.join(used)})")
-    flags = sorted({f for s in all_spans if s.step == chosen for f in s.flags})
-    if flags:
-        warnings.append(f"step {chosen} contains {', '.join(flags)} ranges: not a steady-state step")
-    return WindowChoice(chosen, reason, all_spans, tuple(warnings))
-
-
-def window_spans(src: SourceSteps, step: int | None) -> list[StepSpan]:
-    """The spans of `step` in one source (one per process; empty when the source lacks it)."""
-    if step is None:
-        return []
-    return [s for s in src.steps if s.step == step]
-
-
-@dataclass(frozen=True)
-class ChosenWindow:
-    """The window of a run: every source's steps numbered across the run, the one step chosen
-    (with its one line why), and each source's spans of that step."""
-
-    sources: tuple[SourceSteps, ...]
-    choice: WindowChoice
-
-    def spans_of(self, i: int) -> list[StepSpan]:
-        """Source i's spans of the chosen step (one per process; empty when it lacks the step)."""
-        return window_spans(self.sources[i], self.choice.step)
-
-
-def pick_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> ChosenWindow:
-    """THE function that chooses the window, for collect, `window`, `summarize` and a lone
-    source alike: number the steps across all sources (`resolve_steps`), choose one step
-    (`choose_window`), and hand each source's spans of it (`ChosenWindow.spans_of`)."""
-    resolved = resolve_steps(sources)
-    return ChosenWindow(tuple(resolved), choose_window(resolved, step))
-
-
-def run_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> tuple[list[SourceSteps], WindowChoice]:
-    """`pick_window` as the (sources, choice) pair older callers unpack."""
-    w = pick_window(sources, step)
-    return list(w.sources), w.choice
