@@ -324,3 +324,28 @@ def test_oom_snapshot_is_the_memory_at_the_failure(tmp_path):
             f"failure, not a profiled step (cuda:0 {alloc:.2f} GiB allocated of {reserved:.2f} GiB reserved)"
             ) in out.choice.reason
     assert not [r for r in out.rows["phases"] if r["source_kind"] == "memory"]
+
+
+def test_collect_publishes_the_series_steps(engine_traces, tmp_path):
+    """`verlprof collect` of relocated SGLang traces with `global_profiler.steps=[5, 10, 15]`: the
+    bundle's steps are 5, 10 and 15 by trace order, step 10's rows are the step-2 traces' (one
+    step's `execute_model` each), and the manifest's window line says which rule numbered them."""
+    import pandas as pd
+    from typer.testing import CliRunner
+    from verlprof.pipeline.cli import app
+
+    run = tmp_path / "run"
+    _lay_out("sglang", engine_traces, run, True, token_window=False)
+    _write_config(run, _config((5, 10, 15)))
+    out = tmp_path / "bundle"
+    res = CliRunner().invoke(app, ["collect", str(run), "-o", str(out), "--work", str(tmp_path / "work"),
+                                   "--jobs", "1"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    steps = pd.read_parquet(out / "summaries" / "steps.parquet")
+    assert sorted(set(steps["step"])) == [5, 10, 15] and set(steps["boundary"]) == {"trace_order"}
+    assert len(steps) == 12 and set(steps.loc[steps["chosen"], "step"]) == {10}
+    phases = pd.read_parquet(out / "summaries" / "phases.parquet")
+    mine = phases[phases["path"] == "execute_model"]
+    assert sorted(mine["rank"]) == [0, 1, 2, 3] and set(mine["step"]) == {10} and set(mine["instances"]) == {4}
+    window = json.loads((out / "manifest.json").read_text())["window"]
+    assert window["step"] == 10 and "global_profiler.steps[k-1] of the run's config ([5, 10, 15])" in window["reason"]
