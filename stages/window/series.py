@@ -72,16 +72,25 @@ def numbering_rule(profiled_steps: Sequence[int] | None) -> str:
     return "the k-th is step k (no global_profiler.steps in a run config)"
 
 
+#: Boundaries of steps a capture-range series (nsys) numbered.
+_CAPTURE_BOUNDARIES = frozenset({"capture_range", "discrete"})
+
+
 def numbering_note(sources: Sequence[SourceSteps], chosen: int | None) -> str:
     """`; ...` for the window line when series numbering gave the chosen step, else ''."""
+    said = []
     idents = [src.ident for src in sources if any(s.step == chosen and s.boundary == TRACE_ORDER
                                                   for s in src.steps)]
-    if not idents:
-        return ""
-    ps = next((i.profiled_steps for i in idents if i.profiled_steps), None)
-    what = sorted({i.role or "unknown role" for i in idents})
-    return (f"; {', '.join(what)} traces name no step: each process's traces in start order are its "
-            f"profiled steps, {numbering_rule(ps)}")
+    if idents:
+        ps = next((i.profiled_steps for i in idents if i.profiled_steps), None)
+        what = sorted({i.role or "unknown role" for i in idents})
+        said.append(f"{', '.join(what)} traces name no step: each process's traces in start order are its "
+                    f"profiled steps, {numbering_rule(ps)}")
+    if any(s.step == chosen and s.boundary in _CAPTURE_BOUNDARIES for src in sources for s in src.steps):
+        said.append("capture-range reports numbered in session-start order per process (a report, or in "
+                    "discrete mode a run of stage calls, per profiled step; the k-th is "
+                    "global_profiler.steps[k-1] where gather found the run's config, else step k)")
+    return "".join(f"; {s}" for s in said)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ the file. A trace's `user_annotation` ranges become `NvtxRanges` (globalTid = pi
 nsys packs them) and go through `steps.source_steps_from_ranges`, the nsys rule set. Then, per
 torch trace: `--step-range` matches win; else the `step<N>` of the file name (verl's torch traces
 hold one step each, and verl calls `profiler.step()` per mini-batch, so its ProfilerStep#N are not
-RL steps); else the markers; else the whole file. A step without markers spans the trace's ranges
+RL steps); else the markers; else the whole file, which `series.py` numbers afterwards as its
+process's k-th profiled step when the process wrote several (rollout engines, verl 0.8). A step without markers spans the trace's ranges
 (else the profiler's own span, else its GPU work). The summarizer builds its model from the same
 `trace_ranges`, so a span's pid is the model's pid.
 

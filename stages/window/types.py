@@ -66,7 +66,8 @@ class StepSpan:
     """One RL step found in one source, on the absolute UTC time axis (ns since the epoch).
 
     `boundary` says how it was found: nvtx_step | capture_range | file_name | discrete |
-    snapshot_dir | stage_sequence | profiler_step. `flags` carries warnings such as
+    snapshot_dir | stage_sequence | profiler_step | step_name | step_range | aligned | param_sync |
+    trace_order (the k-th trace of its process: window/series.py) | whole_file. `flags` carries warnings such as
     `save_checkpoint` or `testing` when such ranges lie inside the step.
     """
 
