@@ -248,6 +248,7 @@ def test_fully_async_tail_resync_is_not_a_version(tmp_path):
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events at the end of each cycle")
 def test_verl_09_schedule_windows_are_parts_of_their_step(tmp_path):
     """verl 0.9.1's `get_torch_profiler(schedule=..., name_mini_batch_window=True)` (as
     `DistProfiler.annotate(scheduled=True)` calls it for the update stage), driven by one
