@@ -294,37 +294,62 @@ def test_verl_09_schedule_windows_are_parts_of_their_step(tmp_path):
 # ----------------------------------------------------------------------------------------------
 
 
-def test_oom_snapshot_is_the_memory_at_the_failure(tmp_path):
+def _oom_run(tmp_path: Path) -> tuple[Path, str]:
     """verl's OOM observer (`TorchMemoryProfiler._attach_oom_observer`) dumps
     `oom_<%Y%m%d-%H%M%S-%f>/torch_memory_oom_rank<R>_pid<P>.pickle` (verl/utils/memory_utils.py
-    `dump_memory_snapshot(tag="torch_memory_oom", sub_dir=...)`, the name reproduced by hand). A
-    real H200 snapshot placed there numbers no step; the window line says what it is, with the
-    allocator's state at the failure (its segments, summed here from the pickle)."""
+    `dump_memory_snapshot(tag="torch_memory_oom", sub_dir=...)`, the name reproduced by hand): a
+    real H200 snapshot placed there, beside the run's three real torch traces. Returns the folder
+    and what must be said of the snapshot (its segments, summed here from the pickle)."""
     import pickle
 
     from testdata import DATA, data_path
 
     snap_path = data_path("h200-torch-2.11/step2/torch_memory_rank0_pid804.pickle")
-    oom = tmp_path / "profile" / "oom_20261202-085630-123456" / "torch_memory_oom_rank0_pid804.pickle"
-    oom.parent.mkdir(parents=True)
-    shutil.copyfile(snap_path, oom)
+    rel = "oom_20261202-085630-123456/torch_memory_oom_rank0_pid804.pickle"
+    root = tmp_path / "profile"
+    (root / rel).parent.mkdir(parents=True)
+    shutil.copyfile(snap_path, root / rel)
     for trace in sorted((DATA / "h200-torch-2.11").glob("*.json.gz")):
-        shutil.copyfile(trace, tmp_path / "profile" / trace.name)
-    res = gather([tmp_path / "profile"], with_hashes=False)
+        shutil.copyfile(trace, root / trace.name)
+    with open(snap_path, "rb") as f:
+        segs = pickle.load(f)["segments"]
+    alloc = sum(s["allocated_size"] for s in segs) / 2**30
+    reserved = sum(s["total_size"] for s in segs) / 2**30
+    return root, (f"out of memory: {rel} is the memory at a failure, not a profiled step "
+                  f"(cuda:0 {alloc:.2f} GiB allocated of {reserved:.2f} GiB reserved)")
+
+
+def test_oom_snapshot_is_the_memory_at_the_failure(tmp_path):
+    """An OOM snapshot numbers no step; the window line says what it is."""
+    root, said = _oom_run(tmp_path)
+    res = gather([root], with_hashes=False)
     items = [(a.path, identity_from_artifact(a)) for a in res.artifacts]
     assert [i.scope for _p, i in items if i.source_kind == "memory"] == ["oom"]
     out = summarize_sources(items, SummarizeOptions())
     mem = next(src for src in out.sources if src.ident.source_kind == "memory")
     assert mem.steps == () and out.choice.step == 2
     assert sorted({s.step for src in out.sources for s in src.steps}) == [1, 2, 3]
-    with open(snap_path, "rb") as f:
-        segs = pickle.load(f)["segments"]
-    alloc = sum(s["allocated_size"] for s in segs) / 2**30
-    reserved = sum(s["total_size"] for s in segs) / 2**30
-    assert (f"out of memory: oom_20261202-085630-123456/torch_memory_oom_rank0_pid804.pickle is the memory at a "
-            f"failure, not a profiled step (cuda:0 {alloc:.2f} GiB allocated of {reserved:.2f} GiB reserved)"
-            ) in out.choice.reason
+    assert said in out.choice.reason
     assert not [r for r in out.rows["phases"] if r["source_kind"] == "memory"]
+
+
+def test_collect_says_the_oom_snapshot_and_puts_it_in_no_step(tmp_path):
+    """collect attaches a step's snapshot to its phases; an OOM snapshot is skipped with what it
+    holds as its reason, and no row of step 2 carries its memory."""
+    import pandas as pd
+    from typer.testing import CliRunner
+    from verlprof.pipeline.cli import app
+
+    root, said = _oom_run(tmp_path)
+    out = tmp_path / "bundle"
+    res = CliRunner().invoke(app, ["collect", str(root), "-o", str(out), "--work", str(tmp_path / "work"),
+                                   "--jobs", "1"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    arts = {a["rel"]: a for a in json.loads((out / "manifest.json").read_text())["artifacts"]}
+    oom = arts["oom_20261202-085630-123456/torch_memory_oom_rank0_pid804.pickle"]
+    assert (oom["status"], oom["reason"]) == ("skipped", said)
+    phases = pd.read_parquet(out / "summaries" / "phases.parquet")
+    assert set(phases["source_kind"]) == {"torch"} and phases["mem_peak_bytes"].isna().all()
 
 
 def test_collect_publishes_the_series_steps(engine_traces, tmp_path):
