@@ -345,6 +345,18 @@ def _b_torch_verl_phase(m: re.Match[str]) -> NameInfo:
                     notes=("rewritten each profiled call: holds the last one",))
 
 
+# verl 0.5 / 0.6 (`verl/utils/profiler/profile.py` Profiler.save, used by megatron_actor's update_policy):
+# `<save_path>/prof_start_<a>_end_<b>_rank_<R>.json`, one file per rank and run: a torch.profiler
+# schedule over the update's mini-batches a..b (`prof.step()` per mini-batch) of the first
+# update_policy call (then `stop_trace`), so RL step 1; its ProfilerStep#N count mini-batches.
+_TORCH_VERL_05 = re.compile(r"(?:^|/)prof_start_(?P<a>\d+)_end_(?P<b>\d+)_rank_(?P<rank>\d+)\.json$")
+
+
+def _b_torch_verl_05(m: re.Match[str]) -> NameInfo:
+    return NameInfo(ArtifactKind.TORCH_TRACE, "torch_verl_05", role="actor", scope="update_policy",
+                    rank=int(m["rank"]), step=1, notes=(f"mini_batches={m['a']}-{m['b']}",))
+
+
 # torch.profiler.tensorboard_trace_handler: `<worker_name>.<ms>.pt.trace.json[.gz]`, whose default
 # worker name is `<host>_<pid>`.
 _TENSORBOARD = re.compile(r"(?:^|/)(?P<worker>[^/]+)\.(?P<ts>\d+)\.pt\.trace\.json(?:\.gz)?$")
@@ -494,6 +506,13 @@ PATTERNS: tuple[NamePattern, ...] = (
         ),
         not_examples=("e2e/prof_rank0.json.gz", "e2e/prof_rank-a.json.gz", "e2e/prof_rank-0.json.gz.tmp"),
         doc="verl 0.7 / early-2026 get_torch_profiler: `<role>/[<prefix>_]prof_rank-<R>.json.gz`."),
+    NamePattern(
+        "torch_verl_05", _TORCH_VERL_05, _b_torch_verl_05,
+        examples=(("profile/prof_start_1_end_3_rank_0.json", {"rank": 0, "role": "actor", "step": 1,
+                                                             "notes": ("mini_batches=1-3",)}),
+                  ("prof_start_0_end_2_rank_7.json", {"rank": 7, "scope": "update_policy"})),
+        not_examples=("prof_start_1_end_3_rank_0.json.gz", "prof_start_1_rank_0.json", "prof_start_a_end_3_rank_0.json"),
+        doc="verl 0.5 / 0.6 Profiler.save: `prof_start_<a>_end_<b>_rank_<R>.json` (update mini-batches a..b of step 1)."),
     NamePattern(
         "torch_tensorboard", _TENSORBOARD, _b_tensorboard,
         examples=(("node1_4242.1764660000000.pt.trace.json.gz", {"host": "node1", "pid": 4242}),
