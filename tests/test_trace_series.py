@@ -2,7 +2,8 @@
 
 verl's trainer starts and stops the rollout engines' profiler once per profiled step
 (`RayPPOTrainer.fit`: `llm_server_manager.start_profile()` / `stop_profile()` around
-`generate_sequences`, reaching the async servers' `start_profile` / `stop_profile`), so each engine GPU writes one trace per profiled step with no step in its name.
+`generate_sequences`, reaching the async servers' `start_profile` / `stop_profile`), so each
+engine GPU writes one trace per profiled step with no step in its name.
 Here: real torch CPU traces (tests/verl_writers.py, made once per session), 3 profiled steps,
 2 replicas x TP 2, laid out where verl 0.9.1's own functions put them (`rollout_trace_dir`,
 `build_vllm_profiler_args`, `build_sglang_profiler_args`, `relocate_rollout_traces`, called after

@@ -162,8 +162,8 @@ def number_trace_series(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
         ps = next((sources[j].ident.profiled_steps for j in members if sources[j].ident.profiled_steps), None)
         if len(members) == 1 and not ps:
             continue
-        if not _disjoint_spans([(min(s.start_ns for s in sources[j].steps), max(s.end_ns for s in sources[j].steps))
-                                for j in members]):
+        spans = [(_start(sources[j]), max(s.end_ns for s in sources[j].steps)) for j in members]
+        if not _disjoint_spans(spans):
             continue
         groups = _step_groups(sources, members)
         nums = step_numbers(max(groups) + 1, ps)
