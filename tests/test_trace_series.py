@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 from testdata import data_path
-from verl_writers import (REPLICAS, STAGES, STEPS, TP, RawTrace, annotation_counts, place, profile_engine_steps,
-                          profile_stage_calls)
+from verl_writers import (REPLICAS, STAGES, STEPS, TP, RawTrace, annotation_counts, op_counts, place,
+                          profile_engine_steps, profile_stage_calls)
 from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.gather import gather
 from verlprof.stages.summarize import SummarizeOptions
@@ -376,3 +376,9 @@ def test_collect_publishes_the_series_steps(engine_traces, tmp_path):
     assert sorted(mine["rank"]) == [0, 1, 2, 3] and set(mine["step"]) == {10} and set(mine["instances"]) == {4}
     window = json.loads((out / "manifest.json").read_text())["window"]
     assert window["step"] == 10 and "global_profiler.steps[k-1] of the run's config ([5, 10, 15])" in window["reason"]
+    # the published window traces: the four step-2 traces, each with one step's ops (8 aten::mm,
+    # where a rank's three traces hold 24)
+    published = sorted(p for p in (out / "traces").glob("*.trace.json.gz") if p.name != "all_ranks.trace.json.gz")
+    raw = {t.path: op_counts(t.path)["aten::mm"] for t in engine_traces}
+    assert len(published) == 4 and all("1764660100" in p.name for p in published)   # step 2's SGLang ids
+    assert {op_counts(p)["aten::mm"] for p in published} == {raw[t.path] for t in engine_traces if t.step == 2} == {8}

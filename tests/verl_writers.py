@@ -60,6 +60,13 @@ def annotation_counts(path: Path) -> Counter:
     return Counter(e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation")
 
 
+def op_counts(path: Path) -> Counter:
+    """How many `cpu_op` events of each name (`aten::mm` ...) a trace holds (read from the file)."""
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    return Counter(e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+
+
 @dataclass(frozen=True)
 class RawTrace:
     """One real trace: the profiled step it holds, which replica and tensor-parallel rank ran it."""
