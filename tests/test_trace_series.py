@@ -382,3 +382,30 @@ def test_collect_publishes_the_series_steps(engine_traces, tmp_path):
     raw = {t.path: op_counts(t.path)["aten::mm"] for t in engine_traces}
     assert len(published) == 4 and all("1764660100" in p.name for p in published)   # step 2's SGLang ids
     assert {op_counts(p)["aten::mm"] for p in published} == {raw[t.path] for t in engine_traces if t.step == 2} == {8}
+
+
+def test_verl_07_scheduled_profiler_steps_are_mini_batches(tmp_path):
+    """verl 0.7's `Profiler` (`verl/utils/profiler/profile.py`) runs a `torch.profiler.schedule`
+    that `MegatronPPOActor.update_policy` steps once per mini-batch, and `_trace_handler` saves
+    `[<prefix>_]prof_rank-<R>.json.gz` into save_path (the name reproduced by hand; the class needs
+    torch.distributed). Its `ProfilerStep#N` ranges are mini-batches: the file is one step, not 4."""
+    import torch
+
+    save = tmp_path / "profile"
+    save.mkdir()
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=4, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+                                on_trace_ready=lambda p: p.export_chrome_trace(str(save / "actor_prof_rank-0.json.gz"))
+                                ) as prof:
+        for _mb in range(5):
+            with torch.profiler.record_function("update_mini_batch"):
+                x = torch.randn(16, 16)
+                (x @ x).sum()
+            prof.step()
+    raw = annotation_counts(save / "actor_prof_rank-0.json.gz")
+    assert sum(n.startswith("ProfilerStep#") for n in raw) == 4   # torch labels every mini-batch
+    arts, res = _summarize(save)
+    assert [(a.naming, a.rank) for a in arts] == [("torch_verl_phase", 0)]
+    assert [(s.step, s.boundary) for src in res.sources for s in src.steps] == [(1, "whole_file")]
+    rows = [r for r in res.rows["phases"] if r["path"].endswith("update_mini_batch")]
+    assert sum(r["instances"] for r in rows) == raw["update_mini_batch"] == 4

@@ -14,6 +14,10 @@ from typing import Any
 from .series import process_key
 from .types import SourceIdentity
 
+#: Namings whose writer steps the torch profiler per update mini-batch: verl 0.5 / 0.6 / 0.7's
+#: `Profiler` (`verl/utils/profiler/profile.py`, a `torch.profiler.schedule` driven by
+#: `MegatronPPOActor.update_policy`), whose ProfilerStep#N count mini-batches.
+_MINI_BATCH_STEPPERS = frozenset({"torch_verl_05", "torch_verl_phase"})
 _CAPTURE_RE = re.compile(r"^(?P<base>.+?)\.(?P<k>\d+)(?:\.nsys-rep|\.sqlite|\.qdstrm)?$")
 _STEP_IN_NAME = re.compile(r"(?:^|[^a-z])step[_-]?(\d+)(?:[^0-9]|$)", re.IGNORECASE)
 
@@ -76,4 +80,5 @@ def identity_from_artifact(a: Any) -> SourceIdentity:
         token_window=next((n.split("=", 1)[1] for n in getattr(a, "notes", ()) if n.startswith("token_window=")),
                           None),
         process=process_key(a) if source_kind == "torch" else None,
-        scope="oom" if source_kind == "memory" and "oom" in getattr(a, "notes", ()) else getattr(a, "scope", None))
+        scope="oom" if source_kind == "memory" and "oom" in getattr(a, "notes", ()) else getattr(a, "scope", None),
+        mini_batch_markers=getattr(a, "naming", None) in _MINI_BATCH_STEPPERS)

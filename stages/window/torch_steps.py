@@ -120,6 +120,10 @@ def trace_source_steps(data: TraceData, ident: SourceIdentity, path: str | Path,
     if step_range:
         notes.append(f"steps from the ranges --step-range {step_range!r} matches, numbered in order" if markers
                      else f"--step-range {step_range!r} matches no range of the trace")
+    if ident.mini_batch_markers and markers and not step_range and all(s.boundary == "profiler_step" for s in markers):
+        notes.append("ProfilerStep#N ranges count the writer's update mini-batches (verl's scheduled "
+                     "Profiler), not RL steps: the whole file is one step")
+        markers = []
     if markers and (step_range or hint is None):
         if any(s.boundary == "profiler_step" for s in markers):
             notes.append("steps from ProfilerStep#N ranges (they count profiler.step() calls from 0, so "

@@ -52,6 +52,9 @@ class SourceIdentity:
     # process's traces that name no step are numbered as its series (window/series.py).
     process: str | None = None
     scope: str | None = None
+    # Added later (additive): the writer calls profiler.step() per update mini-batch (verl 0.5-0.7's
+    # scheduled Profiler), so the trace's ProfilerStep#N ranges are mini-batches, not RL steps.
+    mini_batch_markers: bool = False
 
     def keys(self, step: int | None) -> dict[str, Any]:
         """The key columns (`source, source_kind, role, rank, pid, step`) of a summary row."""
