@@ -50,7 +50,8 @@ _EMAIL_VARS = frozenset({"EMAIL", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL", "WA
 # a person or their work: learned like user names, replaced as whole tokens wherever they occur.
 _NAME_KEYS = frozenset({"user", "username", "user_name", "export_user", "entity", "wandb_entity", "author",
                         "experiment_name", "project_name", "login", "owner"})
-_HOST_VARS = frozenset({"HOSTNAME", "HOST", "NODENAME", "SLURMD_NODENAME", "DEVICE_DISPLAY_NAME", "EXPORT_HOST"})
+_HOST_VARS = frozenset({"HOSTNAME", "HOST", "NODENAME", "SLURMD_NODENAME", "DEVICE_DISPLAY_NAME", "EXPORT_HOST",
+                        "MASTER_ADDR", "SLURM_SUBMIT_HOST"})
 _BULK_SECRET_NAME = re.compile(
     r"(?i)(?:token|secret|passw|pwd|apikey|api_key|access_key|credential|auth|cookie|session|private|bearer)"
     r"[A-Za-z0-9_.\-]*\"?\s*[=:]")
@@ -84,6 +85,25 @@ def hint_windows(text: str, hints: Iterable[str], before: int, after: int, limit
 
 
 _BULK_HOST_KEY = re.compile(r"\"(?:host_name|hostname|host)\"\s*:\s*\"([^\"\\]{1,255})\"")
+# Where a torch trace names who ran it and where (issue 39): env-style names (`USER=`, `"LOGNAME":`,
+# `SLURM_JOB_USER=`, `GIT_AUTHOR_NAME`, `WANDB_ENTITY` ...) in Kineto args, `Concrete Inputs`,
+# kwargs, frames and process/thread metadata, found case-sensitively (upper case is rare in a
+# trace, so the str.find passes cost little); the keys of `_NAME_KEYS` as JSON keys or in
+# assignments (`"user": `, `+wandb.entity=`), found in the lower-cased text; `user@host` prompts.
+_BULK_ID_HINTS = ("USER", "LOGNAME", "HOST", "NODENAME", "DEVICE_DISPLAY_NAME", "EMAIL", "AUTHOR", "COMMITTER",
+                  "WANDB_", "HOME", "MASTER_ADDR")
+_BULK_KEY_HINTS = tuple(sorted({f'"{k}"' for k in _NAME_KEYS} | {f"{k}=" for k in _NAME_KEYS}))
+_JSON_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\n", '\\"': '"'}
+
+
+def _unescape(raw: str) -> str:
+    """Raw JSON text with the escapes that separate env rows and quote values read (a window may
+    start inside a literal, so it is not decoded as JSON)."""
+    if "\\" not in raw:
+        return raw
+    for a, b in _JSON_ESCAPES.items():
+        raw = raw.replace(a, b)
+    return raw
 
 
 @dataclass
@@ -242,8 +262,32 @@ class IdentityCollector:
         for a, b in hint_windows(low, ("gpu-", "mig-"), 4, 64):
             for m in GPU_UUID_RE.finditer(text, a, b):
                 self.add_gpu(m.group("u"))
+        for a, b in hint_windows(text, _BULK_ID_HINTS, 64, 320):
+            self._feed_window(text[a:b])
+        for a, b in hint_windows(low, _BULK_KEY_HINTS, 64, 320):
+            self._feed_window(text[a:b])
+        for a, b in hint_windows(text, ("@",), 40, 260):
+            for m in _USER_AT_HOST.finditer(_unescape(text[a:b])):
+                self.add_user(m.group(1))
+                if "." not in m.group(2):      # a prompt's host; not an e-mail domain
+                    self.add_host(m.group(2))
         # Provider token shapes are not collected here: scrub and check find them by shape in
         # every artifact anyway, so propagating their values would only cost a pass per rule.
+
+    def _feed_window(self, raw: str) -> None:
+        """The assignments of a window of raw JSON text (`"LOGNAME": "v"`, `USER=v` inside a string
+        literal), and those inside each assigned value (`"name": "SLURM_JOB_USER=v"`: the JSON pair
+        holds the whole literal), with JSON escapes read (`USER=a\\nHOST=b`)."""
+        text = _unescape(raw)
+        if looks_like_env_block(text):
+            for n, v in parse_env_block(text):
+                self.add_pair(n, v)
+        for n, v, _s, _e in iter_assignments(text):
+            value = unquote(v)
+            self.add_pair(n, value)
+            if "=" in value or ":" in value:
+                for n2, v2, _s2, _e2 in iter_assignments(value):
+                    self.add_pair(n2, unquote(v2))
 
     def feed_obj(self, obj: Any, key: str | None = None, depth: int = 0) -> None:
         """Walk a decoded JSON/pickle structure: every key and string value (iterative-safe depth)."""
