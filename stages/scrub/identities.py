@@ -114,12 +114,16 @@ class Identities:
     users: set[str] = field(default_factory=set)
     secret_values: set[str] = field(default_factory=set)
     gpu_uuids: set[str] = field(default_factory=set)
+    # halves of a secret written across the inputs of consecutive ops (op_inputs.py): redacted
+    # whole wherever they appear in the bundle (kind `split_value`)
+    split_values: set[str] = field(default_factory=set)
 
     def merge(self, other: "Identities") -> "Identities":
         self.hosts |= other.hosts
         self.users |= other.users
         self.secret_values |= other.secret_values
         self.gpu_uuids |= other.gpu_uuids
+        self.split_values |= other.split_values
         return self
 
     def counts(self) -> dict[str, int]:
@@ -360,6 +364,7 @@ class Pseudonyms:
     secret_values: tuple[str, ...] = ()
     gpu_uuids: tuple[str, ...] = ()
     salt: str = ""
+    split_values: tuple[str, ...] = ()      # halves of split secrets (Identities.split_values)
 
     @classmethod
     def build(cls, identities: Iterable[Identities], salt: str, policy: Policy | None = None) -> "Pseudonyms":
@@ -380,7 +385,7 @@ class Pseudonyms:
         user_map = {u: f"user-{i}" for i, u in enumerate(users, 1)}
         values = sorted(merged.secret_values, key=lambda v: (-len(v), v))
         return cls(tuple(host_map.items()), tuple(user_map.items()), tuple(values),
-                   tuple(sorted(merged.gpu_uuids)), salt)
+                   tuple(sorted(merged.gpu_uuids)), salt, tuple(sorted(merged.split_values)))
 
     def host_map(self) -> dict[str, str]:
         return dict(self.hosts)

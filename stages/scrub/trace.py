@@ -20,7 +20,6 @@ that is passed through.
 """
 from __future__ import annotations
 
-import codecs
 import json
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -38,6 +37,7 @@ from .rules import KIND_UNKNOWN, REDACTED
 from .deny import denied_flag_items
 from .shapes import flag_value_items
 from .scrubber import LocationNames, Scrubber
+from .op_inputs import OpInputs, split_op_halves
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -429,16 +429,21 @@ def _opening(stream: ChromeTraceStream, ts: TraceScrubber) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 def find_trace_identities(path: Path, policy: Policy) -> Identities:
+    """What a trace names about who ran it and where (a regex pass over each batch's raw text, no
+    JSON decoding), and the halves of secrets split across the inputs of consecutive ops
+    (`op_inputs`, judged when the whole trace is read: pairs follow `ts`, not file order)."""
     col = IdentityCollector(policy)
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    tail = ""
-    for data in byte_chunks(path, 4 << 20):
-        text = tail + dec.decode(data)
-        if text:
-            col.feed_bulk(text)
-        tail = text[-8192:]
-    if rest := dec.decode(b"", final=True):
-        col.feed_bulk(tail + rest)
+    ops = OpInputs()
+    stream = ChromeTraceStream(path, require_events=False)
+    for batch in stream:
+        if batch.raw:
+            col.feed_bulk(batch.raw.decode("utf-8", "replace"))
+        ops.feed_batch(batch.raw, batch.events, lambda raw: loads_event(raw, path))
+    for members in (stream.head, stream.tail):   # distributedInfo, traceName, deviceProperties ...
+        if members:
+            col.feed_bulk(_dumps(members).decode("utf-8", "replace"))
+    if ops and policy.join_adjacent_nvtx:
+        col.ids.split_values |= split_op_halves(ops.pairs(), Scrubber(policy))
     return col.ids
 
 
