@@ -240,3 +240,51 @@ def test_a_token_split_across_consecutive_ops_is_redacted_whole_and_checked(tmp_
     text = gzip.decompress(off.read_bytes()).decode()
     assert all(h in text for h in (*CI_HALVES, *KW_HALVES))
     assert runner.invoke(app, ["check", str(src), "--no-local-env", "--policy", str(policy)]).exit_code == 0
+
+
+def _reference_inputs(doc: dict[str, Any]) -> dict[tuple[str, str], list[tuple[str, ...]]]:
+    """Per thread, the non-trivial string inputs of every op, ts order: every event decoded."""
+    from verlprof.stages.scrub.op_inputs import OpInputs
+    ref = OpInputs()
+    for ev in doc["traceEvents"]:
+        ref.feed_event(ev)
+    return {k: [items for _ts, _n, items in sorted(v)] for k, v in ref._threads.items()}
+
+
+def test_the_raw_scan_finds_the_inputs_a_full_decode_finds(tmp_path: Path) -> None:
+    """The byte-level scan (only lists that may hold text are decoded) against decoding every
+    event, on real traces with look-alike items planted: a `]` inside an item, an escaped quote,
+    booleans and numbers, a dict of kwargs, compact and spaced JSON."""
+    from verlprof.stages.readers.chrome_trace import ChromeTraceStream
+    from verlprof.stages.scrub.op_inputs import OpInputs
+    from verlprof.stages.scrub.trace import loads_event
+    tricky = [["", "[1, 2] by qzlorn"], ["", 'a\\"]b qzlorn'], ["", "True", "1e-05", "[768]"], ["[True, False]"],
+              ["", "cuda:0"], [["nested", "qz list"]]]
+    srcs = TRACES + [Path(data_path("kineto_public/hta_ddp_nccl_rank0.json"))]   # ours and a public one
+    for i, src in enumerate(srcs):
+        doc = _load(src) if src.name.endswith(".gz") else json.loads(src.read_bytes())
+        _plant_split(doc)
+        ops = _main_thread_ops(doc)
+        for j, items in enumerate(tricky):
+            ops[len(ops) // 4 + 2 * j]["args"]["Concrete Inputs"] = items
+        ops[len(ops) // 4 + 20]["args"]["kwargs"] = {"a": "qz kw", "b": 3}
+        path = tmp_path / f"t{i}.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":") if i % 2 else None).encode()))
+        scan = OpInputs()
+        for batch in ChromeTraceStream(path):
+            scan.feed_batch(batch.raw, batch.events, lambda raw: loads_event(raw, path))
+        got = {k: [items for _ts, _n, items in sorted(v)] for k, v in scan._threads.items()}
+        want = _reference_inputs(json.loads(gzip.decompress(path.read_bytes())))
+        assert got == want, (src.name, got, want)
+        assert any("qz kw" in items for v in got.values() for items in v)
+
+
+def test_real_captures_hold_no_split_value_and_name_no_one() -> None:
+    """No false positives: every torch trace of tests/data, as captured, teaches no split half,
+    and no user or host beyond the host key the straggler runs write (`vm`)."""
+    srcs = sorted(DATA.glob("*/*.json.gz")) + sorted(DATA.glob("*/*/*.json.gz"))
+    srcs += [data_path(str(p.relative_to(DATA))[:-3]) for p in sorted(DATA.rglob("*.json.xz"))]
+    assert len(srcs) >= 20
+    for src in srcs:
+        ids = find_identities(src, "torch_trace", POLICY)
+        assert not ids.split_values and not ids.users and ids.hosts <= {"vm"}, (src, ids)

@@ -26,12 +26,14 @@ from .scrubber import Scrubber
 
 # The args keys whose values are an op's inputs as written by the caller.
 INPUT_KEYS = ("Concrete Inputs", "kwargs")
-_KEY_RE = re.compile(rb'"(?:Concrete Inputs|kwargs)"\s*:\s*')
-# A value worth decoding: its raw text holds two letters in a row (not `1e-05`, not `[768]`).
-_LETTERS = re.compile(rb"[A-Za-z]{2}")
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+# A `Concrete Inputs` list: up to the first `]` that does not close a string item (`"[768]"`).
+_CI_LIST = re.compile(rb'"Concrete Inputs":\s*(\[[^\]]*(?:\]"[^\]]*)*\])')
+# A list worth decoding holds two letters in a row once booleans and None are taken out (not
+# `1e-05`, not `[768]`, not `True`, not `[True, False]`).
+_TRIVIAL_WORDS = re.compile(rb"True|False|None|inf|nan")
+_LETTERS2 = re.compile(rb"[A-Za-z]{2}")
 # Inputs that are no text anyone wrote: numbers, shapes, booleans, None.
-_TRIVIAL = re.compile(r"^(?:[\s\[\]\(\),.+\-0-9eE]*|True|False|None|true|false|none|inf|-inf|nan)$")
+_TRIVIAL = re.compile(r"^(?:[\s\[\]\(\),.+\-0-9eE]|True|False|None|true|false|none|inf|nan)*$")
 # A half shorter than this is left: redacted wherever it stands in the bundle, `1` or `ab` would
 # take every number and word with it; three characters of a secret are no secret.
 MIN_HALF = 4
@@ -65,6 +67,7 @@ class OpInputs:
     def __init__(self) -> None:
         self._threads: dict[tuple[str, str], list[tuple[float, int, tuple[str, ...]]]] = defaultdict(list)
         self._n = 0
+        self._verdicts: dict[bytes, bool] = {}     # distinct input lists -> may hold written text
 
     def feed_event(self, ev: Any) -> None:
         """One decoded event: its inputs, if it has any."""
@@ -85,16 +88,13 @@ class OpInputs:
     def feed_batch(self, raw: bytes, events: list[Any] | None = None,
                    decode: Any = None) -> None:
         """A batch of the chrome-trace reader: `raw` its text; `events` when the reader decoded it
-        (tolerant batches); `decode(bytes) -> event` decodes one event's text."""
+        (tolerant batches); `decode(bytes) -> event` decodes one event's text. Only the events
+        whose input value holds a non-trivial literal are decoded (`_candidates`)."""
         if events is not None:
             for ev in events:
                 self.feed_event(ev)
             return
-        hits = []
-        for m in _KEY_RE.finditer(raw):
-            end = _value_end(raw, m.end())
-            if _LETTERS.search(raw, m.end(), end):
-                hits.append(m.start())
+        hits = _candidates(raw, self._verdicts)
         if not hits:
             return
         from .trace import _event_commas, _quotes   # the batch's event boundaries, as scrub finds them
@@ -116,23 +116,27 @@ class OpInputs:
         return bool(self._threads)
 
 
-def _value_end(raw: bytes, at: int) -> int:
-    """Where the input value starting at `at` ends: a string literal, or a list or dict of them
-    (its closing bracket, string literals skipped). Capped, so a malformed value costs a bounded
-    scan."""
-    depth = 0
-    for m in _TOKEN.finditer(raw, at, min(len(raw), at + 65536)):
-        c = m.group(0)[:1]
-        if c == b'"':
-            if depth == 0:
-                return m.end()
-        elif c in (b"[", b"{"):
-            depth += 1
-        else:
-            depth -= 1
-            if depth <= 0:
-                return m.end()
-    return min(len(raw), at + 65536)
+def _candidates(raw: bytes, verdicts: dict[bytes, bool]) -> list[int]:
+    """Offsets of the input values (`Concrete Inputs` lists, `kwargs`) of a batch that may hold
+    text someone wrote. Real traces write tens of thousands of `Concrete Inputs` lists per MB, but
+    a few thousand distinct ones (numbers, shapes, booleans): the lists are cut out by one regex
+    in C, and each distinct one judged once (`verdicts`); positions are looked up only in a batch
+    where one may hold text."""
+    out: list[int] = []
+    lists = set(_CI_LIST.findall(raw))
+    for lst in lists:
+        if lst not in verdicts:
+            # a list cut short (an item `"[1, 2] by x"`, an escape `"a\\"]b"`) is read whole
+            cut = b"\\" in lst or lst[:-1].rstrip()[-1:] not in (b'"', b"[")
+            verdicts[lst] = cut or _LETTERS2.search(_TRIVIAL_WORDS.sub(b"", lst)) is not None
+    if any(verdicts[x] for x in lists):
+        out = [m.start() for m in _CI_LIST.finditer(raw) if verdicts[m.group(1)]]
+    if b'"kwargs"' in raw:        # rare: every one is read
+        i = raw.find(b'"kwargs"')
+        while i != -1:
+            out.append(i)
+            i = raw.find(b'"kwargs"', i + 1)
+    return out
 
 
 def split_op_halves(pairs: Iterable[tuple[str, str]], scrubber: Scrubber) -> set[str]:
