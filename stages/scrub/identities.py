@@ -52,15 +52,8 @@ _NAME_KEYS = frozenset({"user", "username", "user_name", "export_user", "entity"
                         "experiment_name", "project_name", "login", "owner"})
 _HOST_VARS = frozenset({"HOSTNAME", "HOST", "NODENAME", "SLURMD_NODENAME", "DEVICE_DISPLAY_NAME", "EXPORT_HOST",
                         "MASTER_ADDR", "SLURM_SUBMIT_HOST"})
-_BULK_SECRET_NAME = re.compile(
-    r"(?i)(?:token|secret|passw|pwd|apikey|api_key|access_key|credential|auth|cookie|session|private|bearer)"
-    r"[A-Za-z0-9_.\-]*\"?\s*[=:]")
 # user@host (ssh prompts, scp targets, e-mail addresses): both parts are personal.
 _USER_AT_HOST = re.compile(r"(?<![\w.\-@])([a-z_][a-z0-9_.\-]{1,31})@([A-Za-z0-9][A-Za-z0-9\-]{0,62}(?:\.[A-Za-z0-9\-]{1,63})*)(?=[:\s/,;)\]\"']|$)")
-
-_BULK_NAME_HINTS = ("token", "secret", "passw", "api_key", "apikey", "access_key", "credential", "bearer",
-                    "cookie", "private")
-
 
 def hint_windows(text: str, hints: Iterable[str], before: int, after: int, limit: int = 200_000) -> list[tuple[int, int]]:
     """Merged [start, end) windows around every occurrence of any hint (found with str.find)."""
@@ -82,28 +75,6 @@ def hint_windows(text: str, hints: Iterable[str], before: int, after: int, limit
         else:
             merged.append((a, b))
     return merged
-
-
-_BULK_HOST_KEY = re.compile(r"\"(?:host_name|hostname|host)\"\s*:\s*\"([^\"\\]{1,255})\"")
-# Where a torch trace names who ran it and where (issue 39): env-style names (`USER=`, `"LOGNAME":`,
-# `SLURM_JOB_USER=`, `GIT_AUTHOR_NAME`, `WANDB_ENTITY` ...) in Kineto args, `Concrete Inputs`,
-# kwargs, frames and process/thread metadata, found case-sensitively (upper case is rare in a
-# trace, so the str.find passes cost little); the keys of `_NAME_KEYS` as JSON keys or in
-# assignments (`"user": `, `+wandb.entity=`), found in the lower-cased text; `user@host` prompts.
-_BULK_ID_HINTS = ("USER", "LOGNAME", "HOST", "NODENAME", "DEVICE_DISPLAY_NAME", "EMAIL", "AUTHOR", "COMMITTER",
-                  "WANDB_", "HOME", "MASTER_ADDR")
-_BULK_KEY_HINTS = tuple(sorted({f'"{k}"' for k in _NAME_KEYS} | {f"{k}=" for k in _NAME_KEYS}))
-_JSON_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\n", '\\"': '"'}
-
-
-def _unescape(raw: str) -> str:
-    """Raw JSON text with the escapes that separate env rows and quote values read (a window may
-    start inside a literal, so it is not decoded as JSON)."""
-    if "\\" not in raw:
-        return raw
-    for a, b in _JSON_ESCAPES.items():
-        raw = raw.replace(a, b)
-    return raw
 
 
 @dataclass
@@ -246,52 +217,37 @@ class IdentityCollector:
                 if val and not (entropy and low_entropy(val)) and not is_placeholder(val):
                     self.ids.secret_values.add(val)
 
-    def feed_bulk(self, text: str) -> None:
-        """Scan a large raw text (a chunk of a JSON trace) without visiting every value in Python.
+    _KEY_HOSTS = frozenset({"hostname", "host_name", "host", "device_display_name", "export_host"})
 
-        Literal hints are located with `str.find` (C speed); only small windows around them go
-        through the regexes, at C speed (bench_scrub.py).
-        """
-        text = text.replace("\\/", "/")
-        low = text.lower()
-        for a, b in hint_windows(low, _BULK_NAME_HINTS, 96, 320):
-            for n, v, _s, _e in iter_assignments(text[a:b]):
-                self.add_pair(n, unquote(v))
-        for a, b in hint_windows(low, ('"host',), 0, 300):
-            for m in _BULK_HOST_KEY.finditer(text, a, b):
-                self.add_host(m.group(1))
-        for a, b in hint_windows(text, ("/home/", "/Users/", "\\Users\\", "\\\\Users\\\\"), 16, 96):
-            for m in HOME_RE.finditer(text, a, b):
-                self.add_user(m.group("u"))
-        for a, b in hint_windows(low, ("gpu-", "mig-"), 4, 64):
-            for m in GPU_UUID_RE.finditer(text, a, b):
-                self.add_gpu(m.group("u"))
-        for a, b in hint_windows(text, _BULK_ID_HINTS, 64, 320):
-            self._feed_window(text[a:b])
-        for a, b in hint_windows(low, _BULK_KEY_HINTS, 64, 320):
-            self._feed_window(text[a:b])
-        for a, b in hint_windows(text, ("@",), 40, 260):
-            for m in _USER_AT_HOST.finditer(_unescape(text[a:b])):
-                self.add_user(m.group(1))
-                if "." not in m.group(2):      # a prompt's host; not an e-mail domain
-                    self.add_host(m.group(2))
-        # Provider token shapes are not collected here: scrub and check find them by shape in
-        # every artifact anyway, so propagating their values would only cost a pass per rule.
+    def pairable(self, key: str) -> bool:
+        """True when a string, as a key, gives its value a meaning (`LOGNAME`, `hostname`,
+        `wandb_entity`, `uuid`, a secret name): the value is learned with it (`feed_tree`)."""
+        bare = key.lstrip("-+~")
+        up = bare.upper()
+        low = bare.lower()
+        return (up in _USER_VARS or up in _HOST_VARS or up in _EMAIL_VARS or up == "HOME"
+                or low.rsplit(".", 1)[-1] in _NAME_KEYS or low in self._KEY_HOSTS or low == "uuid"
+                or self.is_secret_name(bare))
 
-    def _feed_window(self, raw: str) -> None:
-        """The assignments of a window of raw JSON text (`"LOGNAME": "v"`, `USER=v` inside a string
-        literal), and those inside each assigned value (`"name": "SLURM_JOB_USER=v"`: the JSON pair
-        holds the whole literal), with JSON escapes read (`USER=a\\nHOST=b`)."""
-        text = _unescape(raw)
-        if looks_like_env_block(text):
-            for n, v in parse_env_block(text):
-                self.add_pair(n, v)
-        for n, v, _s, _e in iter_assignments(text):
-            value = unquote(v)
-            self.add_pair(n, value)
-            if "=" in value or ":" in value:
-                for n2, v2, _s2, _e2 in iter_assignments(value):
-                    self.add_pair(n2, unquote(v2))
+    def feed_tree(self, obj: Any, key: str | None = None, depth: int = 0) -> None:
+        """Walk one decoded JSON value (a trace event, its header): every key and string value,
+        each value also as `key=value` (`"LOGNAME": "v"` in Kineto args or kwargs). No bookkeeping
+        of visited containers: JSON shares none, and events are walked one at a time."""
+        if depth > 200:
+            return
+        if isinstance(obj, str):
+            self.feed(obj, key)
+            if key is not None:
+                self.add_pair(key, obj)
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                ks = k if isinstance(k, str) else None
+                if ks:
+                    self.feed(ks)
+                self.feed_tree(v, ks, depth + 1)
+        elif isinstance(obj, list):
+            for v in obj:
+                self.feed_tree(v, key, depth + 1)
 
     def feed_obj(self, obj: Any, key: str | None = None, depth: int = 0) -> None:
         """Walk a decoded JSON/pickle structure: every key and string value (iterative-safe depth)."""

@@ -429,19 +429,34 @@ def _opening(stream: ChromeTraceStream, ts: TraceScrubber) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 def find_trace_identities(path: Path, policy: Policy) -> Identities:
-    """What a trace names about who ran it and where (a regex pass over each batch's raw text, no
-    JSON decoding), and the halves of secrets split across the inputs of consecutive ops
-    (`op_inputs`, judged when the whole trace is read: pairs follow `ts`, not file order)."""
+    """What a trace names about who ran it and where, and the halves of secrets split across the
+    inputs of consecutive ops (`op_inputs`, judged once the whole trace is read: pairs follow
+    `ts`, not file order).
+
+    Read as scrub reads it (`LiteralFilter`): each distinct string literal is fed to the collector
+    once (a value: `USER=...` in `Concrete Inputs`, a `/home/<user>` frame, `<user>@<host>` in a
+    process name); only the events holding a key that gives its value a meaning (`LOGNAME`,
+    `hostname`, kwargs `{"HOSTNAME": ...}`, a secret name) are decoded and walked with their keys,
+    and so are the header members (`distributedInfo`, `traceName`)."""
     col = IdentityCollector(policy)
     ops = OpInputs()
+
+    def judge(text: str) -> bool:
+        col.feed(text)
+        return not col.pairable(text)
+
+    lits = LiteralFilter(judge)
     stream = ChromeTraceStream(path, require_events=False)
     for batch in stream:
-        if batch.raw:
-            col.feed_bulk(batch.raw.decode("utf-8", "replace"))
+        if batch.tolerant:
+            for ev in batch.events or ():
+                col.feed_tree(ev)
+        else:
+            for _k, s, e in lits.events_to_walk(batch.raw):
+                col.feed_tree(loads_event(batch.raw[s:e], path))
         ops.feed_batch(batch.raw, batch.events, lambda raw: loads_event(raw, path))
-    for members in (stream.head, stream.tail):   # distributedInfo, traceName, deviceProperties ...
-        if members:
-            col.feed_bulk(_dumps(members).decode("utf-8", "replace"))
+    col.feed_tree(stream.head)
+    col.feed_tree(stream.tail)
     if ops and policy.join_adjacent_nvtx:
         col.ids.split_values |= split_op_halves(ops.pairs(), Scrubber(policy))
     return col.ids
