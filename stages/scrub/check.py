@@ -15,8 +15,8 @@ and kind, never by value:
 
 Detection is `Scrubber.findings`, the same code path scrub uses to replace, so the two agree: the
 same decoders (URL, base64, hex), context rules and entropy rule run on every parsed string, and
-adjacent NVTX ranges of one thread are scanned joined as scrub does. Raw-byte windows (free pages,
-huge text lines) skip only the entropy rule: they glue unrelated cells together.
+adjacent NVTX ranges (a trace's consecutive op inputs) of one thread are scanned joined as scrub does.
+Raw-byte windows (free pages, huge text lines) skip only the entropy rule: they glue cells together.
 """
 from __future__ import annotations
 
