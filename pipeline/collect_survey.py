@@ -51,6 +51,9 @@ def gather(run: Run) -> None:
                                            exclude=[opts.out, opts.work_dir], host_salt=run.salt)
     n = max(1, len(run.artifacts))
     run.progress.update(task, total=n, completed=n, last="")
+    expect = getattr(run.executor, "expect", None)
+    if expect is not None:   # no more workers than inputs (pipeline/workers.py), known only now
+        expect(n)
     why = dict(run.gathered.unreadable)
     for bad in run.gathered.rejected:   # a corrupt file beside good ones: a failed artifact, as given alone
         run.outcomes.append(StageOutcome("gather", bad.rel, "failed", f"{bad.kind.value}: {why.get(bad.rel, 'unreadable')}"))

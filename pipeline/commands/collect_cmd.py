@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+
+from ..workers import jobs_option
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -46,7 +48,7 @@ def collect(
     out: Path = typer.Option(..., "-o", "--out", help="Bundle folder to write (safe to share)."),
     work: Optional[Path] = typer.Option(
         None, "--work", help="Cache for raw exports (holds secrets; never inside OUT). Default $VERLPROF_CACHE or ~/.cache/verlprof."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
+    jobs: Optional[int] = jobs_option(),
     nsys: Optional[str] = typer.Option(None, "--nsys", envvar="VERLPROF_NSYS", help="nsys binary to export reports with."),
     step: str = typer.Option("2", "--step", help="Steady-state step to summarize: N or 'auto'."),
     top: int = top_kernels_option(),

@@ -15,6 +15,8 @@ from typing import List, Optional
 
 import typer
 
+from ..workers import jobs_option
+
 from .words import plural
 
 
@@ -33,7 +35,7 @@ def scrub_command(
     values_file: Optional[Path] = typer.Option(None, "--values-file", help="Extra known secret values, one per line."),
     local_env: Optional[bool] = typer.Option(None, "--local-env/--no-local-env", help="Also treat this machine's host/user names and secret-named environment values as secrets (default: policy, on)."),
     salt: Optional[str] = typer.Option(None, "--salt", help="Salt for GPU UUID hashes and fallback pseudonyms (default: derived from the inputs)."),
-    jobs: int = typer.Option(1, "-j", "--jobs", help="Parallel workers (processes)."),
+    jobs: int = jobs_option(1, "1"),
     work: Optional[Path] = typer.Option(None, "--work", help="Work folder for done records (default $VERLPROF_CACHE or ~/.cache/verlprof)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run `check` on the outputs and refuse them when anything remains."),
     strict: bool = typer.Option(False, "--strict", help="Any failed or refused input fails the run: no output is kept (exit 3)."),

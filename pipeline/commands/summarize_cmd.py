@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+
+from ..workers import jobs_option
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -186,7 +188,7 @@ def register(app: typer.Typer) -> None:
         ray: bool = typer.Option(False, "--ray", help="run the per-run work as Ray tasks on the running cluster (address auto)"),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDRESS",
                                                   help="Ray cluster address (implies --ray); `local` starts a private local Ray"),
-        jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="local worker processes (1 = inline)"),
+        jobs: Optional[int] = jobs_option(),
         work: Optional[Path] = typer.Option(None, "--work", help="work/cache dir (default $VERLPROF_CACHE or ~/.cache/verlprof)"),
         top_changes: int = typer.Option(20, "--top-changes", min=1, help="kernel changes kept per run (the kernels whose time changed most)"),
         metric: str = typer.Option("wall_ns", "--metric", help="metric of the terminal table: wall_ns, gpu_busy_inherited_ns, gpu_busy_ns, kernel_ns, comm_ns, mem_peak_bytes"),

@@ -15,6 +15,8 @@ from typing import Optional
 
 import typer
 
+from ..workers import jobs_option
+
 from ...stages.core.errors import VerlprofError
 from .window_options import step_range_option, top_kernels_option, top_phases_option
 
@@ -73,7 +75,7 @@ def window(
     phases: bool = typer.Option(False, "--phases", help="Also summarize the chosen step and print its phases."),
     out: Optional[Path] = typer.Option(None, "-o", "--out",
                                        help="Write the chosen step as a checked bundle (DIR/summaries/*.parquet), as collect does."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
+    jobs: Optional[int] = jobs_option(),
 ) -> None:
     """Find the profiled steps in every input and choose the steady-state one."""
     from rich.console import Console

@@ -31,6 +31,7 @@ from ..readers.hydra_config import (
     is_hydra_config,
     load_run_config,
 )
+from ..core.cores import usable_cores
 from ..readers.naming import NameInfo, classify_name
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -582,7 +583,7 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
 
         total = len(arts)
         hashed: list[Artifact] = []
-        with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, total))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), total))) as pool:
             for i, a in enumerate(pool.map(hash_artifact, arts), 1):
                 hashed.append(a)
                 if progress is not None:
