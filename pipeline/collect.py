@@ -57,6 +57,7 @@ from .collect_publish import (
 )
 from .collect_run import CollectOptions, CollectResult, Progress, Run
 from .collect_survey import choose_window, export, gather, identify, nsys_inputs, pseudonym_map, raw_inputs
+from ..stages.core.own_outputs import mark_work_dir
 from .executors import Executor, make_executor
 from .pack import pack_bundle
 from .progress import NoProgress
@@ -119,6 +120,7 @@ def start_run(opts: CollectOptions, progress: Progress | None, executor: Executo
         raise VerlprofError(opts.work_dir, "the work dir holds unscrubbed data and must lie outside OUT")
     prepare_out(opts.out)
     opts.work_dir.mkdir(parents=True, exist_ok=True)
+    mark_work_dir(opts.work_dir)   # never read back as input (stages/core/own_outputs.py)
     atomic.clean_stale_temps(opts.work_dir)
     return Run(opts, executor or make_executor(opts.jobs, opts.ray), progress or NoProgress(),
                bundle_salt(opts.work_dir), atomic.temp_sibling(opts.out))

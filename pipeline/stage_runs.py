@@ -18,6 +18,7 @@ from ..stages.core.errors import VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.window import SourceIdentity, SourceSteps, pick_window, source_steps_item
 from .executors import Executor, InlineExecutor, make_executor, run_all
+from .progress import say_own_outputs
 
 
 def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 1,
@@ -30,7 +31,8 @@ def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 
     re-checked and anything the check flags is removed.
     """
     S = scrub_stage
-    items, skipped, single = S.plan_inputs([Path(p) for p in inputs], Path(out))
+    items, skipped, single, own = S.plan_inputs([Path(p) for p in inputs], Path(out))
+    say_own_outputs(own)
     out = Path(out)
     if not single:
         out.mkdir(parents=True, exist_ok=True)

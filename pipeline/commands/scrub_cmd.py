@@ -58,8 +58,9 @@ def scrub_command(
             typer.echo(f"{r.status:7} {r.rel} -> {r.dst}: {r.total} replacements")
         else:
             typer.echo(f"{r.status:7} {r.rel}: {plain_reason(r.detail, path=r.rel)}", err=True)
-    for s in run.skipped:
-        typer.echo(f"skipped {s}: not a profiler artifact verlprof scrubs (not copied)")
+    for rel, why in run.skipped:
+        if "verlprof's own output" not in why:   # those were said once, as they were found
+            typer.echo(f"skipped {rel}: {why}")
     if run.report:
         typer.echo(f"report  {run.report}")
     if run.findings:

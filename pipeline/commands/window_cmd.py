@@ -32,12 +32,15 @@ def _inputs(paths: list[Path]) -> list[Path]:
     """
     from ...stages.core.model import ArtifactKind
     from ...stages.gather import gather
+    from ..progress import say_own_outputs
 
     wanted = (ArtifactKind.NSYS_SQLITE, ArtifactKind.TORCH_TRACE)
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found = gather([p], with_hashes=False, find_config=False).artifacts
+            gathered = gather([p], with_hashes=False, find_config=False)
+            say_own_outputs(gathered.own_outputs)
+            found = gathered.artifacts
             files = sorted(a.path for a in found if a.kind in wanted)
             if not files:
                 raise VerlprofError(p, "holds no nsys SQLite exports (*.sqlite) or torch traces (*.json[.gz]); "

@@ -32,6 +32,7 @@ from ..readers.hydra_config import (
     load_run_config,
 )
 from ..core.cores import usable_cores
+from ..core.own_outputs import own_output_reason
 from ..readers.naming import NameInfo, classify_name
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -55,6 +56,9 @@ class GatherResult:
     #: the unreadable candidates inside folders (also in `skipped`, with their reason) as artifacts,
     #: so that collect can list each as a failed artifact, as it would fail given alone
     rejected: list[Artifact] = field(default_factory=list)
+    #: folders skipped as verlprof's own output (a bundle, a WORK folder): (path as given, reason),
+    #: which every command prints as one line each (stages/core/own_outputs.py)
+    own_outputs: list[tuple[str, str]] = field(default_factory=list)
 
     def by_kind(self, kind: ArtifactKind) -> list[Artifact]:
         return [a for a in self.artifacts if a.kind == kind]
@@ -176,8 +180,8 @@ def _local_ray_host(src: Path, ray_dirs: Sequence[Path]) -> str | None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, int]]
-          ) -> Iterator[tuple[Path, str, os.stat_result]]:
+def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, int]],
+          own: list[tuple[str, str]] | None = None) -> Iterator[tuple[Path, str, os.stat_result]]:
     """Yield (path, rel, stat) of regular files under `root`, following symlinked folders once.
 
     Folders are identified by (device, inode), so symlink loops and a folder reached twice are
@@ -198,6 +202,12 @@ def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, in
                 skipped.append((drel or ".", "excluded (verlprof output or work folder)"))
             continue
         seen.add(key)
+        mine = own_output_reason(d)
+        if mine is not None:    # a bundle or WORK folder of verlprof: never read back as input
+            skipped.append((drel or ".", mine))
+            if own is not None:
+                own.append((str(d), mine))
+            continue
         try:
             with os.scandir(d) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -478,6 +488,7 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
     rejected: list[Artifact] = []
     configs: list[Artifact] = []
     roots: list[str] = []
+    own: list[tuple[str, str]] = []
     seen_files: dict[tuple[int, int], str] = {}
     excl: set[tuple[int, int]] = set()
     for e in exclude:
@@ -498,8 +509,11 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
         roots.append(_display_root(src))
         host = _local_ray_host(src, ray_dirs)
         if stat.S_ISDIR(st.st_mode):
+            mine = own_output_reason(src)
+            if mine is not None:    # given as SOURCE: say so at once rather than find nothing in it
+                raise VerlprofError(src, f"{mine}: give the run's folder, not a verlprof output")
             root_name = src.resolve().name
-            files: Iterator[tuple[Path, str, os.stat_result]] = _walk(src, skipped, excl)
+            files: Iterator[tuple[Path, str, os.stat_result]] = _walk(src, skipped, excl, own)
             single = False
         else:
             root_name = src.resolve().parent.name
@@ -589,4 +603,4 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 if progress is not None:
                     progress(i, total, a.rel)
         arts = hashed
-    return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots, rejected=rejected)
+    return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots, rejected=rejected, own_outputs=own)
