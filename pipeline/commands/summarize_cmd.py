@@ -225,14 +225,22 @@ def register(app: typer.Typer) -> None:
             if err_console.is_terminal:
                 err_console.print(f"[dim]{done}/{len(inputs)}[/] {st.run}: {st.status}")
 
-        try:
-            result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor, work_dir=work_dir,
-                                          html=html, top_kernels=top_changes, on_done=progress, strict=strict,
-                                          noise_rel=noise_rel, noise_abs_ns=int(noise_ms * 1e6))
-        finally:
-            close = getattr(executor, "close", None)
-            if close:
-                close()
+        from .. import signals
+
+        stopped = False
+        with signals.stopped_cleanly(out, work_dir):   # SIGINT/SIGTERM: as collect (exit 130/143)
+            try:
+                result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor,
+                                              work_dir=work_dir, html=html, top_kernels=top_changes,
+                                              on_done=progress, strict=strict, noise_rel=noise_rel,
+                                              noise_abs_ns=int(noise_ms * 1e6))
+            except signals.Interrupted:
+                stopped = True
+                raise
+            finally:
+                close = getattr(executor, "close", None)
+                if close:
+                    close(kill=True) if stopped else close()
         width = console.width
         if result.compare is not None:
             for part in comparison_view(result, metric, width=width):

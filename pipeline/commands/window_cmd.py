@@ -98,38 +98,41 @@ def window(
         from ..output_places import OutputPlace, check_output_places
 
         check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(default_work_dir(), "work dir"))
-    console = Console()
-    files = _inputs(inputs)
-    idents = [(p, identity_from_path(p)) for p in files]
-    from ...stages.window import compile_step_range
+    from .. import signals
 
-    compile_step_range(step_range)
-    options = SummarizeOptions(step=parse_step(step), top=top, step_range=step_range,  # type: ignore[arg-type]
-                               top_phases=top_phases)
-    if phases:
-        res = summarize_sources(idents, options, make_executor(jobs))
-        resolved, choice, rows = res.sources, res.choice, res.rows
-        for source, err in res.errors:
-            console.print(f"[yellow]skipped {source}: {err}[/yellow]")
-    else:
-        win = pick_window([source_steps_item((str(p), ident), options) for p, ident in idents], options.step)
-        resolved, choice = list(win.sources), win.choice
-        rows = {"steps": steps_rows(resolved, choice)}
-    t = Table(title="profiled steps", title_justify="left")
-    for col in ("source", "pid", "step", "wall ms", "boundary", "chosen", "flags"):
-        t.add_column(col, justify="right" if col in ("pid", "step", "wall ms") else "left")
-    for src in resolved:
-        for s in sorted(src.steps, key=lambda s: (s.pid or 0, s.step)):
-            t.add_row(src.ident.source, str(s.pid or ""), str(s.step), f"{s.wall_ns / 1e6:,.1f}", s.boundary,
-                      "yes" if s.step == choice.step else "", ", ".join(s.flags))
-    console.print(t)
-    console.print(f"window: {choice.reason}")
-    for w in choice.warnings:
-        console.print(f"[yellow]warning: {w}[/yellow]")
-    if phases and rows.get("phases"):
-        render_phase_table(rows["phases"], console, top_phases)
-    if out is not None:
-        _write_bundle(inputs, out, options, jobs, console)
+    with signals.stopped_cleanly():   # SIGINT/SIGTERM: workers killed, one line, exit 130/143
+        console = Console()
+        files = _inputs(inputs)
+        idents = [(p, identity_from_path(p)) for p in files]
+        from ...stages.window import compile_step_range
+
+        compile_step_range(step_range)
+        options = SummarizeOptions(step=parse_step(step), top=top, step_range=step_range,  # type: ignore[arg-type]
+                                   top_phases=top_phases)
+        if phases:
+            res = summarize_sources(idents, options, make_executor(jobs))
+            resolved, choice, rows = res.sources, res.choice, res.rows
+            for source, err in res.errors:
+                console.print(f"[yellow]skipped {source}: {err}[/yellow]")
+        else:
+            win = pick_window([source_steps_item((str(p), ident), options) for p, ident in idents], options.step)
+            resolved, choice = list(win.sources), win.choice
+            rows = {"steps": steps_rows(resolved, choice)}
+        t = Table(title="profiled steps", title_justify="left")
+        for col in ("source", "pid", "step", "wall ms", "boundary", "chosen", "flags"):
+            t.add_column(col, justify="right" if col in ("pid", "step", "wall ms") else "left")
+        for src in resolved:
+            for s in sorted(src.steps, key=lambda s: (s.pid or 0, s.step)):
+                t.add_row(src.ident.source, str(s.pid or ""), str(s.step), f"{s.wall_ns / 1e6:,.1f}", s.boundary,
+                          "yes" if s.step == choice.step else "", ", ".join(s.flags))
+        console.print(t)
+        console.print(f"window: {choice.reason}")
+        for w in choice.warnings:
+            console.print(f"[yellow]warning: {w}[/yellow]")
+        if phases and rows.get("phases"):
+            render_phase_table(rows["phases"], console, top_phases)
+        if out is not None:
+            _write_bundle(inputs, out, options, jobs, console)
 
 
 def _write_bundle(inputs: list[Path], out: Path, options: "object", jobs: Optional[int], console: "object") -> None:
