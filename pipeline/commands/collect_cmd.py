@@ -111,6 +111,20 @@ def collect(
         raise typer.Exit(result.exit_code)
 
 
+def exported_nothing_line(cached: int, beside: int, exported: int) -> str | None:
+    """Why no report was exported, in the words of what happened: read from the SQLite export
+    lying beside it (a first run of a folder nsys exported), or reused from the export cache (a
+    re-run). None when something was exported or there was nothing to export."""
+    if exported or not (cached or beside):
+        return None
+    parts = []
+    if beside:
+        parts.append(f"{plural(beside, 'report')} read from the SQLite export beside it")
+    if cached:
+        parts.append(f"{plural(cached, 'report')} reused from the export cache (an earlier run)")
+    return "Exported nothing: " + "; ".join(parts) + "."
+
+
 def default_sources_said(cwd: Path | None = None) -> tuple[list[Path], str]:
     """Where verl writes (collect with no SOURCE), and one line saying where it looked, in absolute
     paths: the newest Ray session's `logs/nsight` (which session) and `./outputs/profile`.
@@ -227,11 +241,12 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
     say(console, closing_line(result))
     if result.nodes:
         say(console, node_line(result.nodes))
-    counts = Counter(o.status for o in result.outcomes if o.stage == "export")
-    reused = counts.get("cached", 0) + counts.get("beside", 0)
-    if reused and counts.get("exported", 0) == 0:
-        say(console, f"Exported nothing: {plural(reused, 'report')} reused from the export cache or "
-                     "their beside SQLite.")
+    # what the export stage did (its own word in `info["export"]`: exported, cached, beside, given)
+    counts = Counter(o.info.get("export", o.status) for o in result.outcomes if o.stage == "export")
+    line = exported_nothing_line(counts.get("cached", 0), counts.get("beside", 0),
+                                 counts.get("exported", 0) + counts.get("done", 0))
+    if line:
+        say(console, line)
     window = result.manifest.get("window") or {}
     if window:
         say(console, f"[bold]window[/bold]: {_esc(window.get('reason', ''))}", indent=2)

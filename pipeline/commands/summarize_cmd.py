@@ -37,6 +37,15 @@ def _fmt_ms(ns: Any) -> str:
     return fmt_ms(ns)
 
 
+def metric_label(metric: str) -> str:
+    """A metric as the terminal shows it, named by the unit its values are printed in: `wall_ms`,
+    `gpu_busy_inherited_ms`, `mem_peak_MB` (never `wall_ns` beside a value in ms); one word, so
+    a change line wraps around it, never through it."""
+    if metric == "mem_peak_bytes":
+        return "mem_peak_MB"
+    return metric.removesuffix("_ns") + "_ms"
+
+
 def _value(v: Any, metric: str) -> str:
     if metric == "mem_peak_bytes":
         return "–" if v is None else f"{v / 2**20:,.0f}"
@@ -55,7 +64,7 @@ def flagged_lines(result: Any, limit: int = 12) -> list[str]:
         role = r["role"] if isinstance(r["role"], str) else "-"
         rel = r["delta_rel"]   # null where the baseline is 0: a relative change has no meaning
         rel = "from 0" if rel is None or rel != rel else f"{rel:+.1%}"
-        out.append(f"  {r['run']}: {r['stage']} ({role}) {r['metric']} {_value(r['baseline_ns'], r['metric'])} -> "
+        out.append(f"  {r['run']}: {r['stage']} ({role}) {metric_label(r['metric'])} {_value(r['baseline_ns'], r['metric'])} -> "
                    f"{_value(r['value_ns'], r['metric'])} ({rel})")
     return (["changes above the noise (steps 2..N spread, else 5% and 0.1 ms):"] + out) if out else \
         ["no change above the noise (steps 2..N spread, else 5% and 0.1 ms)"]

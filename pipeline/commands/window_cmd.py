@@ -18,6 +18,7 @@ import typer
 from ..workers import jobs_option
 
 from ...stages.core.errors import VerlprofError
+from .wrap import fit_lines
 from .window_options import step_range_option, top_kernels_option, top_phases_option
 
 def register(app: typer.Typer) -> None:
@@ -53,6 +54,26 @@ def _inputs(paths: list[Path]) -> list[Path]:
         else:
             raise VerlprofError(p, "no such file or folder")
     return out
+
+
+def known_identity(path: Path) -> "object":
+    """The identity of one input: from its name, and for an nsys export whose name says no role
+    or rank (Ray's `worker_process_<pid>`), from inside it, as collect reads it
+    (stages/readers/report_identity.py): `trainer`, `actor_rollout_ref rank 1`, never `role ?`."""
+    import dataclasses
+
+    from ...stages.readers.report_identity import identify_report
+    from ...stages.window import identity_from_path
+
+    ident = identity_from_path(path)
+    if ident.source_kind != "nsys" or (ident.role is not None and ident.rank is not None):
+        return ident
+    try:
+        found = identify_report(path, ident.pid)
+    except VerlprofError:
+        return ident          # its own window or summary says what is wrong with it
+    return dataclasses.replace(ident, role=ident.role or found.role,
+                               rank=ident.rank if ident.rank is not None else found.rank)
 
 
 def parse_step(step: str) -> "int | str":
@@ -103,7 +124,7 @@ def window(
     with signals.stopped_cleanly():   # SIGINT/SIGTERM: workers killed, one line, exit 130/143
         console = Console()
         files = _inputs(inputs)
-        idents = [(p, identity_from_path(p)) for p in files]
+        idents = [(p, known_identity(p)) for p in files]
         from ...stages.window import compile_step_range
 
         compile_step_range(step_range)
@@ -126,7 +147,8 @@ def window(
                 t.add_row(src.ident.source, str(s.pid or ""), str(s.step), f"{s.wall_ns / 1e6:,.1f}", s.boundary,
                           "yes" if s.step == choice.step else "", ", ".join(s.flags))
         console.print(t)
-        console.print(f"window: {choice.reason}")
+        for line in fit_lines(f"window: {choice.reason}", console.width, indent=2):   # `99.8 ms` stays whole
+            console.print(line, highlight=False)
         for w in choice.warnings:
             console.print(f"[yellow]warning: {w}[/yellow]")
         if phases and rows.get("phases"):
