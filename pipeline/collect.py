@@ -59,6 +59,7 @@ from .collect_run import CollectOptions, CollectResult, Progress, Run
 from .collect_survey import choose_window, export, gather, identify, nsys_inputs, pseudonym_map, raw_inputs
 from ..stages.core.own_outputs import mark_work_dir
 from .executors import Executor, make_executor
+from .out_lock import out_locked
 from .pack import pack_bundle
 from .progress import NoProgress
 
@@ -74,8 +75,13 @@ def run_collect(opts: CollectOptions, progress: Progress | None = None,
     `progress` is a rich Progress (or anything with add_task/update/advance; None shows nothing).
     Raises VerlprofError for problems that stop the whole run (per-artifact problems become
     outcomes in the table), and `signals.Interrupted` after SIGINT/SIGTERM, with the workers
-    killed and nothing published.
+    killed and nothing published. One collect at a time writes an OUT (pipeline/out_lock.py).
     """
+    with out_locked(Path(opts.out).expanduser().absolute()):
+        return _run_locked(opts, progress, executor)
+
+
+def _run_locked(opts: CollectOptions, progress: Progress | None, executor: Executor | None) -> CollectResult:
     run = start_run(opts, progress, executor)
     try:
         with signals.interruptible(), run.executor:

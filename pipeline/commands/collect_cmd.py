@@ -74,7 +74,7 @@ def collect(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--noise-floor") from None
     from ..collect import CollectOptions, run_collect
-    from ..output_places import OutputPlace, check_output_places
+    from ..output_places import OutputPlace, check_not_inputs, check_output_places
 
     work_dir = work or default_work_dir()
     check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(work_dir, "--work"))
@@ -84,6 +84,7 @@ def collect(
     if not srcs and address is None:
         srcs, said = default_sources_said()
         console.print(said, markup=False, highlight=False, soft_wrap=True)   # paths stay whole
+    check_not_inputs(srcs, OutputPlace(out, "-o", inside=False), OutputPlace(work_dir, "--work"))
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     # --ray: the same collect; each node's own nsight folder (plus any SOURCE that exists there) is
     # gathered on that node, and every input is read only on the node that holds it.

@@ -46,11 +46,12 @@ def scrub_command(
     from ..stage_runs import scrub_inputs
 
     from ...stages.core.done_records import default_work_dir
-    from ..output_places import OutputPlace, check_output_places
+    from ..output_places import OutputPlace, check_not_inputs, check_output_places
 
     one_file = len(inputs) == 1 and inputs[0].is_file() and not out.is_dir()
-    check_output_places(OutputPlace(out, "-o", inside=not one_file),
-                        OutputPlace(work or default_work_dir(), "--work"))
+    places = (OutputPlace(out, "-o", inside=not one_file), OutputPlace(work or default_work_dir(), "--work"))
+    check_not_inputs(inputs, *places)
+    check_output_places(*places)
     pol = _policy(policy, values_file, local_env)
     run = scrub_inputs(inputs, out, pol, jobs=jobs, work_dir=work, salt=salt, verify=verify)
     for r in run.results:

@@ -215,12 +215,13 @@ def register(app: typer.Typer) -> None:
 
         if metric not in compare.COMPARED:
             raise VerlprofError(None, f"--metric must be one of {', '.join(compare.COMPARED)}, not {metric!r}")
-        from ..output_places import OutputPlace, check_output_places
+        from ..output_places import OutputPlace, check_not_inputs, check_output_places
 
         for given in inputs:          # as collect: a SOURCE that is not there is bad usage (exit 2)
             if not given.expanduser().exists():
                 raise VerlprofError(given, "no such file or folder")
         work_dir = work or default_work_dir()
+        check_not_inputs(inputs, OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
         check_output_places(OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
         address = ray_address if ray_address is not None else ("auto" if ray else None)
         executor = make_executor(jobs, ray_address=address)

@@ -116,8 +116,9 @@ def window(
 
     if out is not None:
         from ...stages.core.done_records import default_work_dir
-        from ..output_places import OutputPlace, check_output_places
+        from ..output_places import OutputPlace, check_not_inputs, check_output_places
 
+        check_not_inputs(inputs, OutputPlace(out, "-o", inside=False))
         check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(default_work_dir(), "work dir"))
     from .. import signals
 

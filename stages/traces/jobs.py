@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,7 +130,9 @@ def cut_window(job: TraceJob, options: Any = None, db: Any = None) -> dict[str, 
     key = hashlib.sha256(f"{job.src}|{job.start_ns_abs}|{job.end_ns_abs}".encode()).hexdigest()[:12]
     scratch = Path(job.work_dir) / "windows"
     scratch.mkdir(parents=True, exist_ok=True)
-    stem = f"{trace_stem(job.source_rel)}-{key}"
+    # a temp name of this process: two runs sharing a WORK dir never cut into (and then delete)
+    # each other's window, and atomic.clean_stale_temps removes it once this process is gone
+    stem = f".{trace_stem(job.source_rel)}.tmp-{os.getpid()}-{key}"
     if job.kind == "nsys":
         raw = scratch / f"{stem}.sqlite"
         counts = dataclasses.asdict(window_nsys_sqlite(job.src, raw, job.start_ns_abs, job.end_ns_abs, db=db))
