@@ -62,7 +62,7 @@ def scrub_command(
     for rel, why in run.skipped:
         if "verlprof's own output" not in why:   # those were said once, as they were found
             typer.echo(f"skipped {rel}: {why}")
-    if run.report:
+    if run.report and scrub_exit_code(run) != 4:
         typer.echo(f"report  {run.report}")
     if run.findings:
         typer.echo("check found secrets or personal data in the outputs; they were removed:", err=True)
@@ -71,13 +71,16 @@ def scrub_command(
     code = scrub_exit_code(run)
     failed = [r.rel for r in run.results if r.status not in ("done", "cached")]
     scrubbed = len(run.results) - len(failed)
-    typer.echo(f"{len(run.results)} inputs: {scrubbed} scrubbed, {len(failed)} failed"
-               + (f": {', '.join(failed)}" if failed else ""), err=bool(failed))
+    # the closing count on stdout: each failure was named once above, on stderr, with its reason
+    end = ""
     if code == 3 and strict:
         _remove_outputs(run)
-        typer.echo("--strict: some inputs failed; no output kept", err=True)
+        end = "; --strict: no output kept"
     elif code == 4:
-        typer.echo("nothing could be scrubbed", err=True)
+        _remove_outputs(run)        # a report of nothing is no output: OUT is left as it was
+        end = "; nothing could be scrubbed, no output kept"
+    typer.echo(f"{plural(len(run.results), 'input')}: {scrubbed} scrubbed, {len(failed)} failed"
+               + (f": {', '.join(failed)}" if failed else "") + end)
     raise typer.Exit(code)
 
 
@@ -99,7 +102,12 @@ def _remove_outputs(run) -> None:
         if r.status in ("done", "cached") and r.dst:
             Path(r.dst).unlink(missing_ok=True)
     if run.report:
-        Path(run.report).unlink(missing_ok=True)
+        report = Path(run.report)
+        report.unlink(missing_ok=True)
+        try:
+            report.parent.rmdir()   # the OUT folder this run made, if nothing else is in it
+        except OSError:
+            pass
 
 
 def check_command(

@@ -11,12 +11,10 @@ caller may run in an executor; `gather(..., with_hashes=False)` returns unhashed
 """
 from __future__ import annotations
 
-import gzip
 import os
 import secrets
 import socket
 import stat
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -33,11 +31,9 @@ from ..readers.hydra_config import (
 )
 from ..core.cores import usable_cores
 from ..core.own_outputs import own_output_reason
+from .headers import UNREADABLE, check_header, named_bad
 from ..readers.naming import NameInfo, classify_name
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
-_SNIFF_BYTES = 256 << 10
 #: Folders never worth walking (VCS, caches); verlprof's own temp files are skipped by name.
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", "node_modules"})
 
@@ -68,10 +64,6 @@ class GatherResult:
         """(rel, reason) of the files named like artifacts whose content is not what the name says
         (a corrupt SQLite, a `.json.gz` that is not gzip): named to the user, never just ignored."""
         return unreadable(self.skipped)
-
-
-#: Reason prefix of a skipped file that looked like an artifact but could not be read.
-UNREADABLE = "unreadable: "
 
 
 def unreadable(skipped: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -236,60 +228,6 @@ def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, in
 
 
 # ----------------------------------------------------------------------------------------------
-# Cheap content checks
-# ----------------------------------------------------------------------------------------------
-
-
-def _head(path: Path, n: int) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(n)
-
-
-def _sniff_json(path: Path) -> str | None:
-    """None if the start of a (gzipped) JSON file looks like a chrome trace, else why not."""
-    try:
-        if path.name.endswith(".gz"):
-            if _head(path, 2) != GZIP_MAGIC:
-                return UNREADABLE + "not gzip data (bad header)"
-            with gzip.open(path, "rb") as f:
-                head = f.read(_SNIFF_BYTES)
-        else:
-            head = _head(path, _SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error) as exc:
-        return UNREADABLE + f"corrupt gzip ({type(exc).__name__})"
-    if b'"traceEvents"' in head or b'"schemaVersion"' in head:
-        return None
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
-        return UNREADABLE + ("gzip of something that is not JSON" if path.name.endswith(".gz")
-                             else "not JSON (bad header)")
-    return "JSON without traceEvents (not a chrome trace)"
-
-
-def _named_bad(reason: str) -> bool:
-    """A header check that says the content is not what the name promises (else: not a trace)."""
-    return not reason.startswith("JSON without traceEvents")
-
-
-def _check_header(path: Path, info: NameInfo) -> str | None:
-    """None if the first bytes fit the kind, else a one-phrase reason (nothing is parsed)."""
-    try:
-        if info.kind == ArtifactKind.NSYS_SQLITE:
-            return None if _head(path, 16) == SQLITE_MAGIC else "not an SQLite database (bad header)"
-        if info.kind == ArtifactKind.TORCH_TRACE:
-            if info.needs_sniff:
-                return _sniff_json(path)
-            if path.name.endswith(".gz"):
-                return None if _head(path, 2) == GZIP_MAGIC else "not gzip data (bad header)"
-            first = _head(path, 4096).lstrip()[:1]
-            return None if first in (b"{", b"[") else "not JSON (bad header)"
-        if info.kind == ArtifactKind.MEMORY_SNAPSHOT:
-            return None if _head(path, 1) == b"\x80" else "not a pickle (bad header)"
-    except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
-    return None
-
-
-# ----------------------------------------------------------------------------------------------
 # Classification
 # ----------------------------------------------------------------------------------------------
 
@@ -348,9 +286,19 @@ def hash_artifact(a: Artifact, options: Any = None) -> Artifact:
     if a.sha256:
         return a
     try:
-        return a.replace(sha256=sha256_file(a.path))
+        digest = sha256_file(a.path)
+        st = os.stat(a.path)
     except OSError as exc:
         raise BadInputError(a.path, f"cannot read to hash: {exc.strerror or exc}") from None
+    if a.mtime and (st.st_size != a.size or st.st_mtime != a.mtime):
+        return a.replace(sha256=digest, notes=a.notes + (GROWING,))
+    return a.replace(sha256=digest)
+
+
+#: Note of an artifact whose size or mtime changed between the walk and the end of its hash.
+GROWING = "growing"
+GROWING_REASON = ("still being written (it changed while verlprof read it); "
+                  "collect again once the profiler has finished writing it")
 
 
 def sqlite_export_of(report: Artifact) -> Path | None:
@@ -535,11 +483,11 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 skipped.append((rel, reason))
                 continue
             if fst.st_size > 0:
-                bad = _check_header(path, info)
+                bad = check_header(path, info)
                 if bad is not None:
                     if single:
                         raise BadInputError(path, f"{info.kind.value}: {bad.removeprefix(UNREADABLE)}")
-                    why = bad if bad.startswith(UNREADABLE) or not _named_bad(bad) else UNREADABLE + bad
+                    why = bad if bad.startswith(UNREADABLE) or not named_bad(bad) else UNREADABLE + bad
                     skipped.append((rel, why))
                     if why.startswith(UNREADABLE):
                         rejected.append(_artifact(path, rel, fst, info, index, host))
@@ -602,5 +550,11 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 hashed.append(a)
                 if progress is not None:
                     progress(i, total, a.rel)
-        arts = hashed
+        arts = []
+        for a in hashed:   # a file still being written is no input yet: failed, with its reason
+            if GROWING in a.notes:
+                skipped.append((a.rel, UNREADABLE + GROWING_REASON))
+                rejected.append(a)
+            else:
+                arts.append(a)
     return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots, rejected=rejected, own_outputs=own)
