@@ -16,12 +16,14 @@ from ..stages.core.errors import VerlprofError
 
 __all__ = ["JOBS_HELP", "MEMORY_PER_WORKER", "check_jobs", "jobs_option", "usable_cores", "worker_count"]
 
-#: What one worker holds at its peak: one input at a time (a report's export and its summary
-#: tables, a trace streamed in blocks). Measured on the sample and the fixtures' 100 MB reports.
-MEMORY_PER_WORKER = "about 300 MB (one input at a time)"
+#: What one worker holds at its peak: one input at a time (an export's tables, a trace streamed in
+#: blocks). Measured (psutil, peak RSS per process) on a collect of the shared H200 fixtures
+#: (4-13 MB inputs, --jobs 2): workers 197 and 525 MB, the driver 172 MB; it grows with the
+#: largest single input.
+MEMORY_PER_WORKER = "0.2-0.5 GB on the H200 fixtures, more for larger inputs; one input at a time"
 
 JOBS_HELP = ("Parallel worker processes: at most min(JOBS, usable cores, inputs); default {default}. "
-             f"Each worker needs {MEMORY_PER_WORKER}.")
+             f"Memory per worker: {MEMORY_PER_WORKER}.")
 
 
 def worker_count(requested: Optional[int] = None, inputs: Optional[int] = None) -> int:
