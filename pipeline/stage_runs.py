@@ -41,6 +41,7 @@ def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 
     hashes = {str(src): sha256_file(src) for src, _rel, k in items if k in S.SCRUBBABLE}
     salt = salt or S.bundle_salt(hashes.values())
     ex = make_executor(jobs)
+    _expect(ex, len(items))
     # SIGINT/SIGTERM stop it as they stop collect (pipeline/signals.py): the workers are killed on
     # the way out of `with ex`, the temp files they were writing are removed below, the finished
     # outputs stay (each complete, atomically renamed) and a re-run reuses them.
@@ -89,6 +90,7 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
     returns a result with no sources, no choice (`choice=None`) and every source's error."""
     options = options or summarize_stage.SummarizeOptions()
     ex = executor or InlineExecutor()
+    _expect(ex, len(items))
     errors: list[tuple[str, str]] = []
     with signals.stopped_cleanly(), ex:   # one pool for the steps and the summaries; a signal kills it
         found = run_all(ex, source_steps_item, [(str(p), ident) for p, ident in items], options)
@@ -117,3 +119,10 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
         rows = summarize_stage.merge_rows(parts)
         rows["steps"] = summarize_stage.steps_rows(resolved, choice)
         return summarize_stage.SummarizeResult(resolved, choice, rows, errors)
+
+
+def _expect(executor: Executor, n_inputs: int) -> None:
+    """Tell a pool the run's inputs before it starts: no more workers than them (pipeline/workers.py)."""
+    expect = getattr(executor, "expect", None)
+    if expect is not None:
+        expect(max(1, n_inputs))

@@ -59,3 +59,4 @@ def test_cgroup_quota_v2_and_v1(tmp_path: Path) -> None:
     (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
     assert _cgroup_quota_cores(v1) is None
     assert _cgroup_quota_cores(tmp_path / "none") is None
+

@@ -225,6 +225,9 @@ def register(app: typer.Typer) -> None:
         check_output_places(OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
         address = ray_address if ray_address is not None else ("auto" if ray else None)
         executor = make_executor(jobs, ray_address=address)
+        expect = getattr(executor, "expect", None)
+        if expect is not None:   # no more workers than runs (pipeline/workers.py)
+            expect(len(inputs))
         if fresh:
             batch.clear_cache(work_dir)
         done = 0
