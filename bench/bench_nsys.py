@@ -35,7 +35,8 @@ from verlprof.stages.summarize import steps_rows
 from verlprof.stages.summarize.nsys import projection_rows, scan_nsys, totals_rows
 from verlprof.stages.readers.nsys_sqlite import NsysExport
 from verlprof.stages.summarize.types import SummarizeOptions
-from verlprof.stages.window.steps import identity_from_path, nsys_source_steps, run_window, window_spans
+from verlprof.stages.window.choice import run_window, window_spans
+from verlprof.stages.window.steps import identity_from_path, nsys_source_steps
 path = sys.argv[1]
 ident = identity_from_path(path)
 resolved, choice = run_window([nsys_source_steps(path, ident)], 2)

@@ -57,7 +57,9 @@ from .collect_publish import (
 )
 from .collect_run import CollectOptions, CollectResult, Progress, Run
 from .collect_survey import choose_window, export, gather, identify, nsys_inputs, pseudonym_map, raw_inputs
+from ..stages.core.own_outputs import mark_work_dir
 from .executors import Executor, make_executor
+from .out_lock import out_locked
 from .pack import pack_bundle
 from .progress import NoProgress
 
@@ -73,8 +75,13 @@ def run_collect(opts: CollectOptions, progress: Progress | None = None,
     `progress` is a rich Progress (or anything with add_task/update/advance; None shows nothing).
     Raises VerlprofError for problems that stop the whole run (per-artifact problems become
     outcomes in the table), and `signals.Interrupted` after SIGINT/SIGTERM, with the workers
-    killed and nothing published.
+    killed and nothing published. One collect at a time writes an OUT (pipeline/out_lock.py).
     """
+    with out_locked(Path(opts.out).expanduser().absolute()):
+        return _run_locked(opts, progress, executor)
+
+
+def _run_locked(opts: CollectOptions, progress: Progress | None, executor: Executor | None) -> CollectResult:
     run = start_run(opts, progress, executor)
     try:
         with signals.interruptible(), run.executor:
@@ -119,6 +126,7 @@ def start_run(opts: CollectOptions, progress: Progress | None, executor: Executo
         raise VerlprofError(opts.work_dir, "the work dir holds unscrubbed data and must lie outside OUT")
     prepare_out(opts.out)
     opts.work_dir.mkdir(parents=True, exist_ok=True)
+    mark_work_dir(opts.work_dir)   # never read back as input (stages/core/own_outputs.py)
     atomic.clean_stale_temps(opts.work_dir)
     return Run(opts, executor or make_executor(opts.jobs, opts.ray), progress or NoProgress(),
                bundle_salt(opts.work_dir), atomic.temp_sibling(opts.out))

@@ -35,6 +35,7 @@ from .collect_tasks import (
     absorb,
     check_written,
     is_summarized_kind,
+    oom_note,
     summarize_and_publish,
     summarize_memory,
 )
@@ -150,8 +151,15 @@ def _add_memory(run: Run, rows: Rows, memory: list[tuple[RawInput, Survey]], ste
     todo: list[tuple[Artifact, list[int]]] = []
     jobs: list[Job] = []
     mopts = replace(popts, summarize=replace(popts.summarize, step=step))
+    ooms = [item for item, _s in memory if "oom" in item.artifact.notes]
+    for item, res in zip(ooms, run_jobs(run.executor, [run.job(oom_note, i, None, i.artifact.rel) for i in ooms])):
+        # an OOM snapshot is the memory at a failure, not a step's: said, never put in a step's rows
+        run.outcomes.append(StageOutcome("summarize", item.artifact.rel, "failed" if res.error else "skipped",
+                                         plain(res.error, item.artifact) if res.error else res.value))
     for item, _s in memory:
         art = item.artifact
+        if "oom" in art.notes:
+            continue
         if step is None or (art.step is not None and art.step != step):
             run.outcomes.append(StageOutcome("summarize", art.rel, "skipped",
                                              _not_in_window([art.step] if art.step else None, step)))

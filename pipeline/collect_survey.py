@@ -32,6 +32,7 @@ from .collect_tasks import (
     survey_input,
 )
 from .executors import TaskResult, run_jobs
+from .progress import say_own_outputs
 
 NSYS_KINDS = (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
 
@@ -49,8 +50,12 @@ def gather(run: Run) -> None:
 
         run.gathered = gather_stage.gather(opts.sources, with_hashes=True, progress=on_hash,
                                            exclude=[opts.out, opts.work_dir], host_salt=run.salt)
+    say_own_outputs(run.gathered.own_outputs)
     n = max(1, len(run.artifacts))
     run.progress.update(task, total=n, completed=n, last="")
+    expect = getattr(run.executor, "expect", None)
+    if expect is not None:   # no more workers than inputs (pipeline/workers.py), known only now
+        expect(n)
     why = dict(run.gathered.unreadable)
     for bad in run.gathered.rejected:   # a corrupt file beside good ones: a failed artifact, as given alone
         run.outcomes.append(StageOutcome("gather", bad.rel, "failed", f"{bad.kind.value}: {why.get(bad.rel, 'unreadable')}"))

@@ -337,6 +337,14 @@ class MemoryWork:
     same_pid: tuple[dict[str, Any], ...] = ()
 
 
+def oom_note(item: RawInput, options: Any = None) -> str:
+    """What an out-of-memory snapshot (verl's `oom_<timestamp>/`) holds, in one line: the memory at
+    the failure per device (`window.memory_source_steps` reads it through the restricted
+    unpickler); it is no profiled step, so no phase row is made of it."""
+    src = window_stage.source_steps_item((item.path, window_stage.identity_from_artifact(item.artifact)))
+    return next(iter(src.notes), "an out-of-memory snapshot: the memory at a failure, not a profiled step")
+
+
 def summarize_memory(item: MemoryWork, options: PublishOptions) -> tuple[list[dict[str, Any]], Counter]:
     """`mem_peak_bytes` of the process's phases (the rows come back updated), or, without phase
     rows of its process, the snapshot's own phase rows, scrubbed. Returns (rows, counts)."""

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar
 
 from .ray_executor import RayExecutor
+from .workers import worker_count
 from .work import Job, TaskResult, run_item, run_job
 
 __all__ = ["Executor", "InlineExecutor", "Job", "ProcessPoolExecutorBackend", "TaskResult", "make_executor",
@@ -80,12 +81,14 @@ class ProcessPoolExecutorBackend:
 
     Inside `with`, one pool serves every map until the block ends; outside, each map starts and
     ends its own (a caller that maps once needs no `with`). One item, or one job, runs inline.
+    The constructor clamps `jobs` by the one rule (pipeline/workers.py): whatever a caller asks,
+    no pool holds more workers than usable cores, nor more than the items of its first map.
     """
 
     name = "process-pool"
 
     def __init__(self, jobs: int | None = None) -> None:
-        self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self.jobs = worker_count(jobs)
         self._pool: ProcessPoolExecutor | None = None
         self._depth = 0
 
@@ -105,9 +108,14 @@ class ProcessPoolExecutorBackend:
 
     def _started(self, n_items: int | None = None) -> ProcessPoolExecutor:
         if self._pool is None:
-            workers = self.jobs if n_items is None else min(self.jobs, n_items)
+            workers = worker_count(self.jobs, n_items)
             self._pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init)
         return self._pool
+
+    def expect(self, n_inputs: int) -> None:
+        """The run's inputs are known: a pool not yet started gets no more workers than them."""
+        if self._pool is None:
+            self.jobs = worker_count(self.jobs, n_inputs)
 
     @property
     def in_run(self) -> bool:
@@ -171,10 +179,11 @@ class ProcessPoolExecutorBackend:
 
 
 def make_executor(jobs: int | None = None, ray_address: str | None = None) -> Executor:
-    """Pick the executor from CLI flags. `ray_address` (e.g. "auto") selects Ray tasks."""
+    """Pick the executor from CLI flags. `ray_address` (e.g. "auto") selects Ray tasks (Ray's own
+    scheduler bounds them by the cluster's CPUs); a local pool follows pipeline/workers.py."""
     if ray_address is not None:
         return RayExecutor(ray_address)
-    if jobs == 1:
+    if worker_count(jobs) == 1:
         return InlineExecutor()
     return ProcessPoolExecutorBackend(jobs)
 

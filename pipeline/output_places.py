@@ -143,3 +143,27 @@ def _errno_words(exc: OSError, folder: Path) -> str:
     if exc.errno == errno.EDQUOT:
         return f"disk quota exceeded in {folder}"
     return f"cannot create a file in {folder}: {exc.strerror or exc}"
+
+
+def check_not_inputs(sources: "list[Path]", *places: OutputPlace) -> None:
+    """Refuse, in one line (exit 2), a SOURCE given twice and an output place that is a SOURCE or
+    holds one: outputs never land in an input folder, and publishing a bundle replaces its folder.
+
+    Why: `scrub RUN -o RUN` excluded its own OUT, found nothing and wrote its report into the run
+    folder; `collect RUN RUN` read every file twice before deduplicating them silently. An OUT
+    *inside* a SOURCE is fine: gather skips it (stages/core/own_outputs.py)."""
+    seen: dict[Path, Path] = {}
+    for src in sources:
+        real = Path(os.path.realpath(Path(src).expanduser()))
+        if real in seen:
+            raise VerlprofError(src, f"given twice (the same as {seen[real]}); name each SOURCE once")
+        seen[real] = Path(src)
+    for place in places:
+        target = Path(os.path.realpath(_absolute(place.path)))
+        for real, src in seen.items():
+            if target == real:
+                raise OutputPlaceError(None, f"{place.option} {_absolute(place.path)}: is the input {src}; "
+                                             f"outputs never go into an input, choose another {place.option}")
+            if target in real.parents:
+                raise OutputPlaceError(None, f"{place.option} {_absolute(place.path)}: holds the input {src}; "
+                                             f"choose another {place.option}")

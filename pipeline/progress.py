@@ -38,3 +38,10 @@ class NoProgress:
 
     def advance(self, *args: object, **kwargs: object) -> None:
         return None
+
+
+def say_own_outputs(own: list[tuple[str, str]]) -> None:
+    """One line on stderr per folder skipped as verlprof's own output (a bundle, a WORK folder):
+    every command that walks folders says it the same way (collect, scrub, window, summarize)."""
+    for path, why in own:
+        err_console.print(f"skipped {path}: {why}", markup=False, highlight=False, soft_wrap=True)

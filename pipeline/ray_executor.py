@@ -16,10 +16,10 @@ otherwise pass `runtime_env`).
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, Callable, Iterator
 
 from ..stages.core.errors import ToolMissingError, VerlprofError
+from ..stages.core.cores import usable_cores
 from .work import TaskResult, run_item
 
 
@@ -49,7 +49,7 @@ def connect(address: str | None = "auto", **init_kwargs: Any) -> bool:
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
                               "include_dashboard": False, **init_kwargs}
     if address == "local":
-        kwargs.setdefault("num_cpus", os.cpu_count() or 1)   # Ray starts a new local instance
+        kwargs.setdefault("num_cpus", usable_cores())   # Ray starts a new local instance
     else:
         kwargs.pop("include_dashboard", None)   # only valid when starting a new cluster
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Iterator
 
@@ -59,3 +60,20 @@ def interruptible() -> Iterator[None]:
     finally:
         for s, h in before.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def stopped_cleanly(*folders: Path | str) -> Iterator[None]:
+    """`interruptible`, and on the way out of an interrupt the temp files of killed writers in
+    `folders` are removed (an executor entered inside the block has killed its workers by then).
+    Every command that runs workers (scrub, window, summarize) stops through this, as collect does."""
+    from ..stages.core import atomic
+
+    try:
+        with interruptible():
+            yield
+    except Interrupted:
+        for folder in folders:
+            with contextlib.suppress(OSError):
+                atomic.clean_stale_temps(folder)
+        raise

@@ -18,6 +18,8 @@ from ..stages.core.errors import VerlprofError
 from ..stages.core.hashing import sha256_file
 from ..stages.window import SourceIdentity, SourceSteps, pick_window, source_steps_item
 from .executors import Executor, InlineExecutor, make_executor, run_all
+from . import signals
+from .progress import say_own_outputs
 
 
 def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 1,
@@ -30,7 +32,8 @@ def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 
     re-checked and anything the check flags is removed.
     """
     S = scrub_stage
-    items, skipped, single = S.plan_inputs([Path(p) for p in inputs], Path(out))
+    items, skipped, single, own = S.plan_inputs([Path(p) for p in inputs], Path(out))
+    say_own_outputs(own)
     out = Path(out)
     if not single:
         out.mkdir(parents=True, exist_ok=True)
@@ -38,7 +41,11 @@ def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 
     hashes = {str(src): sha256_file(src) for src, _rel, k in items if k in S.SCRUBBABLE}
     salt = salt or S.bundle_salt(hashes.values())
     ex = make_executor(jobs)
-    with ex:   # one pool for both passes
+    _expect(ex, len(items))
+    # SIGINT/SIGTERM stop it as they stop collect (pipeline/signals.py): the workers are killed on
+    # the way out of `with ex`, the temp files they were writing are removed below, the finished
+    # outputs stay (each complete, atomically renamed) and a re-run reuses them.
+    with signals.stopped_cleanly(out if not single else out.parent, work_dir or default_work_dir()), ex:
         pre = [S.ScrubTask(str(src), "", kind, rel) for src, rel, kind in items]
         id_results = run_all(ex, S.identities_task, [t for t in pre if t.kind in S.SCRUBBABLE], policy)
         # An unreadable input is not fatal here: its own scrub task fails below with its reason, and
@@ -83,8 +90,9 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
     returns a result with no sources, no choice (`choice=None`) and every source's error."""
     options = options or summarize_stage.SummarizeOptions()
     ex = executor or InlineExecutor()
+    _expect(ex, len(items))
     errors: list[tuple[str, str]] = []
-    with ex:   # one pool for the steps and the summaries
+    with signals.stopped_cleanly(), ex:   # one pool for the steps and the summaries; a signal kills it
         found = run_all(ex, source_steps_item, [(str(p), ident) for p, ident in items], options)
         srcs: list[SourceSteps] = []
         kept: list[tuple[str, SourceIdentity]] = []
@@ -111,3 +119,10 @@ def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],
         rows = summarize_stage.merge_rows(parts)
         rows["steps"] = summarize_stage.steps_rows(resolved, choice)
         return summarize_stage.SummarizeResult(resolved, choice, rows, errors)
+
+
+def _expect(executor: Executor, n_inputs: int) -> None:
+    """Tell a pool the run's inputs before it starts: no more workers than them (pipeline/workers.py)."""
+    expect = getattr(executor, "expect", None)
+    if expect is not None:
+        expect(max(1, n_inputs))

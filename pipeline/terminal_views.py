@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from ..stages.core.errors import cut_at_word
 from . import compare, ranks
 
 #: Phase rows per role table.
@@ -53,7 +54,7 @@ def artifact_summary(statuses: Iterable[Any], artifacts: Iterable[Any], width: i
         groups[key] += 1
         sizes[key] += int(getattr(a, "size", 0) or 0)
         if st.reason:
-            why.setdefault(key, Counter())[st.reason.split(";")[0][:60]] += 1
+            why.setdefault(key, Counter())[cut_at_word(st.reason.split(";")[0], 60)] += 1
         if st.status == "failed":
             failed.append(f"  failed: {st.rel}: {st.reason or ''}".rstrip(": "))
     lines = []

@@ -35,7 +35,7 @@ def _c(name: str, type_: pa.DataType, unit: str, meaning: str, better: str = "")
 _KEYS = [
     _c("source", pa.string(), "", "artifact the row comes from (relative name in the bundle)"),
     _c("source_kind", pa.string(), "", "nsys | torch | memory"),
-    _c("role", pa.string(), "", "verl role: actor, rollout, ref, reward, critic, trainer (null when unknown)"),
+    _c("role", pa.string(), "", "verl role: actor, rollout, ref, reward, critic, actor_rollout, actor_rollout_ref (one colocated process playing those roles), teacher, trainer (null when unknown; docs/verl_outputs.md lists where each comes from)"),
     _c("rank", pa.int32(), "", "rank within the role's worker group (null when unknown)"),
     _c("pid", pa.int64(), "", "process id of the profiled process"),
     _c("step", pa.int32(), "", "RL training step (1-based)"),
@@ -186,7 +186,7 @@ SCHEMAS: dict[str, list[Column]] = {
     "steps": _KEYS + [
         _c("start_ns", pa.int64(), "ns", "step start, absolute UTC ns"),
         _c("wall_ns", pa.int64(), "ns", "step duration", "lower"),
-        _c("boundary", pa.string(), "", "how the step was found: nvtx_step | profiler_step (ProfilerStep#N) | step_name (step<N> range) | step_range (--step-range REGEX) | capture_range | aligned | discrete | stage_sequence (verl stage names only) | file_name | snapshot_dir | whole_file (no markers: the whole capture)"),
+        _c("boundary", pa.string(), "", "how the step was found: nvtx_step | profiler_step (ProfilerStep#N) | step_name (step<N> range) | step_range (--step-range REGEX) | capture_range | aligned | discrete | stage_sequence (verl stage names only) | file_name | snapshot_dir | trace_order (the k-th trace of its process that names no step: the k-th profiled step, docs/verl_outputs.md) | param_sync (fully-async: a parameter version) | whole_file (no markers: the whole capture)"),
         _c("chosen", pa.bool_(), "", "true for the steady-state step summarized in phases/kernels"),
         _c("label", pa.string(), "", "the marker of the step as the source names it: the range (`ProfilerStep#104` "
            "is step 105, since profiler.step() counts from 0; `step #3`: the third verl `step` range), "

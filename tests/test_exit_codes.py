@@ -254,7 +254,8 @@ def test_scrub_exit_codes(tmp_path: Path) -> None:
     res = verlprof("scrub", str(src), "-o", str(tmp_path / "o"), *args)
     assert res.returncode == ExitCode.PARTIAL, res.stdout + res.stderr
     assert (tmp_path / "o" / "worker_process_1983.2.sqlite").is_file() and not marker.exists()
-    assert "posix.system" in res.stderr and "1 failed: torch_memory_rank0_pid754.pickle" in res.stderr
+    assert "posix.system" in res.stderr and "1 failed: torch_memory_rank0_pid754.pickle" in res.stdout
+    assert len(res.stderr.strip().splitlines()) == 1   # the failure, once, with its reason (issue 41)
     res = verlprof("scrub", str(src), "-o", str(tmp_path / "s"), *args, "--strict")
     assert res.returncode == ExitCode.PARTIAL and not list((tmp_path / "s").glob("*.sqlite"))
     res = verlprof("scrub", str(src / "torch_memory_rank0_pid754.pickle"), "-o", str(tmp_path / "x.pickle"), *args)

@@ -108,7 +108,7 @@ def test_each_change_is_whole_and_kept_together(shown: dict[int, tuple[str, Path
     for ln in lines[start + 1:start + 1 + 2 * len(changes)]:
         if "->" in ln:
             assert re.search(r"[\d.,]+ -> [\d.,]+ \(", ln), ln   # the change on one physical line
-    assert any(c.startswith("gen_slow: actor_update (actor_rollout_ref) wall_ns ") for c in changes)
+    assert any(c.startswith("gen_slow: actor_update (actor_rollout_ref) wall_ms ") for c in changes)
 
 
 @pytest.mark.parametrize("cols", [80, 60])

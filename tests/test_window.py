@@ -16,13 +16,8 @@ import pytest
 from testdata import fixtures_dir
 from verlprof.pipeline.stage_runs import summarize_sources
 from verlprof.stages.core.errors import VerlprofError
-from verlprof.stages.window.steps import (
-    choose_window,
-    identity_from_path,
-    nsys_source_steps,
-    run_window,
-    window_spans,
-)
+from verlprof.stages.window.choice import choose_window, run_window, window_spans
+from verlprof.stages.window.steps import identity_from_path, nsys_source_steps
 from verlprof.stages.window.types import SourceIdentity
 
 FIXTURES = fixtures_dir()
@@ -270,7 +265,8 @@ def _ranges_any(path: Path) -> pd.DataFrame:
 def test_the_window_line_of_hundreds_of_steps_stays_one_short_line() -> None:
     """A capture of hundreds of steps (the 1 GB benchmark export holds 783) is explained in one line
     that names the first and last steps and how many lie between, not all of them."""
-    from verlprof.stages.window.steps import SourceSteps, choose_window
+    from verlprof.stages.window.choice import choose_window
+    from verlprof.stages.window.steps import SourceSteps
     from verlprof.stages.window.types import SourceIdentity, StepSpan
 
     ident = SourceIdentity(source="r.sqlite", source_kind="nsys")

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+
+from ..workers import jobs_option
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -46,7 +48,7 @@ def collect(
     out: Path = typer.Option(..., "-o", "--out", help="Bundle folder to write (safe to share)."),
     work: Optional[Path] = typer.Option(
         None, "--work", help="Cache for raw exports (holds secrets; never inside OUT). Default $VERLPROF_CACHE or ~/.cache/verlprof."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
+    jobs: Optional[int] = jobs_option(),
     nsys: Optional[str] = typer.Option(None, "--nsys", envvar="VERLPROF_NSYS", help="nsys binary to export reports with."),
     step: str = typer.Option("2", "--step", help="Steady-state step to summarize: N or 'auto'."),
     top: int = top_kernels_option(),
@@ -73,7 +75,7 @@ def collect(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--noise-floor") from None
     from ..collect import CollectOptions, run_collect
-    from ..output_places import OutputPlace, check_output_places
+    from ..output_places import OutputPlace, check_not_inputs, check_output_places
 
     work_dir = work or default_work_dir()
     check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(work_dir, "--work"))
@@ -83,6 +85,7 @@ def collect(
     if not srcs and address is None:
         srcs, said = default_sources_said()
         console.print(said, markup=False, highlight=False, soft_wrap=True)   # paths stay whole
+    check_not_inputs(srcs, OutputPlace(out, "-o", inside=False), OutputPlace(work_dir, "--work"))
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     # --ray: the same collect; each node's own nsight folder (plus any SOURCE that exists there) is
     # gathered on that node, and every input is read only on the node that holds it.
@@ -108,6 +111,20 @@ def collect(
                           markup=False, highlight=False, soft_wrap=True)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
+
+
+def exported_nothing_line(cached: int, beside: int, exported: int) -> str | None:
+    """Why no report was exported, in the words of what happened: read from the SQLite export
+    lying beside it (a first run of a folder nsys exported), or reused from the export cache (a
+    re-run). None when something was exported or there was nothing to export."""
+    if exported or not (cached or beside):
+        return None
+    parts = []
+    if beside:
+        parts.append(f"{plural(beside, 'report')} read from the SQLite export beside it")
+    if cached:
+        parts.append(f"{plural(cached, 'report')} reused from the export cache (an earlier run)")
+    return "Exported nothing: " + "; ".join(parts) + "."
 
 
 def default_sources_said(cwd: Path | None = None) -> tuple[list[Path], str]:
@@ -226,11 +243,12 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
     say(console, closing_line(result))
     if result.nodes:
         say(console, node_line(result.nodes))
-    counts = Counter(o.status for o in result.outcomes if o.stage == "export")
-    reused = counts.get("cached", 0) + counts.get("beside", 0)
-    if reused and counts.get("exported", 0) == 0:
-        say(console, f"Exported nothing: {plural(reused, 'report')} reused from the export cache or "
-                     "their beside SQLite.")
+    # what the export stage did (its own word in `info["export"]`: exported, cached, beside, given)
+    counts = Counter(o.info.get("export", o.status) for o in result.outcomes if o.stage == "export")
+    line = exported_nothing_line(counts.get("cached", 0), counts.get("beside", 0),
+                                 counts.get("exported", 0) + counts.get("done", 0))
+    if line:
+        say(console, line)
     window = result.manifest.get("window") or {}
     if window:
         say(console, f"[bold]window[/bold]: {_esc(window.get('reason', ''))}", indent=2)

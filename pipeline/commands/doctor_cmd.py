@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import textwrap
 from typing import Optional
@@ -69,10 +70,22 @@ def fix_lines(fix: str, width: int) -> list[str]:
     one word a line (each whole, each pasteable); anything else one line, left whole."""
     if not fix:
         return []
-    words = fix.split()
-    if len(fix) <= width or not all(_looks_like_override(w) for w in words):
+    if len(fix) <= width:
         return [fix]
-    return words
+    out: list[str] = []
+    # a mixed fix (`did you mean K? K=V  (or +K=V to add a new key)`, 150 characters for a deep
+    # key): each sentence, each override and the parenthesis on a line of its own, each whole
+    for part in (p.strip() for p in re.split(r"(?<=\?) |  +", fix)):
+        words = part.split()
+        if not part:
+            continue
+        if len(part) <= width:
+            out.append(part)
+        elif all(_looks_like_override(w) for w in words):
+            out.extend(words)
+        else:   # prose: wrapped at spaces, a key never broken (it is copied whole)
+            out.extend(textwrap.wrap(part, width, break_long_words=False, break_on_hyphens=False))
+    return out
 
 
 def _fail(msg: str, code: int = 2) -> None:

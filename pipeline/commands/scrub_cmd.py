@@ -15,6 +15,8 @@ from typing import List, Optional
 
 import typer
 
+from ..workers import jobs_option
+
 from .words import plural
 
 
@@ -33,7 +35,7 @@ def scrub_command(
     values_file: Optional[Path] = typer.Option(None, "--values-file", help="Extra known secret values, one per line."),
     local_env: Optional[bool] = typer.Option(None, "--local-env/--no-local-env", help="Also treat this machine's host/user names and secret-named environment values as secrets (default: policy, on)."),
     salt: Optional[str] = typer.Option(None, "--salt", help="Salt for GPU UUID hashes and fallback pseudonyms (default: derived from the inputs)."),
-    jobs: int = typer.Option(1, "-j", "--jobs", help="Parallel workers (processes)."),
+    jobs: int = jobs_option(1, "1"),
     work: Optional[Path] = typer.Option(None, "--work", help="Work folder for done records (default $VERLPROF_CACHE or ~/.cache/verlprof)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run `check` on the outputs and refuse them when anything remains."),
     strict: bool = typer.Option(False, "--strict", help="Any failed or refused input fails the run: no output is kept (exit 3)."),
@@ -44,11 +46,12 @@ def scrub_command(
     from ..stage_runs import scrub_inputs
 
     from ...stages.core.done_records import default_work_dir
-    from ..output_places import OutputPlace, check_output_places
+    from ..output_places import OutputPlace, check_not_inputs, check_output_places
 
     one_file = len(inputs) == 1 and inputs[0].is_file() and not out.is_dir()
-    check_output_places(OutputPlace(out, "-o", inside=not one_file),
-                        OutputPlace(work or default_work_dir(), "--work"))
+    places = (OutputPlace(out, "-o", inside=not one_file), OutputPlace(work or default_work_dir(), "--work"))
+    check_not_inputs(inputs, *places)
+    check_output_places(*places)
     pol = _policy(policy, values_file, local_env)
     run = scrub_inputs(inputs, out, pol, jobs=jobs, work_dir=work, salt=salt, verify=verify)
     for r in run.results:
@@ -56,9 +59,10 @@ def scrub_command(
             typer.echo(f"{r.status:7} {r.rel} -> {r.dst}: {r.total} replacements")
         else:
             typer.echo(f"{r.status:7} {r.rel}: {plain_reason(r.detail, path=r.rel)}", err=True)
-    for s in run.skipped:
-        typer.echo(f"skipped {s}: not a profiler artifact verlprof scrubs (not copied)")
-    if run.report:
+    for rel, why in run.skipped:
+        if "verlprof's own output" not in why:   # those were said once, as they were found
+            typer.echo(f"skipped {rel}: {why}")
+    if run.report and scrub_exit_code(run) != 4:
         typer.echo(f"report  {run.report}")
     if run.findings:
         typer.echo("check found secrets or personal data in the outputs; they were removed:", err=True)
@@ -67,13 +71,16 @@ def scrub_command(
     code = scrub_exit_code(run)
     failed = [r.rel for r in run.results if r.status not in ("done", "cached")]
     scrubbed = len(run.results) - len(failed)
-    typer.echo(f"{len(run.results)} inputs: {scrubbed} scrubbed, {len(failed)} failed"
-               + (f": {', '.join(failed)}" if failed else ""), err=bool(failed))
+    # the closing count on stdout: each failure was named once above, on stderr, with its reason
+    end = ""
     if code == 3 and strict:
         _remove_outputs(run)
-        typer.echo("--strict: some inputs failed; no output kept", err=True)
+        end = "; --strict: no output kept"
     elif code == 4:
-        typer.echo("nothing could be scrubbed", err=True)
+        _remove_outputs(run)        # a report of nothing is no output: OUT is left as it was
+        end = "; nothing could be scrubbed, no output kept"
+    typer.echo(f"{plural(len(run.results), 'input')}: {scrubbed} scrubbed, {len(failed)} failed"
+               + (f": {', '.join(failed)}" if failed else "") + end)
     raise typer.Exit(code)
 
 
@@ -95,7 +102,12 @@ def _remove_outputs(run) -> None:
         if r.status in ("done", "cached") and r.dst:
             Path(r.dst).unlink(missing_ok=True)
     if run.report:
-        Path(run.report).unlink(missing_ok=True)
+        report = Path(run.report)
+        report.unlink(missing_ok=True)
+        try:
+            report.parent.rmdir()   # the OUT folder this run made, if nothing else is in it
+        except OSError:
+            pass
 
 
 def check_command(

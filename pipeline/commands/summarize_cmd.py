@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+
+from ..workers import jobs_option
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -35,6 +37,15 @@ def _fmt_ms(ns: Any) -> str:
     return fmt_ms(ns)
 
 
+def metric_label(metric: str) -> str:
+    """A metric as the terminal shows it, named by the unit its values are printed in: `wall_ms`,
+    `gpu_busy_inherited_ms`, `mem_peak_MB` (never `wall_ns` beside a value in ms); one word, so
+    a change line wraps around it, never through it."""
+    if metric == "mem_peak_bytes":
+        return "mem_peak_MB"
+    return metric.removesuffix("_ns") + "_ms"
+
+
 def _value(v: Any, metric: str) -> str:
     if metric == "mem_peak_bytes":
         return "–" if v is None else f"{v / 2**20:,.0f}"
@@ -53,7 +64,7 @@ def flagged_lines(result: Any, limit: int = 12) -> list[str]:
         role = r["role"] if isinstance(r["role"], str) else "-"
         rel = r["delta_rel"]   # null where the baseline is 0: a relative change has no meaning
         rel = "from 0" if rel is None or rel != rel else f"{rel:+.1%}"
-        out.append(f"  {r['run']}: {r['stage']} ({role}) {r['metric']} {_value(r['baseline_ns'], r['metric'])} -> "
+        out.append(f"  {r['run']}: {r['stage']} ({role}) {metric_label(r['metric'])} {_value(r['baseline_ns'], r['metric'])} -> "
                    f"{_value(r['value_ns'], r['metric'])} ({rel})")
     return (["changes above the noise (steps 2..N spread, else 5% and 0.1 ms):"] + out) if out else \
         ["no change above the noise (steps 2..N spread, else 5% and 0.1 ms)"]
@@ -186,7 +197,7 @@ def register(app: typer.Typer) -> None:
         ray: bool = typer.Option(False, "--ray", help="run the per-run work as Ray tasks on the running cluster (address auto)"),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDRESS",
                                                   help="Ray cluster address (implies --ray); `local` starts a private local Ray"),
-        jobs: Optional[int] = typer.Option(None, "-j", "--jobs", min=1, help="local worker processes (1 = inline)"),
+        jobs: Optional[int] = jobs_option(),
         work: Optional[Path] = typer.Option(None, "--work", help="work/cache dir (default $VERLPROF_CACHE or ~/.cache/verlprof)"),
         top_changes: int = typer.Option(20, "--top-changes", min=1, help="kernel changes kept per run (the kernels whose time changed most)"),
         metric: str = typer.Option("wall_ns", "--metric", help="metric of the terminal table: wall_ns, gpu_busy_inherited_ns, gpu_busy_ns, kernel_ns, comm_ns, mem_peak_bytes"),
@@ -204,15 +215,19 @@ def register(app: typer.Typer) -> None:
 
         if metric not in compare.COMPARED:
             raise VerlprofError(None, f"--metric must be one of {', '.join(compare.COMPARED)}, not {metric!r}")
-        from ..output_places import OutputPlace, check_output_places
+        from ..output_places import OutputPlace, check_not_inputs, check_output_places
 
         for given in inputs:          # as collect: a SOURCE that is not there is bad usage (exit 2)
             if not given.expanduser().exists():
                 raise VerlprofError(given, "no such file or folder")
         work_dir = work or default_work_dir()
+        check_not_inputs(inputs, OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
         check_output_places(OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
         address = ray_address if ray_address is not None else ("auto" if ray else None)
         executor = make_executor(jobs, ray_address=address)
+        expect = getattr(executor, "expect", None)
+        if expect is not None:   # no more workers than runs (pipeline/workers.py)
+            expect(len(inputs))
         if fresh:
             batch.clear_cache(work_dir)
         done = 0
@@ -223,14 +238,22 @@ def register(app: typer.Typer) -> None:
             if err_console.is_terminal:
                 err_console.print(f"[dim]{done}/{len(inputs)}[/] {st.run}: {st.status}")
 
-        try:
-            result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor, work_dir=work_dir,
-                                          html=html, top_kernels=top_changes, on_done=progress, strict=strict,
-                                          noise_rel=noise_rel, noise_abs_ns=int(noise_ms * 1e6))
-        finally:
-            close = getattr(executor, "close", None)
-            if close:
-                close()
+        from .. import signals
+
+        stopped = False
+        with signals.stopped_cleanly(out, work_dir):   # SIGINT/SIGTERM: as collect (exit 130/143)
+            try:
+                result = batch.summarize_runs(inputs, out, baseline=baseline, executor=executor,
+                                              work_dir=work_dir, html=html, top_kernels=top_changes,
+                                              on_done=progress, strict=strict, noise_rel=noise_rel,
+                                              noise_abs_ns=int(noise_ms * 1e6))
+            except signals.Interrupted:
+                stopped = True
+                raise
+            finally:
+                close = getattr(executor, "close", None)
+                if close:
+                    close(kill=True) if stopped else close()
         width = console.width
         if result.compare is not None:
             for part in comparison_view(result, metric, width=width):

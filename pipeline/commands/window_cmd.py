@@ -15,7 +15,10 @@ from typing import Optional
 
 import typer
 
+from ..workers import jobs_option
+
 from ...stages.core.errors import VerlprofError
+from .wrap import fit_lines
 from .window_options import step_range_option, top_kernels_option, top_phases_option
 
 def register(app: typer.Typer) -> None:
@@ -30,12 +33,15 @@ def _inputs(paths: list[Path]) -> list[Path]:
     """
     from ...stages.core.model import ArtifactKind
     from ...stages.gather import gather
+    from ..progress import say_own_outputs
 
     wanted = (ArtifactKind.NSYS_SQLITE, ArtifactKind.TORCH_TRACE)
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found = gather([p], with_hashes=False, find_config=False).artifacts
+            gathered = gather([p], with_hashes=False, find_config=False)
+            say_own_outputs(gathered.own_outputs)
+            found = gathered.artifacts
             files = sorted(a.path for a in found if a.kind in wanted)
             if not files:
                 raise VerlprofError(p, "holds no nsys SQLite exports (*.sqlite) or torch traces (*.json[.gz]); "
@@ -48,6 +54,26 @@ def _inputs(paths: list[Path]) -> list[Path]:
         else:
             raise VerlprofError(p, "no such file or folder")
     return out
+
+
+def known_identity(path: Path) -> "object":
+    """The identity of one input: from its name, and for an nsys export whose name says no role
+    or rank (Ray's `worker_process_<pid>`), from inside it, as collect reads it
+    (stages/readers/report_identity.py): `trainer`, `actor_rollout_ref rank 1`, never `role ?`."""
+    import dataclasses
+
+    from ...stages.readers.report_identity import identify_report
+    from ...stages.window import identity_from_path
+
+    ident = identity_from_path(path)
+    if ident.source_kind != "nsys" or (ident.role is not None and ident.rank is not None):
+        return ident
+    try:
+        found = identify_report(path, ident.pid)
+    except VerlprofError:
+        return ident          # its own window or summary says what is wrong with it
+    return dataclasses.replace(ident, role=ident.role or found.role,
+                               rank=ident.rank if ident.rank is not None else found.rank)
 
 
 def parse_step(step: str) -> "int | str":
@@ -73,7 +99,7 @@ def window(
     phases: bool = typer.Option(False, "--phases", help="Also summarize the chosen step and print its phases."),
     out: Optional[Path] = typer.Option(None, "-o", "--out",
                                        help="Write the chosen step as a checked bundle (DIR/summaries/*.parquet), as collect does."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Parallel workers (default: cores)."),
+    jobs: Optional[int] = jobs_option(),
 ) -> None:
     """Find the profiled steps in every input and choose the steady-state one."""
     from rich.console import Console
@@ -90,41 +116,46 @@ def window(
 
     if out is not None:
         from ...stages.core.done_records import default_work_dir
-        from ..output_places import OutputPlace, check_output_places
+        from ..output_places import OutputPlace, check_not_inputs, check_output_places
 
+        check_not_inputs(inputs, OutputPlace(out, "-o", inside=False))
         check_output_places(OutputPlace(out, "-o", inside=False), OutputPlace(default_work_dir(), "work dir"))
-    console = Console()
-    files = _inputs(inputs)
-    idents = [(p, identity_from_path(p)) for p in files]
-    from ...stages.window import compile_step_range
+    from .. import signals
 
-    compile_step_range(step_range)
-    options = SummarizeOptions(step=parse_step(step), top=top, step_range=step_range,  # type: ignore[arg-type]
-                               top_phases=top_phases)
-    if phases:
-        res = summarize_sources(idents, options, make_executor(jobs))
-        resolved, choice, rows = res.sources, res.choice, res.rows
-        for source, err in res.errors:
-            console.print(f"[yellow]skipped {source}: {err}[/yellow]")
-    else:
-        win = pick_window([source_steps_item((str(p), ident), options) for p, ident in idents], options.step)
-        resolved, choice = list(win.sources), win.choice
-        rows = {"steps": steps_rows(resolved, choice)}
-    t = Table(title="profiled steps", title_justify="left")
-    for col in ("source", "pid", "step", "wall ms", "boundary", "chosen", "flags"):
-        t.add_column(col, justify="right" if col in ("pid", "step", "wall ms") else "left")
-    for src in resolved:
-        for s in sorted(src.steps, key=lambda s: (s.pid or 0, s.step)):
-            t.add_row(src.ident.source, str(s.pid or ""), str(s.step), f"{s.wall_ns / 1e6:,.1f}", s.boundary,
-                      "yes" if s.step == choice.step else "", ", ".join(s.flags))
-    console.print(t)
-    console.print(f"window: {choice.reason}")
-    for w in choice.warnings:
-        console.print(f"[yellow]warning: {w}[/yellow]")
-    if phases and rows.get("phases"):
-        render_phase_table(rows["phases"], console, top_phases)
-    if out is not None:
-        _write_bundle(inputs, out, options, jobs, console)
+    with signals.stopped_cleanly():   # SIGINT/SIGTERM: workers killed, one line, exit 130/143
+        console = Console()
+        files = _inputs(inputs)
+        idents = [(p, known_identity(p)) for p in files]
+        from ...stages.window import compile_step_range
+
+        compile_step_range(step_range)
+        options = SummarizeOptions(step=parse_step(step), top=top, step_range=step_range,  # type: ignore[arg-type]
+                                   top_phases=top_phases)
+        if phases:
+            res = summarize_sources(idents, options, make_executor(jobs))
+            resolved, choice, rows = res.sources, res.choice, res.rows
+            for source, err in res.errors:
+                console.print(f"[yellow]skipped {source}: {err}[/yellow]")
+        else:
+            win = pick_window([source_steps_item((str(p), ident), options) for p, ident in idents], options.step)
+            resolved, choice = list(win.sources), win.choice
+            rows = {"steps": steps_rows(resolved, choice)}
+        t = Table(title="profiled steps", title_justify="left")
+        for col in ("source", "pid", "step", "wall ms", "boundary", "chosen", "flags"):
+            t.add_column(col, justify="right" if col in ("pid", "step", "wall ms") else "left")
+        for src in resolved:
+            for s in sorted(src.steps, key=lambda s: (s.pid or 0, s.step)):
+                t.add_row(src.ident.source, str(s.pid or ""), str(s.step), f"{s.wall_ns / 1e6:,.1f}", s.boundary,
+                          "yes" if s.step == choice.step else "", ", ".join(s.flags))
+        console.print(t)
+        for line in fit_lines(f"window: {choice.reason}", console.width, indent=2):   # `99.8 ms` stays whole
+            console.print(line, highlight=False)
+        for w in choice.warnings:
+            console.print(f"[yellow]warning: {w}[/yellow]")
+        if phases and rows.get("phases"):
+            render_phase_table(rows["phases"], console, top_phases)
+        if out is not None:
+            _write_bundle(inputs, out, options, jobs, console)
 
 
 def _write_bundle(inputs: list[Path], out: Path, options: "object", jobs: Optional[int], console: "object") -> None:

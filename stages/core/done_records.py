@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic
+from .own_outputs import mark_work_dir
 
 
 def default_work_dir() -> Path:
@@ -61,4 +62,5 @@ class DoneRecords:
 
     def record(self, key: str, options: Any, outputs: dict[str, str], info: dict[str, Any] | None = None) -> None:
         """Mark work finished. Call only after every output has been atomically written."""
+        mark_work_dir(self.work_dir)
         atomic.write_json(self._path(key, options), {"key": key, "outputs": outputs, "info": info or {}})

@@ -182,7 +182,7 @@ def _tidy(what: str) -> str:
     text = re.sub(r"^[\s:;,.'\"-]+|[\s:;,('\"-]+$", "", text)
     text = " ".join(text.split())
     if not re.search(r"[A-Za-z]{3,}\s+[A-Za-z]{2,}", text):   # no words: a bare library value ('ts', 42)
-        shown = what.strip()[:60] or "no message"
+        shown = cut_at_word(what.strip(), 60) or "no message"
         return f"could not read it: unexpected data ({shown}); please report this as a verlprof bug"
     return text if len(text) <= REASON_CAP else _cut(text)
 
@@ -199,4 +199,15 @@ def _cut(text: str) -> str:
     at = head.rfind("; ")
     if at >= REASON_CAP // 2:
         return head[:at] + "; …"
-    return text[:REASON_CAP - 1].rstrip() + "…"
+    return cut_at_word(text, REASON_CAP)
+
+
+def cut_at_word(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut after a whole word and marked with `…` (never
+    `kernel wi`); a first word longer than `limit` is cut hard."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    if text[limit - 1] != " " and " " in head:
+        head = head.rsplit(" ", 1)[0]
+    return head.rstrip(" ,;:(") + "…"

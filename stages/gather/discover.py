@@ -11,12 +11,10 @@ caller may run in an executor; `gather(..., with_hashes=False)` returns unhashed
 """
 from __future__ import annotations
 
-import gzip
 import os
 import secrets
 import socket
 import stat
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -31,11 +29,11 @@ from ..readers.hydra_config import (
     is_hydra_config,
     load_run_config,
 )
+from ..core.cores import usable_cores
+from ..core.own_outputs import own_output_reason
+from .headers import UNREADABLE, check_header, named_bad
 from ..readers.naming import NameInfo, classify_name
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-GZIP_MAGIC = b"\x1f\x8b"
-_SNIFF_BYTES = 256 << 10
 #: Folders never worth walking (VCS, caches); verlprof's own temp files are skipped by name.
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", "node_modules"})
 
@@ -54,6 +52,9 @@ class GatherResult:
     #: the unreadable candidates inside folders (also in `skipped`, with their reason) as artifacts,
     #: so that collect can list each as a failed artifact, as it would fail given alone
     rejected: list[Artifact] = field(default_factory=list)
+    #: folders skipped as verlprof's own output (a bundle, a WORK folder): (path as given, reason),
+    #: which every command prints as one line each (stages/core/own_outputs.py)
+    own_outputs: list[tuple[str, str]] = field(default_factory=list)
 
     def by_kind(self, kind: ArtifactKind) -> list[Artifact]:
         return [a for a in self.artifacts if a.kind == kind]
@@ -63,10 +64,6 @@ class GatherResult:
         """(rel, reason) of the files named like artifacts whose content is not what the name says
         (a corrupt SQLite, a `.json.gz` that is not gzip): named to the user, never just ignored."""
         return unreadable(self.skipped)
-
-
-#: Reason prefix of a skipped file that looked like an artifact but could not be read.
-UNREADABLE = "unreadable: "
 
 
 def unreadable(skipped: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -175,8 +172,8 @@ def _local_ray_host(src: Path, ray_dirs: Sequence[Path]) -> str | None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, int]]
-          ) -> Iterator[tuple[Path, str, os.stat_result]]:
+def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, int]],
+          own: list[tuple[str, str]] | None = None) -> Iterator[tuple[Path, str, os.stat_result]]:
     """Yield (path, rel, stat) of regular files under `root`, following symlinked folders once.
 
     Folders are identified by (device, inode), so symlink loops and a folder reached twice are
@@ -197,6 +194,12 @@ def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, in
                 skipped.append((drel or ".", "excluded (verlprof output or work folder)"))
             continue
         seen.add(key)
+        mine = own_output_reason(d)
+        if mine is not None:    # a bundle or WORK folder of verlprof: never read back as input
+            skipped.append((drel or ".", mine))
+            if own is not None:
+                own.append((str(d), mine))
+            continue
         try:
             with os.scandir(d) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -222,60 +225,6 @@ def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, in
             else:
                 skipped.append((rel, "not a regular file"))
         stack.extend(reversed(subdirs))
-
-
-# ----------------------------------------------------------------------------------------------
-# Cheap content checks
-# ----------------------------------------------------------------------------------------------
-
-
-def _head(path: Path, n: int) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(n)
-
-
-def _sniff_json(path: Path) -> str | None:
-    """None if the start of a (gzipped) JSON file looks like a chrome trace, else why not."""
-    try:
-        if path.name.endswith(".gz"):
-            if _head(path, 2) != GZIP_MAGIC:
-                return UNREADABLE + "not gzip data (bad header)"
-            with gzip.open(path, "rb") as f:
-                head = f.read(_SNIFF_BYTES)
-        else:
-            head = _head(path, _SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error) as exc:
-        return UNREADABLE + f"corrupt gzip ({type(exc).__name__})"
-    if b'"traceEvents"' in head or b'"schemaVersion"' in head:
-        return None
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
-        return UNREADABLE + ("gzip of something that is not JSON" if path.name.endswith(".gz")
-                             else "not JSON (bad header)")
-    return "JSON without traceEvents (not a chrome trace)"
-
-
-def _named_bad(reason: str) -> bool:
-    """A header check that says the content is not what the name promises (else: not a trace)."""
-    return not reason.startswith("JSON without traceEvents")
-
-
-def _check_header(path: Path, info: NameInfo) -> str | None:
-    """None if the first bytes fit the kind, else a one-phrase reason (nothing is parsed)."""
-    try:
-        if info.kind == ArtifactKind.NSYS_SQLITE:
-            return None if _head(path, 16) == SQLITE_MAGIC else "not an SQLite database (bad header)"
-        if info.kind == ArtifactKind.TORCH_TRACE:
-            if info.needs_sniff:
-                return _sniff_json(path)
-            if path.name.endswith(".gz"):
-                return None if _head(path, 2) == GZIP_MAGIC else "not gzip data (bad header)"
-            first = _head(path, 4096).lstrip()[:1]
-            return None if first in (b"{", b"[") else "not JSON (bad header)"
-        if info.kind == ArtifactKind.MEMORY_SNAPSHOT:
-            return None if _head(path, 1) == b"\x80" else "not a pickle (bad header)"
-    except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
-    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -337,9 +286,19 @@ def hash_artifact(a: Artifact, options: Any = None) -> Artifact:
     if a.sha256:
         return a
     try:
-        return a.replace(sha256=sha256_file(a.path))
+        digest = sha256_file(a.path)
+        st = os.stat(a.path)
     except OSError as exc:
         raise BadInputError(a.path, f"cannot read to hash: {exc.strerror or exc}") from None
+    if a.mtime and (st.st_size != a.size or st.st_mtime != a.mtime):
+        return a.replace(sha256=digest, notes=a.notes + (GROWING,))
+    return a.replace(sha256=digest)
+
+
+#: Note of an artifact whose size or mtime changed between the walk and the end of its hash.
+GROWING = "growing"
+GROWING_REASON = ("still being written (it changed while verlprof read it); "
+                  "collect again once the profiler has finished writing it")
 
 
 def sqlite_export_of(report: Artifact) -> Path | None:
@@ -382,7 +341,8 @@ def _pair_exports(arts: list[Artifact], skipped: list[tuple[str, str]]) -> list[
 
 
 def _steps_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Artifact]:
-    """Capture range k of a continuous-mode nsys worker report holds the k-th profiled window."""
+    """Capture range k of a continuous-mode nsys worker report holds the k-th profiled window; a
+    torch trace that names no step carries the config's profiled steps, for its series' numbers."""
     if cfg is None:
         return arts
     out: list[Artifact] = []
@@ -395,6 +355,10 @@ def _steps_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Arti
                 a = a.replace(step=first if first == last else None,
                               steps=None if first == last else win,
                               notes=a.notes + ("step_from_config",))
+        elif a.kind == ArtifactKind.TORCH_TRACE and a.step is None and cfg.steps:
+            # a trace that names no step is the k-th of its process's series: the k-th profiled
+            # step (stages/window/series.py numbers it; the config's list is all it needs)
+            a = a.replace(notes=a.notes + (f"profiled_steps={','.join(map(str, cfg.steps))}",))
         out.append(a)
     return out
 
@@ -477,6 +441,7 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
     rejected: list[Artifact] = []
     configs: list[Artifact] = []
     roots: list[str] = []
+    own: list[tuple[str, str]] = []
     seen_files: dict[tuple[int, int], str] = {}
     excl: set[tuple[int, int]] = set()
     for e in exclude:
@@ -497,8 +462,11 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
         roots.append(_display_root(src))
         host = _local_ray_host(src, ray_dirs)
         if stat.S_ISDIR(st.st_mode):
+            mine = own_output_reason(src)
+            if mine is not None:    # given as SOURCE: say so at once rather than find nothing in it
+                raise VerlprofError(src, f"{mine}: give the run's folder, not a verlprof output")
             root_name = src.resolve().name
-            files: Iterator[tuple[Path, str, os.stat_result]] = _walk(src, skipped, excl)
+            files: Iterator[tuple[Path, str, os.stat_result]] = _walk(src, skipped, excl, own)
             single = False
         else:
             root_name = src.resolve().parent.name
@@ -520,11 +488,11 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 skipped.append((rel, reason))
                 continue
             if fst.st_size > 0:
-                bad = _check_header(path, info)
+                bad = check_header(path, info)
                 if bad is not None:
                     if single:
                         raise BadInputError(path, f"{info.kind.value}: {bad.removeprefix(UNREADABLE)}")
-                    why = bad if bad.startswith(UNREADABLE) or not _named_bad(bad) else UNREADABLE + bad
+                    why = bad if bad.startswith(UNREADABLE) or not named_bad(bad) else UNREADABLE + bad
                     skipped.append((rel, why))
                     if why.startswith(UNREADABLE):
                         rejected.append(_artifact(path, rel, fst, info, index, host))
@@ -582,10 +550,16 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
 
         total = len(arts)
         hashed: list[Artifact] = []
-        with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, total))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), total))) as pool:
             for i, a in enumerate(pool.map(hash_artifact, arts), 1):
                 hashed.append(a)
                 if progress is not None:
                     progress(i, total, a.rel)
-        arts = hashed
-    return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots, rejected=rejected)
+        arts = []
+        for a in hashed:   # a file still being written is no input yet: failed, with its reason
+            if GROWING in a.notes:
+                skipped.append((a.rel, UNREADABLE + GROWING_REASON))
+                rejected.append(a)
+            else:
+                arts.append(a)
+    return GatherResult(artifacts=arts, config=config, skipped=skipped, roots=roots, rejected=rejected, own_outputs=own)

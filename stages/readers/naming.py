@@ -13,7 +13,8 @@ Names mirrored from verl 0.9.1:
 - `verl/utils/profiler/torch_profile.py` (`build_trace_basename`):
   `[prefix_][scope_][step<N>_]rank<R>[-of-<W>][_tp..-pp..-dp..-cp..]_pid<P>_<ts>[_mb<a>[-<b>]|_part<i>].json.gz`
   where every part is sanitised (`[^0-9A-Za-z.=+-]+` -> `-`, so `actor_rollout_ref` becomes
-  `actor-rollout-ref`); older verl wrote `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`.
+  `actor-rollout-ref`); verl 0.8 wrote `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`, verl 0.7
+  `[prefix_]prof_rank-<r>.json.gz` (docs/verl_outputs.md lists every name with its writer).
 - `verl/utils/profiler/config.py`: rollout engines write into `agent_loop_rollout_replica_<r>/`,
   relocated as `rollout-replica<r>[-globalrank<g>]_<engine name>`.
 - `verl/utils/profiler/torch_memory_profile.py` + `memory_utils.py`:
@@ -314,7 +315,8 @@ def _b_torch_verl(m: re.Match[str]) -> NameInfo:
                     step=_int(m["step"]), timestamp=m["ts"], notes=tuple(notes))
 
 
-# Older verl: save_path/<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz (prefix unsanitised).
+# verl 0.8: save_path/<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz (prefix unsanitised), one file per
+# profiled call (a step, or a stage call in discrete mode): window/series.py numbers them.
 _TORCH_VERL_OLD = re.compile(
     r"(?:^|/)(?:(?P<dir>[^/]+)/)?(?:(?P<prefix>[^/]+?)_)?prof_rank-(?P<rank>\d+)_(?P<pid>\d+)_(?P<ts>\d+)"
     r"(?:_(?:cycle|part)(?P<part>\d+))?\.json(?:\.gz)?$")
@@ -341,6 +343,18 @@ def _b_torch_verl_phase(m: re.Match[str]) -> NameInfo:
     return NameInfo(ArtifactKind.TORCH_TRACE, "torch_verl_phase", role=_role(prefix, scope), prefix=prefix,
                     scope=scope, rank=int(m["rank"]),
                     notes=("rewritten each profiled call: holds the last one",))
+
+
+# verl 0.5 / 0.6 (`verl/utils/profiler/profile.py` Profiler.save, used by megatron_actor's update_policy):
+# `<save_path>/prof_start_<a>_end_<b>_rank_<R>.json`, one file per rank and run: a torch.profiler
+# schedule over the update's mini-batches a..b (`prof.step()` per mini-batch) of the first
+# update_policy call (then `stop_trace`), so RL step 1; its ProfilerStep#N count mini-batches.
+_TORCH_VERL_05 = re.compile(r"(?:^|/)prof_start_(?P<a>\d+)_end_(?P<b>\d+)_rank_(?P<rank>\d+)\.json$")
+
+
+def _b_torch_verl_05(m: re.Match[str]) -> NameInfo:
+    return NameInfo(ArtifactKind.TORCH_TRACE, "torch_verl_05", role="actor", scope="update_policy",
+                    rank=int(m["rank"]), step=1, notes=(f"mini_batches={m['a']}-{m['b']}",))
 
 
 # torch.profiler.tensorboard_trace_handler: `<worker_name>.<ms>.pt.trace.json[.gz]`, whose default
@@ -480,7 +494,7 @@ PATTERNS: tuple[NamePattern, ...] = (
             ("actor_update/prof_rank-0_1_20250101120000123.json", {"role": "actor"}),
         ),
         not_examples=("e2e/prof_rank0_1_2.json.gz", "e2e/prof_rank-0_1.json.gz", "prof_rank-a_1_2.json.gz"),
-        doc="verl <= 0.6 get_torch_profiler: `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`."),
+        doc="verl 0.8 get_torch_profiler: `<scope>/[prefix_]prof_rank-<r>_<pid>_<ts>.json.gz`, one file per profiled call."),
     NamePattern(
         "torch_verl_phase", _TORCH_VERL_PHASE, _b_torch_verl_phase,
         examples=(
@@ -492,6 +506,13 @@ PATTERNS: tuple[NamePattern, ...] = (
         ),
         not_examples=("e2e/prof_rank0.json.gz", "e2e/prof_rank-a.json.gz", "e2e/prof_rank-0.json.gz.tmp"),
         doc="verl 0.7 / early-2026 get_torch_profiler: `<role>/[<prefix>_]prof_rank-<R>.json.gz`."),
+    NamePattern(
+        "torch_verl_05", _TORCH_VERL_05, _b_torch_verl_05,
+        examples=(("profile/prof_start_1_end_3_rank_0.json", {"rank": 0, "role": "actor", "step": 1,
+                                                             "notes": ("mini_batches=1-3",)}),
+                  ("prof_start_0_end_2_rank_7.json", {"rank": 7, "scope": "update_policy"})),
+        not_examples=("prof_start_1_end_3_rank_0.json.gz", "prof_start_1_rank_0.json", "prof_start_a_end_3_rank_0.json"),
+        doc="verl 0.5 / 0.6 Profiler.save: `prof_start_<a>_end_<b>_rank_<R>.json` (update mini-batches a..b of step 1)."),
     NamePattern(
         "torch_tensorboard", _TENSORBOARD, _b_tensorboard,
         examples=(("node1_4242.1764660000000.pt.trace.json.gz", {"host": "node1", "pid": 4242}),

@@ -15,8 +15,8 @@ and kind, never by value:
 
 Detection is `Scrubber.findings`, the same code path scrub uses to replace, so the two agree: the
 same decoders (URL, base64, hex), context rules and entropy rule run on every parsed string, and
-adjacent NVTX ranges of one thread are scanned joined as scrub does. Raw-byte windows (free pages,
-huge text lines) skip only the entropy rule: they glue unrelated cells together.
+adjacent NVTX ranges (a trace's consecutive op inputs) of one thread are scanned joined as scrub does.
+Raw-byte windows (free pages, huge text lines) skip only the entropy rule: they glue cells together.
 """
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ from .sqlite_cells import (ARGV_TABLE, SPLIT_LOCATION, STRING_TABLE, argv_pair_f
                            iter_adjacent_nvtx, iter_distinct_cells)
 from .sqlite_pages import unallocated_regions
 from .trace import LiteralFilter, loads_event
+from .op_inputs import SPLIT_OP_LOCATION, OpInputs, split_op_halves
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC = b"PAR1"
@@ -212,7 +213,8 @@ class Checker:
         if not (ids.hosts or ids.users or ids.secret_values or ids.gpu_uuids):
             return self.sc
         k = self.known
-        have = Identities({h for h, _p in k.hosts}, {u for u, _p in k.users}, set(k.secret_values), set(k.gpu_uuids))
+        have = Identities({h for h, _p in k.hosts}, {u for u, _p in k.users}, set(k.secret_values), set(k.gpu_uuids),
+                          set(k.split_values))
         return Scrubber(self.policy, Pseudonyms.build([have, ids], salt=k.salt, policy=self.policy))
 
     def _sqlite(self, path: Path, display: str) -> None:
@@ -363,6 +365,7 @@ class Checker:
         events skipped unless they hold a literal with a finding (`LiteralFilter`), which are
         decoded and walked (all of a batch the fast decoders refused)."""
         lits = LiteralFilter(self._clean_literal)
+        ops = OpInputs() if self.policy.join_adjacent_nvtx else None
         loc = ""
         n = 0
         try:
@@ -371,6 +374,8 @@ class Checker:
                 if not loc:
                     self._json_members(display, stream.head)
                     loc = "$[]" if stream.is_array else "$.traceEvents[]"
+                if ops is not None:
+                    ops.feed_batch(batch.raw, batch.events, lambda raw: loads_event(raw, path))
                 if batch.tolerant:
                     todo = list(enumerate(batch.events or ()))
                 else:
@@ -382,6 +387,9 @@ class Checker:
             if not loc:
                 self._json_members(display, stream.head)
             self._json_members(display, stream.tail)
+            if ops:     # a secret only two consecutive ops' inputs show together (op_inputs.py)
+                for _half in sorted(split_op_halves(ops.pairs(), self.sc)):
+                    self.sink.add(display, f"{loc}.args.{SPLIT_OP_LOCATION}", KIND_SPLIT)
         except (BadInputError, RecursionError):
             self.sink.add(display, "not valid JSON: scanned as text", KIND_UNREADABLE)
             if text_fallback:

@@ -50,16 +50,10 @@ _EMAIL_VARS = frozenset({"EMAIL", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL", "WA
 # a person or their work: learned like user names, replaced as whole tokens wherever they occur.
 _NAME_KEYS = frozenset({"user", "username", "user_name", "export_user", "entity", "wandb_entity", "author",
                         "experiment_name", "project_name", "login", "owner"})
-_HOST_VARS = frozenset({"HOSTNAME", "HOST", "NODENAME", "SLURMD_NODENAME", "DEVICE_DISPLAY_NAME", "EXPORT_HOST"})
-_BULK_SECRET_NAME = re.compile(
-    r"(?i)(?:token|secret|passw|pwd|apikey|api_key|access_key|credential|auth|cookie|session|private|bearer)"
-    r"[A-Za-z0-9_.\-]*\"?\s*[=:]")
+_HOST_VARS = frozenset({"HOSTNAME", "HOST", "NODENAME", "SLURMD_NODENAME", "DEVICE_DISPLAY_NAME", "EXPORT_HOST",
+                        "MASTER_ADDR", "SLURM_SUBMIT_HOST"})
 # user@host (ssh prompts, scp targets, e-mail addresses): both parts are personal.
 _USER_AT_HOST = re.compile(r"(?<![\w.\-@])([a-z_][a-z0-9_.\-]{1,31})@([A-Za-z0-9][A-Za-z0-9\-]{0,62}(?:\.[A-Za-z0-9\-]{1,63})*)(?=[:\s/,;)\]\"']|$)")
-
-_BULK_NAME_HINTS = ("token", "secret", "passw", "api_key", "apikey", "access_key", "credential", "bearer",
-                    "cookie", "private")
-
 
 def hint_windows(text: str, hints: Iterable[str], before: int, after: int, limit: int = 200_000) -> list[tuple[int, int]]:
     """Merged [start, end) windows around every occurrence of any hint (found with str.find)."""
@@ -83,9 +77,6 @@ def hint_windows(text: str, hints: Iterable[str], before: int, after: int, limit
     return merged
 
 
-_BULK_HOST_KEY = re.compile(r"\"(?:host_name|hostname|host)\"\s*:\s*\"([^\"\\]{1,255})\"")
-
-
 @dataclass
 class Identities:
     """Names and secret values found in one artifact (or the local machine). Merged per bundle."""
@@ -94,12 +85,16 @@ class Identities:
     users: set[str] = field(default_factory=set)
     secret_values: set[str] = field(default_factory=set)
     gpu_uuids: set[str] = field(default_factory=set)
+    # halves of a secret written across the inputs of consecutive ops (op_inputs.py): redacted
+    # whole wherever they appear in the bundle (kind `split_value`)
+    split_values: set[str] = field(default_factory=set)
 
     def merge(self, other: "Identities") -> "Identities":
         self.hosts |= other.hosts
         self.users |= other.users
         self.secret_values |= other.secret_values
         self.gpu_uuids |= other.gpu_uuids
+        self.split_values |= other.split_values
         return self
 
     def counts(self) -> dict[str, int]:
@@ -222,28 +217,37 @@ class IdentityCollector:
                 if val and not (entropy and low_entropy(val)) and not is_placeholder(val):
                     self.ids.secret_values.add(val)
 
-    def feed_bulk(self, text: str) -> None:
-        """Scan a large raw text (a chunk of a JSON trace) without visiting every value in Python.
+    _KEY_HOSTS = frozenset({"hostname", "host_name", "host", "device_display_name", "export_host"})
 
-        Literal hints are located with `str.find` (C speed); only small windows around them go
-        through the regexes, at C speed (bench_scrub.py).
-        """
-        text = text.replace("\\/", "/")
-        low = text.lower()
-        for a, b in hint_windows(low, _BULK_NAME_HINTS, 96, 320):
-            for n, v, _s, _e in iter_assignments(text[a:b]):
-                self.add_pair(n, unquote(v))
-        for a, b in hint_windows(low, ('"host',), 0, 300):
-            for m in _BULK_HOST_KEY.finditer(text, a, b):
-                self.add_host(m.group(1))
-        for a, b in hint_windows(text, ("/home/", "/Users/", "\\Users\\", "\\\\Users\\\\"), 16, 96):
-            for m in HOME_RE.finditer(text, a, b):
-                self.add_user(m.group("u"))
-        for a, b in hint_windows(low, ("gpu-", "mig-"), 4, 64):
-            for m in GPU_UUID_RE.finditer(text, a, b):
-                self.add_gpu(m.group("u"))
-        # Provider token shapes are not collected here: scrub and check find them by shape in
-        # every artifact anyway, so propagating their values would only cost a pass per rule.
+    def pairable(self, key: str) -> bool:
+        """True when a string, as a key, gives its value a meaning (`LOGNAME`, `hostname`,
+        `wandb_entity`, `uuid`, a secret name): the value is learned with it (`feed_tree`)."""
+        bare = key.lstrip("-+~")
+        up = bare.upper()
+        low = bare.lower()
+        return (up in _USER_VARS or up in _HOST_VARS or up in _EMAIL_VARS or up == "HOME"
+                or low.rsplit(".", 1)[-1] in _NAME_KEYS or low in self._KEY_HOSTS or low == "uuid"
+                or self.is_secret_name(bare))
+
+    def feed_tree(self, obj: Any, key: str | None = None, depth: int = 0) -> None:
+        """Walk one decoded JSON value (a trace event, its header): every key and string value,
+        each value also as `key=value` (`"LOGNAME": "v"` in Kineto args or kwargs). No bookkeeping
+        of visited containers: JSON shares none, and events are walked one at a time."""
+        if depth > 200:
+            return
+        if isinstance(obj, str):
+            self.feed(obj, key)
+            if key is not None:
+                self.add_pair(key, obj)
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                ks = k if isinstance(k, str) else None
+                if ks:
+                    self.feed(ks)
+                self.feed_tree(v, ks, depth + 1)
+        elif isinstance(obj, list):
+            for v in obj:
+                self.feed_tree(v, key, depth + 1)
 
     def feed_obj(self, obj: Any, key: str | None = None, depth: int = 0) -> None:
         """Walk a decoded JSON/pickle structure: every key and string value (iterative-safe depth)."""
@@ -316,6 +320,7 @@ class Pseudonyms:
     secret_values: tuple[str, ...] = ()
     gpu_uuids: tuple[str, ...] = ()
     salt: str = ""
+    split_values: tuple[str, ...] = ()      # halves of split secrets (Identities.split_values)
 
     @classmethod
     def build(cls, identities: Iterable[Identities], salt: str, policy: Policy | None = None) -> "Pseudonyms":
@@ -336,7 +341,7 @@ class Pseudonyms:
         user_map = {u: f"user-{i}" for i, u in enumerate(users, 1)}
         values = sorted(merged.secret_values, key=lambda v: (-len(v), v))
         return cls(tuple(host_map.items()), tuple(user_map.items()), tuple(values),
-                   tuple(sorted(merged.gpu_uuids)), salt)
+                   tuple(sorted(merged.gpu_uuids)), salt, tuple(sorted(merged.split_values)))
 
     def host_map(self) -> dict[str, str]:
         return dict(self.hosts)

@@ -171,6 +171,8 @@ class Scrubber:
             entropy=self._entropy,
             decode=(policy.decode_min_base64, policy.decode_min_hex, policy.decode_min_printable,
                     policy.decode_max_depth) if policy.decode_enabled else None)
+        if self.ps.split_values:     # halves of secrets split across op inputs (op_inputs.py, issue 39)
+            self.force_redact(self.ps.split_values)
 
     def _prefilter_literals(self, values: list[str]) -> list[str]:
         """Every literal without which no rule of `_apply` can change a string (prefilter.py)."""

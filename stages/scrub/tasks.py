@@ -316,7 +316,7 @@ class ScrubRun:
     """Outcome of `scrub_inputs`: per-artifact results, skipped files, report path, findings."""
 
     results: list[ScrubResult]
-    skipped: list[str]
+    skipped: list[tuple[str, str]]   # (rel, why)
     report: Path | None
     findings: list[Any]
     options: ScrubOptions | None
@@ -330,31 +330,16 @@ class ScrubRun:
         return 0
 
 
-def plan_inputs(inputs: list[Path], out: Path) -> tuple[list[tuple[Path, str, str]], list[str], bool]:
-    """[(src, rel, kind)], skipped rel names, single-file mode."""
-    if not inputs:
-        raise BadInputError(None, "no input given")
-    single = (len(inputs) == 1 and inputs[0].is_file() and not out.is_dir() and out.suffix != "")
-    items: list[tuple[Path, str, str]] = []
-    skipped: list[str] = []
-    for src in inputs:
-        if not src.exists():
-            raise BadInputError(src, "no such file or directory")
-        if src.is_dir():
-            prefix = src.resolve().name + "/" if len(inputs) > 1 else ""
-            for f in sorted(p for p in src.rglob("*") if p.is_file()):
-                rel = prefix + f.relative_to(src).as_posix()
-                kind = sniff_kind(f)
-                if kind == "unknown":
-                    skipped.append(rel)
-                else:
-                    items.append((f, rel, kind))
-        else:
-            items.append((src, src.name, sniff_kind(src)))
-    return items, skipped, single
+def plan_inputs(inputs: list[Path], out: Path) -> tuple[list[tuple[Path, str, str]], list[tuple[str, str]], bool,
+                                                    list[tuple[str, str]]]:
+    """[(src, rel, kind)], [(rel, why skipped)], single-file mode, own outputs skipped: folders are
+    judged as collect judges them (stages/scrub/folder_plan.py)."""
+    from .folder_plan import plan_inputs as plan
+
+    return plan(inputs, out, sniff_kind)
 
 
-def finish_scrub(ordered: list[ScrubResult], skipped: list[str], out: Path, single: bool, namer: Scrubber,
+def finish_scrub(ordered: list[ScrubResult], skipped: list[tuple[str, str]], out: Path, single: bool, namer: Scrubber,
                  options: ScrubOptions, policy: Policy, verify: bool) -> ScrubRun:
     """Write scrub_report.json, then re-check every written file; anything the check flags is
     removed, so nothing unsafe stays under its final name."""
@@ -362,7 +347,7 @@ def finish_scrub(ordered: list[ScrubResult], skipped: list[str], out: Path, sing
 
     report = out.with_name(out.name + ".scrub_report.json") if single else out / REPORT_NAME
     rep = build_report(ordered, options)
-    rep["skipped"] = [namer.scrub(s, "file name") for s in skipped]
+    rep["skipped"] = [namer.scrub(s, "file name") for s, _why in skipped]
     atomic.write_json(report, rep)
     findings: list[Any] = []
     if verify:

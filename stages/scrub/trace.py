@@ -20,7 +20,6 @@ that is passed through.
 """
 from __future__ import annotations
 
-import codecs
 import json
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -38,6 +37,7 @@ from .rules import KIND_UNKNOWN, REDACTED
 from .deny import denied_flag_items
 from .shapes import flag_value_items
 from .scrubber import LocationNames, Scrubber
+from .op_inputs import OpInputs, split_op_halves
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -429,16 +429,36 @@ def _opening(stream: ChromeTraceStream, ts: TraceScrubber) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 def find_trace_identities(path: Path, policy: Policy) -> Identities:
+    """What a trace names about who ran it and where, and the halves of secrets split across the
+    inputs of consecutive ops (`op_inputs`, judged once the whole trace is read: pairs follow
+    `ts`, not file order).
+
+    Read as scrub reads it (`LiteralFilter`): each distinct string literal is fed to the collector
+    once (a value: `USER=...` in `Concrete Inputs`, a `/home/<user>` frame, `<user>@<host>` in a
+    process name); only the events holding a key that gives its value a meaning (`LOGNAME`,
+    `hostname`, kwargs `{"HOSTNAME": ...}`, a secret name) are decoded and walked with their keys,
+    and so are the header members (`distributedInfo`, `traceName`)."""
     col = IdentityCollector(policy)
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    tail = ""
-    for data in byte_chunks(path, 4 << 20):
-        text = tail + dec.decode(data)
-        if text:
-            col.feed_bulk(text)
-        tail = text[-8192:]
-    if rest := dec.decode(b"", final=True):
-        col.feed_bulk(tail + rest)
+    ops = OpInputs()
+
+    def judge(text: str) -> bool:
+        col.feed(text)
+        return not col.pairable(text)
+
+    lits = LiteralFilter(judge)
+    stream = ChromeTraceStream(path, require_events=False)
+    for batch in stream:
+        if batch.tolerant:
+            for ev in batch.events or ():
+                col.feed_tree(ev)
+        else:
+            for _k, s, e in lits.events_to_walk(batch.raw):
+                col.feed_tree(loads_event(batch.raw[s:e], path))
+        ops.feed_batch(batch.raw, batch.events, lambda raw: loads_event(raw, path))
+    col.feed_tree(stream.head)
+    col.feed_tree(stream.tail)
+    if ops and policy.join_adjacent_nvtx:
+        col.ids.split_values |= split_op_halves(ops.pairs(), Scrubber(policy))
     return col.ids
 
 

@@ -86,7 +86,10 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
         step = part[0].get("step")
         how = part[0].get("rank_source")
         rank_txt = f"{rank if rank is not None else '?'}" + (f" ({how})" if how and how != "artifact" else "")
-        title = f"{role or 'role ?'} rank {rank_txt} (pid {pid}) step {step}: {source}"
+        who = role or "role unknown"
+        if rank is not None or how:     # a process with no rank (the trainer) shows none
+            who += f" rank {rank_txt}"
+        title = f"{who} (pid {pid}) step {step}: {source}"
         t = Table(title=title, title_justify="left")
         for col, just in cols:
             t.add_column(col, justify=just, no_wrap=True, min_width=max(3, len(col)),  # type: ignore[arg-type]

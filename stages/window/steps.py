@@ -36,8 +36,9 @@ Step boundaries, by source:
 
 Per-source discovery is a plain picklable function (`torch_steps.source_steps_item`, every format)
 so the pipeline runs it anywhere; choosing is one cheap pure function over all sources
-(`pick_window`: numbering, `choose_window`, and each source's spans of the chosen step), which every
-caller uses. A whole capture (no markers) runs from its first event to the end of the GPU work it
+(`choice.pick_window`: numbering here, `choose_window`, and each source's spans of the chosen
+step), which every caller uses. Files that name no step are numbered as their process's series
+(series.py). A whole capture (no markers) runs from its first event to the end of the GPU work it
 launched; a source with no GPU work and no ranges makes the window line say there is nothing to
 summarize.
 """
@@ -46,14 +47,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..core.errors import VerlprofError
 from ..core.phases import UNSTEADY_STAGES, step_marker, verl_stage
 from ..readers.nsys_sqlite import NsysExport, NvtxRanges
-from .types import DEFAULT_STEP, SourceIdentity, StepArg, StepSpan, WindowChoice
+from .identity import identity_from_artifact, identity_from_path  # noqa: F401 - their old home
+from .series import capture_orders, capture_series, capture_step, number_trace_series, series_numbers
+from .types import SourceIdentity, StepSpan
 
 # NVTX domains of libraries (cuBLAS, NCCL ...): their ranges are not verl phases.
 LIBRARY_DOMAINS = frozenset({
@@ -61,8 +64,6 @@ LIBRARY_DOMAINS = frozenset({
     "npp", "nvjpeg", "nvcomp", "cutensor", "nvshmem", "cudla", "tensorrt", "nvtx3",
 })
 
-_CAPTURE_RE = re.compile(r"^(?P<base>.+?)\.(?P<k>\d+)(?:\.nsys-rep|\.sqlite|\.qdstrm)?$")
-_STEP_IN_NAME = re.compile(r"(?:^|[^a-z])step[_-]?(\d+)(?:[^0-9]|$)", re.IGNORECASE)
 
 #: Boundaries that come from a real step marker inside a source (not from file grouping).
 MARKER_BOUNDARIES = frozenset({"nvtx_step", "profiler_step", "step_name", "step_range", "param_sync"})
@@ -221,7 +222,8 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
                 for i in np.flatnonzero(mask).tolist()]
 
     if user_re is None:
-        steps = _by_parameter_version(r, steps, offset, ident.source)
+        steps, resync = _by_parameter_version(r, steps, offset, ident.source)
+        notes = notes + resync
     if user_re is not None and not steps:
         notes = notes + (f"{STEP_RANGE_UNMATCHED} {step_range!r}",)
     top, unsteady = ranges_of(is_top), ranges_of(is_unsteady)
@@ -238,33 +240,54 @@ def source_steps_from_ranges(ident: SourceIdentity, path: str, offset: int, r: N
 PARAM_SYNC_RANGE = "timing_s/param_sync"
 
 
-def _by_parameter_version(r: NvtxRanges, steps: list[StepSpan], offset: int, source: str) -> list[StepSpan]:
-    """Fully-async training: a step ends at each weight sync and is numbered by the parameter
-    version it made. A process whose ranges hold `timing_s/param_sync` gets one step per sync k
-    (version k: syncs are counted from the trace's first, the trainer's `current_param_version`
-    starting at 0), from the first `step` range after sync k-1 (or the trace's first) to the end of
-    sync k; its `step` ranges (several per version, `trigger_parameter_sync_step`) are then parts of
-    it, not steps. Steps after the last sync belong to no version yet and are left out."""
+#: The note an out-of-memory snapshot carries (verl's OOM observer, `oom_<timestamp>/`): the
+#: memory at a failure, not a profiled step; the window line reads it.
+OOM_NOTE = "out of memory:"
+#: The note a source carries for a weight sync that closed no training step (window line reads it).
+RESYNC_NOTE = "fully-async re-sync:"
+
+
+def _by_parameter_version(r: NvtxRanges, steps: list[StepSpan], offset: int, source: str
+                          ) -> tuple[list[StepSpan], tuple[str, ...]]:
+    """Fully-async training: a step ends at each weight sync that closes a training step and is
+    numbered by the parameter version it made. A process whose ranges hold `timing_s/param_sync`
+    gets one step per such sync k (version k: counted from the trace's first sync, the trainer's
+    `current_param_version` starting at 0), from the first `step` range after sync k-1 (or the
+    trace's first) to the end of sync k; its `step` ranges (several per version,
+    `trigger_parameter_sync_step`) are then parts of it, not steps. A sync with no `step` range
+    since the previous one trained nothing: verl's `FullyAsyncTrainer.fit` ends with one more
+    `_fit_update_weights()` when the version is not a multiple of `trainer.test_freq`, re-sending
+    the same version (`current_param_version` is raised only in `_fit_update_local_step`); it is
+    noted as a re-sync, not a version. Steps after the last sync belong to no version yet and are
+    left out."""
     codes, names = r.text_codes()
     sync_code = [i for i, t in enumerate(names) if t == PARAM_SYNC_RANGE]
     if not sync_code:
-        return steps
+        return steps, ()
     is_sync = codes == sync_code[0]
     out: list[StepSpan] = []
+    notes: list[str] = []
     synced: set[int] = set()
     for pid in np.unique(r.pid[is_sync]).tolist():
         mine = [s for s in steps if s.pid == pid and s.boundary == "nvtx_step"]
         idx = np.flatnonzero(is_sync & (r.pid == pid))
         idx = idx[np.argsort(r.start[idx], kind="stable")]
         prev_end = None
-        for k, i in enumerate(idx.tolist(), start=1):
+        version = 0
+        for i in idx.tolist():
             end = offset + int(r.end[i])
             starts = [s.start_ns for s in mine if (prev_end is None or s.start_ns >= prev_end) and s.start_ns < end]
-            lo = min(starts) if starts else (prev_end if prev_end is not None else offset + int(r.start[i]))
-            out.append(StepSpan(k, lo, end, "param_sync", source, (), int(pid), f"{PARAM_SYNC_RANGE} #{k}"))
+            if not starts and prev_end is not None:   # trained nothing since the last sync
+                notes.append(f"{RESYNC_NOTE} a weight sync after version {version} closed no training step: "
+                             f"fit()'s end re-sends version {version}, not a new version")
+                continue
+            version += 1
+            lo = min(starts) if starts else offset + int(r.start[i])
+            out.append(StepSpan(version, lo, end, "param_sync", source, (), int(pid),
+                                f"{PARAM_SYNC_RANGE} #{version}"))
             prev_end = end
         synced.add(int(pid))
-    return out + [s for s in steps if s.pid not in synced]
+    return out + [s for s in steps if s.pid not in synced], tuple(notes)
 
 
 def gpu_only_spans(db: NsysExport, src: SourceSteps, offset: int) -> SourceSteps:
@@ -312,143 +335,9 @@ def _whole_capture(src: SourceSteps) -> tuple[tuple[int, int], tuple[tuple[int, 
     return (lo, hi), pids
 
 
-def identity_from_path(path: str | Path, source_kind: str | None = None) -> SourceIdentity:
-    """A best-effort identity from a file name alone: verl's naming patterns
-    (`stages/readers/naming.py`: role, rank, pid, capture range, step), else `<base>.<k>` ->
-    capture range k and a trailing number -> pid."""
-    from ..readers.naming import classify_name
-
-    name = Path(path).name
-    if source_kind is None:
-        source_kind = "torch" if name.endswith((".json", ".json.gz")) else (
-            "memory" if name.endswith((".pickle", ".pkl")) else "nsys")
-    stem = name
-    for suf in (".sqlite", ".nsys-rep", ".qdstrm"):
-        if stem.endswith(suf):
-            stem = stem[: -len(suf)]
-    cap = None
-    m = _CAPTURE_RE.match(stem)
-    if m and source_kind == "nsys":
-        cap = int(m.group("k"))
-    pid = None
-    mp = re.search(r"(?:^|_)(?:pid)?(\d{2,})(?:\.\d+)?$", stem)
-    if mp:
-        pid = int(mp.group(1))
-    hint = None
-    ms = _STEP_IN_NAME.search(stem)
-    if ms:
-        hint = int(ms.group(1))
-    role = rank = None
-    try:
-        info = classify_name(name)
-    except Exception:  # noqa: BLE001 - a name we cannot classify still gets the fallbacks above
-        info = None
-    if info is not None:
-        role, rank = info.role, info.rank
-        pid = info.pid if info.pid is not None else pid
-        cap = info.capture_range if info.capture_range is not None else cap
-        hint = info.step if info.step is not None else hint
-    return SourceIdentity(source=name, source_kind=source_kind, role=role, rank=rank, pid=pid,  # type: ignore[arg-type]
-                          step_hint=hint, capture_range=cap)
-
-
-def identity_from_artifact(a: Any) -> SourceIdentity:
-    """SourceIdentity of a gathered `Artifact` (stages/core/model.py)."""
-    kind = getattr(a.kind, "value", str(a.kind))
-    source_kind = "torch" if kind == "torch_trace" else "memory" if kind == "memory_snapshot" else "nsys"
-    steps = getattr(a, "steps", None)
-    return SourceIdentity(
-        source=a.rel, source_kind=source_kind, role=a.role, rank=a.rank, pid=a.pid,  # type: ignore[arg-type]
-        step_hint=a.step, capture_range=a.capture_range,
-        profiled_steps=tuple(range(steps[0], steps[1] + 1)) if steps else None,
-        step_range=tuple(steps) if steps else None,  # type: ignore[arg-type]
-        world_size=getattr(a, "world_size", None),
-        token_window=next((n.split("=", 1)[1] for n in getattr(a, "notes", ()) if n.startswith("token_window=")),
-                          None))
-
-
 # ----------------------------------------------------------------------------------------------
 # Numbering steps across sources
 # ----------------------------------------------------------------------------------------------
-
-
-def _chain_key(src: SourceSteps) -> str:
-    """Files of one capture-range series share this key (`worker_process_1983` of `.1`, `.2` ...)."""
-    name = src.ident.source
-    for suf in (".sqlite", ".nsys-rep", ".qdstrm"):
-        if name.endswith(suf):
-            name = name[: -len(suf)]
-    m = _CAPTURE_RE.match(name)
-    return m.group("base") if m and src.ident.capture_range is not None else name
-
-
-def _numbers(count: int, ident: SourceIdentity, first_default: int = 1) -> list[int]:
-    """Step numbers for `count` consecutive step units of a source or chain."""
-    if ident.profiled_steps and len(ident.profiled_steps) >= count:
-        return list(ident.profiled_steps[:count])
-    start = ident.step_hint if ident.step_hint is not None else first_default
-    return list(range(start, start + count))
-
-
-def capture_series(sources: Sequence[SourceSteps]) -> list[list[int]]:
-    """The capture-range series among nsys sources, each as source indexes in capture order.
-
-    Reports belong to one series when their content says they come from one process (`series`:
-    recording host and pid read from the report); the file name (`<base>.<k>`) is only a hint, used
-    where a report cannot say (several processes, none): a renamed series (`capture_0042.<k>`) is
-    the same series as `worker_process_<pid>.<k>`. A lone report is a series when its name says it
-    is one capture range of several. Order: session start (each capture-range report has its own),
-    then the name's k."""
-    by_content: dict[str, list[int]] = {}
-    groups: dict[tuple[str, str], list[int]] = {}
-    for i, src in enumerate(sources):
-        if src.ident.source_kind != "nsys" or (src.steps and not src.has_step_ranges):
-            continue
-        if src.series is not None:
-            by_content.setdefault(src.series, []).append(i)
-        elif src.ident.capture_range is not None:
-            groups.setdefault(("name", _chain_key(src)), []).append(i)
-    for key, members in by_content.items():
-        if _disjoint(sources, members):
-            groups[("content", key)] = members
-        else:  # one process's reports that overlap in time (copies, two tools): not one series
-            for i in members:
-                if sources[i].ident.capture_range is not None:
-                    groups.setdefault(("name", _chain_key(sources[i])), []).append(i)
-    chains = []
-    for members in groups.values():
-        if len(members) == 1 and sources[members[0]].ident.capture_range is None:
-            continue  # one report of its process, its name says nothing of capture ranges
-        members.sort(key=lambda j: (sources[j].offset_ns, sources[j].ident.capture_range or 0,
-                                    sources[j].ident.source))
-        chains.append(members)
-    return chains
-
-
-def _disjoint(sources: Sequence[SourceSteps], members: Sequence[int]) -> bool:
-    """Whether the reports follow one another in time, as the capture ranges of one process do."""
-    spans = sorted(sources[j].span or (sources[j].offset_ns, sources[j].offset_ns) for j in members)
-    return all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
-
-
-def _capture_orders(sources: Sequence[SourceSteps], members: Sequence[int]) -> list[int]:
-    """The capture number of each member (1-based): the names' `.<k>` where they agree with the
-    session-start order (a series gathered without its first reports keeps its numbers), else the
-    position in that order."""
-    ks = [sources[j].ident.capture_range for j in members]
-    if all(k is not None for k in ks) and all(a < b for a, b in zip(ks, ks[1:])):  # type: ignore[operator]
-        return [int(k) for k in ks]  # type: ignore[arg-type]
-    return list(range(1, len(members) + 1))
-
-
-def _capture_step(ident: SourceIdentity, first: SourceIdentity, k: int) -> int:
-    """Step of a one-step capture-range file: config's k-th profiled step, a name hint, else k."""
-    if ident.step_hint is not None:
-        return ident.step_hint
-    ps = ident.profiled_steps or first.profiled_steps
-    if ps:
-        return ps[k - 1] if k <= len(ps) else ps[-1] + (k - len(ps))
-    return k
 
 
 def _verl_tops(top: Sequence[TopRange]) -> list[TopRange]:
@@ -478,6 +367,7 @@ def _span_of(group: Sequence[TopRange]) -> tuple[int, int]:
 def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
     """Number every source's steps (see the module docstring); returns new SourceSteps."""
     out: dict[int, SourceSteps] = {}
+    sources = number_trace_series(sources)   # torch traces that name no step: their process's series
     # Reference timeline: controller-style step ranges of whole (non capture-range) sources.
     reference: list[StepSpan] = []
     chains = capture_series(sources)
@@ -496,12 +386,12 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
         units = _chain_units(sources, members, bool(reference))
         n_groups = max((u[5] for u in units), default=-1) + 1
         first = sources[members[0]].ident
-        ks = _capture_orders(sources, members)
+        ks = capture_orders(sources, members)
         if n_groups == len(members):  # one step per file: step k is capture k (unless config says)
-            nums = [_capture_step(sources[j].ident, first, k) for k, j in zip(ks, members)]
+            nums = [capture_step(sources[j].ident, first, k) for k, j in zip(ks, members)]
         else:
             # discrete: more files than steps, the names count calls, not steps
-            nums = _numbers(n_groups, first, ks[0] if n_groups > len(members) else 1)
+            nums = series_numbers(n_groups, first, ks[0] if n_groups > len(members) else 1)
         per_member: dict[int, list[StepSpan]] = {j: [] for j in members}
         for j, lo, hi, pid, boundary, group, *label in units:
             per_member[j].append(StepSpan(nums[group], lo, hi, boundary, sources[j].ident.source, (), pid,
@@ -516,7 +406,7 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
             out[i] = replace(src, steps=tuple(_align(src, reference)))
         elif _verl_tops(src.top):
             groups = _segment_by_sequence(src.top)
-            nums = _numbers(len(groups), src.ident)
+            nums = series_numbers(len(groups), src.ident)
             out[i] = replace(src, steps=tuple(
                 StepSpan(n, *_span_of(g), "stage_sequence", src.ident.source, (), g[0].pid)
                 for n, g in zip(nums, groups)))
@@ -543,7 +433,7 @@ def _renumber_step_ranges(src: SourceSteps) -> list[StepSpan]:
     for pid_steps in by_pid.values():
         pid_steps.sort(key=lambda s: s.start_ns)
         ordered = [s for s in pid_steps if s.boundary in _ORDERED_MARKERS]
-        nums = _numbers(len(ordered), src.ident)
+        nums = series_numbers(len(ordered), src.ident)
         steps.extend(replace(s, step=n) for s, n in zip(ordered, nums))
         steps.extend(s for s in pid_steps if s.boundary not in _ORDERED_MARKERS)  # numbered by their name
     return steps
@@ -643,150 +533,3 @@ def _flag_unsteady(src: SourceSteps) -> SourceSteps:
         flags = {u.name for u in src.unsteady if s.start_ns <= u.start_ns < s.end_ns}
         steps.append(replace(s, flags=tuple(sorted(set(s.flags) | flags))) if flags else s)
     return replace(src, steps=tuple(steps))
-
-
-# ----------------------------------------------------------------------------------------------
-# Choosing
-# ----------------------------------------------------------------------------------------------
-
-
-def is_empty(src: SourceSteps) -> bool:
-    """A source with nothing to summarize: no ranges and no GPU work (an idle capture range, a
-    report of a process that never reached CUDA or NVTX)."""
-    return src.span is None and not src.gpu_spans and not src.steps
-
-
-def step_walls(sources: Iterable[SourceSteps]) -> dict[int, int]:
-    """Step number -> wall ns: the longest span any source saw for that step."""
-    walls: dict[int, int] = {}
-    for src in sources:
-        for s in src.steps:
-            walls[s.step] = max(walls.get(s.step, 0), s.wall_ns)
-    return walls
-
-
-def _fmt_ms(ns: int) -> str:
-    ms = ns / 1e6
-    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.1f} ms"
-
-
-def _listing(nums: Sequence[int], walls: dict[int, int], most: int = 8) -> str:
-    """`1: 4182 ms, 2: 223 ms, ...`: every step up to `most`, else the first and last few and how
-    many lie between (a capture of hundreds of steps must still read as one line)."""
-    def one(n: int) -> str:
-        return f"{n}: {_fmt_ms(walls[n])}"
-    if len(nums) <= most:
-        return ", ".join(one(n) for n in nums)
-    head, tail = nums[: most // 2], nums[-(most // 2):]
-    return f"{', '.join(map(one, head))}, ... {len(nums) - len(head) - len(tail)} more ..., {', '.join(map(one, tail))}"
-
-
-def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> WindowChoice:
-    """Pick the steady-state step for the whole run and explain it in one line."""
-    walls = step_walls(sources)
-    all_spans = tuple(s for src in sources for s in src.steps)
-    if not walls:
-        empty = [src for src in sources if is_empty(src)]
-        if empty and len(empty) == len(sources):
-            what = empty[0].ident.source if len(empty) == 1 else f"any of its {len(empty)} sources"
-            return WindowChoice(None, f"nothing to summarize: no GPU work and no ranges in {what}",
-                                all_spans, ("the capture holds no GPU work and no ranges",))
-        extra = f"; {len(empty)} of {len(sources)} sources hold no GPU work and no ranges" if empty else ""
-        return WindowChoice(None, "no step boundaries found (no step ranges, capture ranges or step names)"
-                            + extra, all_spans, ("no steps found",))
-    nums = sorted(walls)
-    listing = _listing(nums, walls)
-    warnings: list[str] = []
-    if all(s.boundary == "whole_file" for s in all_spans):
-        chosen = nums[0]
-        reason = f"the whole capture ({_fmt_ms(walls[chosen])}, labelled step {chosen}): {NO_MARKERS}"
-    elif nums == [1]:
-        # the lightest footprint doctor offers: said as a choice, not warned about as a surprise
-        chosen = 1
-        reason = (f"step 1, a warm-up step, on purpose: the only profiled step ({listing}); profile steps "
-                  "[1,2,3] with trainer.total_training_steps=3 for the steady-state step 2")
-    elif len(nums) == 1:
-        chosen = nums[0]
-        warnings.append(f"only one step was profiled (step {chosen}): it may include warm-up costs")
-        reason = f"step {chosen}: the only profiled step ({listing})"
-    elif step == "auto":
-        later = nums[1:]
-        ordered = sorted(later, key=lambda n: (walls[n], n))
-        chosen = ordered[(len(ordered) - 1) // 2]
-        reason = (f"step {chosen}: median duration ({_fmt_ms(walls[chosen])}) of the steps after the first "
-                  f"({listing})")
-    else:
-        want = int(step)
-        if want not in walls:
-            if step == DEFAULT_STEP and want == DEFAULT_STEP:
-                later = nums[1:] or nums
-                ordered = sorted(later, key=lambda n: (walls[n], n))
-                chosen = ordered[(len(ordered) - 1) // 2]
-                reason = (f"step {chosen}: step {want} was not profiled, so the median-duration step "
-                          f"after the first ({listing})")
-            else:
-                raise VerlprofError(None, f"step {want} was not profiled; profiled steps: {listing}")
-        else:
-            chosen = want
-            how = "default" if want == DEFAULT_STEP else "--step"
-            extra = f"; step {nums[0]} warms up" if nums[0] < chosen else ""
-            reason = f"step {chosen} ({how}, {_fmt_ms(walls[chosen])}{extra}; profiled: {listing})"
-    # Where the step number is not the marker's own (ProfilerStep#5 is step 6), say which marker it is.
-    labels = sorted({s.label for s in all_spans if s.step == chosen and s.label
-                     and s.boundary in ("profiler_step", "step_range")})
-    if labels:
-        reason += f"; marked by {', '.join(labels[:3])}"
-    if any(s.boundary == "param_sync" for s in all_spans if s.step == chosen):
-        reason += (f"; fully-async: step {chosen} is parameter version {chosen}, from the weight sync before "
-                   f"it to the end of its own ({PARAM_SYNC_RANGE})")
-    windows = sorted({src.ident.token_window for src in sources if src.ident.token_window
-                      and any(s.step == chosen for s in src.steps)})
-    if windows:
-        said = ", ".join(f"{w.split('-')[0] or 'the first'} to {w.split('-')[1] or 'the last'}" for w in windows)
-        reason += (f"; the rollout engine traces hold response tokens {said} only (profile_token_start/end), "
-                   "not the whole generation")
-    unmatched = [src for src in sources if any(n.startswith(STEP_RANGE_UNMATCHED) for n in src.notes)]
-    if unmatched:
-        pattern = next(n for n in unmatched[0].notes if n.startswith(STEP_RANGE_UNMATCHED))
-        pattern = pattern[len(STEP_RANGE_UNMATCHED):].strip()
-        used = sorted({s.boundary for src in unmatched for s in src.steps}) or ["none"]
-        reason += (f"; --step-range {pattern} matched no range in {len(unmatched)} of {len(sources)} sources "
-                   f"(their steps: {', '.join(used)})")
-    flags = sorted({f for s in all_spans if s.step == chosen for f in s.flags})
-    if flags:
-        warnings.append(f"step {chosen} contains {', '.join(flags)} ranges: not a steady-state step")
-    return WindowChoice(chosen, reason, all_spans, tuple(warnings))
-
-
-def window_spans(src: SourceSteps, step: int | None) -> list[StepSpan]:
-    """The spans of `step` in one source (one per process; empty when the source lacks it)."""
-    if step is None:
-        return []
-    return [s for s in src.steps if s.step == step]
-
-
-@dataclass(frozen=True)
-class ChosenWindow:
-    """The window of a run: every source's steps numbered across the run, the one step chosen
-    (with its one line why), and each source's spans of that step."""
-
-    sources: tuple[SourceSteps, ...]
-    choice: WindowChoice
-
-    def spans_of(self, i: int) -> list[StepSpan]:
-        """Source i's spans of the chosen step (one per process; empty when it lacks the step)."""
-        return window_spans(self.sources[i], self.choice.step)
-
-
-def pick_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> ChosenWindow:
-    """THE function that chooses the window, for collect, `window`, `summarize` and a lone
-    source alike: number the steps across all sources (`resolve_steps`), choose one step
-    (`choose_window`), and hand each source's spans of it (`ChosenWindow.spans_of`)."""
-    resolved = resolve_steps(sources)
-    return ChosenWindow(tuple(resolved), choose_window(resolved, step))
-
-
-def run_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) -> tuple[list[SourceSteps], WindowChoice]:
-    """`pick_window` as the (sources, choice) pair older callers unpack."""
-    w = pick_window(sources, step)
-    return list(w.sources), w.choice

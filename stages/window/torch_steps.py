@@ -6,7 +6,8 @@ the file. A trace's `user_annotation` ranges become `NvtxRanges` (globalTid = pi
 nsys packs them) and go through `steps.source_steps_from_ranges`, the nsys rule set. Then, per
 torch trace: `--step-range` matches win; else the `step<N>` of the file name (verl's torch traces
 hold one step each, and verl calls `profiler.step()` per mini-batch, so its ProfilerStep#N are not
-RL steps); else the markers; else the whole file. A step without markers spans the trace's ranges
+RL steps); else the markers; else the whole file, which `series.py` numbers afterwards as its
+process's k-th profiled step when the process wrote several (rollout engines, verl 0.8). A step without markers spans the trace's ranges
 (else the profiler's own span, else its GPU work). The summarizer builds its model from the same
 `trace_ranges`, so a span's pid is the model's pid.
 
@@ -26,7 +27,7 @@ from ..core.errors import VerlprofError
 from ..readers.chrome_trace import TraceData, read_chrome_trace
 from ..readers.memory_snapshot import Annotation, load_snapshot, snapshot_annotations
 from ..readers.nsys_sqlite import NVTX_PUSHPOP, PID_SHIFT, NvtxRanges
-from .steps import SourceSteps, nsys_source_steps, source_steps_from_ranges
+from .steps import OOM_NOTE, SourceSteps, nsys_source_steps, source_steps_from_ranges
 from .types import SourceIdentity, StepSpan
 
 _ID_BITS = (1 << PID_SHIFT) - 1     # what a pid or tid may hold inside a globalTid
@@ -119,6 +120,10 @@ def trace_source_steps(data: TraceData, ident: SourceIdentity, path: str | Path,
     if step_range:
         notes.append(f"steps from the ranges --step-range {step_range!r} matches, numbered in order" if markers
                      else f"--step-range {step_range!r} matches no range of the trace")
+    if ident.mini_batch_markers and markers and not step_range and all(s.boundary == "profiler_step" for s in markers):
+        notes.append("ProfilerStep#N ranges count the writer's update mini-batches (verl's scheduled "
+                     "Profiler), not RL steps: the whole file is one step")
+        markers = []
     if markers and (step_range or hint is None):
         if any(s.boundary == "profiler_step" for s in markers):
             notes.append("steps from ProfilerStep#N ranges (they count profiler.step() calls from 0, so "
@@ -190,10 +195,31 @@ def snapshot_spans(snap: dict[str, Any], annots: list[Annotation], ident: Source
     return [s for s in spans if s.step >= 1] or spans[-1:]
 
 
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def oom_note(snap: dict[str, Any], ident: SourceIdentity) -> str:
+    """What an out-of-memory snapshot is: the allocator's state at the failure, per device (its
+    segments' reserved and allocated bytes), said in one note."""
+    per_dev: dict[int, list[int]] = {}
+    for seg in snap.get("segments") or []:
+        if isinstance(seg, dict):
+            d = per_dev.setdefault(_int(seg.get("device")) or 0, [0, 0])
+            d[0] += _int(seg.get("total_size")) or 0
+            d[1] += _int(seg.get("allocated_size")) or 0
+    said = ", ".join(f"cuda:{d} {_gib(a)} allocated of {_gib(r)} reserved" for d, (r, a) in sorted(per_dev.items()))
+    return f"{OOM_NOTE} {ident.source} is the memory at a failure, not a profiled step ({said or 'no segments'})"
+
+
 def memory_source_steps(path: str | Path, ident: SourceIdentity) -> SourceSteps:
-    """The window stage's view of one memory snapshot."""
+    """The window stage's view of one memory snapshot. An out-of-memory snapshot (verl's OOM
+    observer writes `oom_<timestamp>/<tag>_rank<R>_pid<P>.pickle` when the allocator fails) holds
+    no profiled step: it is said as the memory at the failure and numbers no step."""
     snap = load_snapshot(path)
     ident = replace(ident, source_kind="memory")
+    if ident.scope == "oom":
+        return SourceSteps(ident, str(path), 0, notes=(oom_note(snap, ident),))
     return SourceSteps.from_spans(ident, snapshot_spans(snap, snapshot_annotations(snap), ident), str(path))
 
 

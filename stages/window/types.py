@@ -47,6 +47,14 @@ class SourceIdentity:
     # Added later (additive): a rollout engine trace's token window ("start-end" of verl's
     # profile_token_start/end): the engine profiled those response tokens only.
     token_window: str | None = None
+    # Added later (additive): the process that wrote a torch trace, as its name says (host and pid,
+    # or a rollout replica and GPU; `series.process_key`), and the scope (stage) it profiled: a
+    # process's traces that name no step are numbered as its series (window/series.py).
+    process: str | None = None
+    scope: str | None = None
+    # Added later (additive): the writer calls profiler.step() per update mini-batch (verl 0.5-0.7's
+    # scheduled Profiler), so the trace's ProfilerStep#N ranges are mini-batches, not RL steps.
+    mini_batch_markers: bool = False
 
     def keys(self, step: int | None) -> dict[str, Any]:
         """The key columns (`source, source_kind, role, rank, pid, step`) of a summary row."""
@@ -61,7 +69,8 @@ class StepSpan:
     """One RL step found in one source, on the absolute UTC time axis (ns since the epoch).
 
     `boundary` says how it was found: nvtx_step | capture_range | file_name | discrete |
-    snapshot_dir | stage_sequence | profiler_step. `flags` carries warnings such as
+    snapshot_dir | stage_sequence | profiler_step | step_name | step_range | aligned | param_sync |
+    trace_order (the k-th trace of its process: window/series.py) | whole_file. `flags` carries warnings such as
     `save_checkpoint` or `testing` when such ranges lie inside the step.
     """
 

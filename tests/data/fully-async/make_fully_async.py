@@ -9,6 +9,10 @@ to the rollouter inside `marked_timer("timing_s/wait_last_valid")` and
 version slower (warm-up), as the real loop's calls would be; only the range structure matters.
 
     python make_fully_async.py --steps 6 --trigger 2     # 3 parameter versions
+    python make_fully_async.py --steps 6 --trigger 2 --test-freq 2 --tail-resync
+        # and the end of `fit()`: `_fit_update_weights()` once more when the version is not a
+        # multiple of `trainer.test_freq` (3 % 2 != 0): a weight sync of version 3 again, outside
+        # any `step` range (`current_param_version` is raised only in `_fit_update_local_step`)
 """
 import argparse
 import time
@@ -18,6 +22,8 @@ from verl.utils.profiler import marked_timer
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=6)
 p.add_argument("--trigger", type=int, default=2, help="trigger_parameter_sync_step")
+p.add_argument("--test-freq", type=int, default=1, help="trainer.test_freq")
+p.add_argument("--tail-resync", action="store_true", help="end as fit() does: re-sync unless version %% test_freq == 0")
 args = p.parse_args()
 
 timing: dict[str, float] = {}
@@ -38,5 +44,8 @@ for global_step in range(1, args.steps + 1):
     with marked_timer("timing_s/wait_last_valid", timing):
         time.sleep(0.003)
     with marked_timer("timing_s/param_sync", timing):
+        time.sleep(0.008)
+if args.tail_resync and (version % args.test_freq != 0 or local > 1):
+    with marked_timer("timing_s/param_sync", timing):   # fit()'s end: _fit_update_weights(), same version
         time.sleep(0.008)
 print("parameter versions:", version)
