@@ -152,7 +152,7 @@ def test_rollout_engine_traces_are_their_steps(engine, relocate, engine_traces, 
 @pytest.mark.parametrize("engine,relocate", [("vllm", False), ("sglang", True), ("host_pid", False)])
 def test_config_profiled_steps_number_the_series(engine, relocate, engine_traces, tmp_path):
     """`global_profiler.steps=[5, 10, 15]`: the traces are steps 5, 10 and 15, and 10 is chosen
-    (step 2 was not profiled: the median-duration step after the first; step 15 runs longer)."""
+    (step 2 was not profiled: the second profiled step, the first after the warm-up one)."""
     _lay_out(engine, engine_traces, tmp_path, relocate, token_window=False)
     _write_config(tmp_path, _config((5, 10, 15)))
     arts, res = _summarize(tmp_path)

@@ -92,11 +92,13 @@ def choose_window(sources: Sequence[SourceSteps], step: StepArg = DEFAULT_STEP) 
         want = int(step)
         if want not in walls:
             if step == DEFAULT_STEP and want == DEFAULT_STEP:
-                later = nums[1:] or nums
-                ordered = sorted(later, key=lambda n: (walls[n], n))
-                chosen = ordered[(len(ordered) - 1) // 2]
-                reason = (f"step {chosen}: step {want} was not profiled, so the median-duration step "
-                          f"after the first ({listing})")
+                # The first profiled step carries the profiler's and CUDA's start-up whatever its
+                # number (`global_profiler.steps=[5,10,15]`), so the second profiled one is the
+                # steady-state sample, as step 2 is for [1,2,3]: a rule by position, never by
+                # measured durations, so the choice does not move with scheduler noise.
+                chosen = nums[1]
+                reason = (f"step {chosen}: step {want} was not profiled, so the second profiled step "
+                          f"(the first after the warm-up step {nums[0]}; {listing})")
             else:
                 raise VerlprofError(None, f"step {want} was not profiled; profiled steps: {listing}")
         else:
