@@ -54,6 +54,7 @@ PINS: list[tuple[str, str]] = [
     ("nvtx", "0.2.17"),
     ("ray", "2.60.0"),
     ("nvidia-nccl-cu12", "2.28.9"),
+    ("torchrec", "1.9.2"),
 ]
 
 # Names no shipped text writes as a literal, each with the file that writes it.
@@ -115,6 +116,13 @@ HAND: dict[str, list[tuple[str, str]]] = {
         ("s", "pt_nccl_watchdg"),
         ("s", "pt_nccl_heartbt"),
         ("s", "pt_tcpstore_uv"),
+        ("s", "pt_elastic"),
+        # torch/csrc/autograd/VariableTypeManual.cpp: detach's record_function names.
+        ("s", "detach"),
+        ("s", "detach_"),
+        # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: profilingTitle of each collective (the CPU
+        # wheel ships no NCCL library to read them from; the gloo ones are read from libtorch_cpu).
+        ("t", "nccl:{=c10d_collectives}"),
         # torch/csrc/profiler/util.cpp getNvtxStr(): emit_nvtx's range names (templates below).
     ],
     "python": [
@@ -132,7 +140,23 @@ HAND: dict[str, list[tuple[str, str]]] = {
         ("t", "python{int}.{int}"),
     ],
     "nvidia-nccl-cu12": [("s", "NCCL")],
+    # Nsight Systems' own threads and the trace domains it writes for the libraries it traces.
+    "nsys": [
+        ("s", "[NSys]"), ("s", "[NSys Comms]"), ("s", "QdstrmImporter"), ("s", "nsys"), ("s", "nsys-launcher"),
+        ("s", "cuBLAS"), ("s", "cuBLASLt"), ("s", "cuDNN"), ("s", "MPI"), ("s", "OpenMP"), ("s", "OSRT"),
+        ("t", "MPI Rank {int}"),
+    ],
 }
+SETS = {
+    "c10d_collectives": ("_all_gather_base", "_allgather_base", "_reduce_scatter_base", "all_gather",
+                         "all_gather_into_tensor_coalesced", "all_reduce", "all_reduce_barrier",
+                         "all_reduce_coalesced", "all_to_all", "all_to_allv", "allgather", "allgather_coalesced",
+                         "allgather_into_tensor_coalesced", "allreduce", "allreduce_coalesced", "alltoall",
+                         "alltoall_base", "barrier", "broadcast", "coalesced", "gather", "recv", "recvAnySource",
+                         "reduce", "reduce_scatter", "reduce_scatter_tensor_coalesced", "scatter", "send"),
+}
+# Linux keeps 15 characters of a thread's name (TASK_COMM_LEN 16): nsys records them cut there.
+COMM_LEN = 15
 
 # emit_nvtx range names: torch/csrc/profiler/util.cpp getNvtxStr() writes
 # "<op>[, seq = N][, op_id = N][, sizes = [[..]]][, input_op_ids = [(..)]]".
@@ -152,8 +176,10 @@ def _emit_nvtx_templates() -> list[str]:
 BINARY_PATTERNS = re.compile(
     r"(?:c10d|_c10d_functional|c10d_functional|_dtensor|profiler|prims|inductor|_inductor|quantized|"
     r"_quantized|aten|torch|cuda|autograd|_nested_tensor|symm_mem|fsdp|_fsdp)::[A-Za-z_][A-Za-z0-9_.]*"
+    r"(?:::[A-Za-z_][A-Za-z0-9_.]*)*|torch\.distributed\.ddp\.reducer::[A-Za-z_]+"
+    r"|torch::jit::\(anonymous namespace\)::[A-Za-z_]+"
     r"|(?:gloo|nccl|mpi|ucc|xccl):[a-z_]+[a-z0-9_]*|pt_[a-z_]+|record_param_comms|TorchDynamo Cache Lookup"
-    r"|autograd::engine::evaluate_function")
+    r"|<(?:forward|backward) op>")
 BINARIES = re.compile(r"^torch/lib/lib(?:torch_cpu|torch_python|c10|torch)\.so$")
 
 CPP_PATTERNS = [
@@ -241,7 +267,13 @@ def scan_archive(dist: str, archive: Path) -> Found:
                     found.exact.add(s)
     for cls in found.autograd_functions:
         found.exact.add(cls + "Backward")
+    add_comm_names(found)
     return found
+
+
+def add_comm_names(found: Found) -> None:
+    """A thread name as Linux keeps it: its first COMM_LEN characters."""
+    found.exact.update(t[:COMM_LEN] for t in found.threads if len(t) > COMM_LEN)
 
 
 def render(pins: list[tuple[str, str]], per_source: list[tuple[str, Found]], classes: set[str]) -> bytes:
@@ -250,6 +282,7 @@ def render(pins: list[tuple[str, str]], per_source: list[tuple[str, Found]], cla
     seen_exact: set[str] = set()
     seen_templates: set[str] = set()
     sets: dict[str, tuple[str, ...]] = {"classes": tuple(sorted(classes))}
+    sets.update({k: tuple(sorted(v)) for k, v in SETS.items()})
     lines = ["# " + FORMAT + " " + " ".join(f"{d}=={v}" for d, v in sorted(pins))]
     body: list[str] = []
     for source, found in per_source:
@@ -259,7 +292,7 @@ def render(pins: list[tuple[str, str]], per_source: list[tuple[str, Found]], cla
         seen_templates.update(templates)
         for t in templates:
             for name in re.findall(r"\{=(\w+)\}", t):
-                if name != "classes":
+                if name not in sets:
                     sets[name] = found.sets[name]
         if not exact and not templates:
             continue
@@ -290,6 +323,8 @@ def build(cache: Path, offline: bool) -> tuple[bytes, dict]:
         found = scan_archive(dist, archive)
         for kind, text in HAND.get(dist, ()):
             (found.exact.add(text) if kind == "s" else found.templates.add(text))
+        found.threads.update(t for k, t in HAND.get(dist, ()) if k == "s")
+        add_comm_names(found)
         if dist == "torch":
             found.templates.update(_emit_nvtx_templates())
         classes |= {c for c in found.classes if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", c)}
@@ -297,10 +332,13 @@ def build(cache: Path, offline: bool) -> tuple[bytes, dict]:
         per_source.append((f"{dist} {version}", found))
         print(f"  {dist:18} {version:10} {len(found.exact):7} strings {len(found.templates):6} templates "
               f"{sum(found.skipped.values()):6} left out  {time.perf_counter() - t0:6.1f} s", file=sys.stderr, flush=True)
-    python = Found()
-    for kind, text in HAND["python"]:
-        (python.exact.add(text) if kind == "s" else python.templates.add(text))
-    per_source.append((f"python {sys.version_info.major}", python))
+    for source, key in ((f"python {sys.version_info.major}", "python"), ("nsys", "nsys")):
+        found = Found()
+        for kind, text in HAND[key]:
+            (found.exact.add(text) if kind == "s" else found.templates.add(text))
+        found.threads.update(found.exact)
+        add_comm_names(found)
+        per_source.append((source, found))
     return render(list(archives), per_source, classes), stats
 
 

@@ -83,6 +83,7 @@ class Found:
     sets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     classes: set[str] = field(default_factory=set)
     autograd_functions: set[str] = field(default_factory=set)
+    threads: set[str] = field(default_factory=set)  # thread / process names (Linux cuts them at 15)
     skipped: Counter = field(default_factory=Counter)
 
 
@@ -456,6 +457,8 @@ def _call(call: ast.Call, scopes: list[_Scope], found: Found) -> None:
             found.skipped[f"{last}: {str(e).split(' ')[0]}"] += 1
             continue
         for t in alts:
+            if last in ("Thread", "Process", "Timer", "setproctitle", "set_thread_name") and "{" not in t:
+                found.threads.add(t.replace("{{", "{").replace("}}", "}"))
             if last == "ThreadPoolExecutor":
                 t = t + "_{int}"
             elif last == "dynamo_timed":
