@@ -140,6 +140,8 @@ HAND: dict[str, list[tuple[str, str]]] = {
         ("t", "python{int}.{int}"),
     ],
     "nvidia-nccl-cu12": [("s", "NCCL")],
+    # ray/_private/worker.py: a worker's process title is "ray::<actor class>" while it runs an actor.
+    "ray": [("t", "ray::{=classes}")],
     # Nsight Systems' own threads and the trace domains it writes for the libraries it traces.
     "nsys": [
         ("s", "[NSys]"), ("s", "[NSys Comms]"), ("s", "QdstrmImporter"), ("s", "nsys"), ("s", "nsys-launcher"),
@@ -265,8 +267,10 @@ def scan_archive(dist: str, archive: Path) -> Found:
                 s = m.group(0).decode("ascii")
                 if BINARY_PATTERNS.fullmatch(s):
                     found.exact.add(s)
+    # torch/csrc/autograd/python_function.cpp: Function.apply records the class name (forward) and
+    # the node is named "<class>Backward" (backward).
     for cls in found.autograd_functions:
-        found.exact.add(cls + "Backward")
+        found.exact.update((cls, cls + "Backward"))
     add_comm_names(found)
     return found
 

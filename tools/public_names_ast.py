@@ -402,6 +402,25 @@ def scan_source(text: str, found: Found) -> None:
         return
     module_scope = _Scope(tree.body, set())
     _visit(tree, [module_scope], found, "")
+    _named_constants(tree, [module_scope], found)
+
+
+# Module constants that hold a process or thread name (ray: WORKER_PROCESS_TYPE_IDLE_WORKER = "ray::IDLE").
+_NAME_CONSTANT = re.compile(r"PROC(?:ESS)?_?(?:TYPE|TITLE|NAME)|THREAD_?NAME")
+
+
+def _named_constants(tree: ast.Module, scopes: list[_Scope], found: Found) -> None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and _NAME_CONSTANT.search(node.targets[0].id):
+            try:
+                alts = _Templater(scopes, found).alternatives(node.value)
+            except Unresolved:
+                continue
+            for t in alts:
+                if "{" not in t:
+                    found.threads.add(t)
+                found_add(found, t)
 
 
 def _visit(node: ast.AST, scopes: list[_Scope], found: Found, qual: str) -> None:
