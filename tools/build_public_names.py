@@ -103,6 +103,8 @@ HAND: dict[str, list[tuple[str, str]]] = {
         ("s", "ac2g"),
         ("s", "fwdbwd"),
         ("s", "[memory]"),
+        ("s", "process_name"), ("s", "process_labels"), ("s", "process_sort_index"),
+        ("s", "thread_name"), ("s", "thread_sort_index"),
         ("s", "python"),
         ("s", "Python"),
         ("s", "Trace"),

@@ -393,8 +393,17 @@ def _is_autograd_function(cls: ast.ClassDef) -> bool:
     return False
 
 
+# A file none of these words occur in publishes no name: it is not parsed (most files; 5x faster).
+_TRIGGER = re.compile(r"record_function|RecordFunction|nvtx|_timer|Thread|thread_name|proctitle|annotate|"
+                      r"GPUMemoryLogger|Function|dynamo_timed|custom_op|triton_op|PROC|THREAD|Process")
+_CLASS = re.compile(r"^[ \t]*class[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*[(:]", re.M)
+
+
 def scan_source(text: str, found: Found) -> None:
     """Add what one Python file publishes to `found` (a syntax error counts and skips the file)."""
+    found.classes.update(_CLASS.findall(text))
+    if not _TRIGGER.search(text):
+        return
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -426,7 +435,6 @@ def _named_constants(tree: ast.Module, scopes: list[_Scope], found: Found) -> No
 def _visit(node: ast.AST, scopes: list[_Scope], found: Found, qual: str) -> None:
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.ClassDef):
-            found.classes.add(child.name)
             if _is_autograd_function(child):
                 found.autograd_functions.add(child.name)
             _visit(child, scopes, found, child.name)

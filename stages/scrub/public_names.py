@@ -11,7 +11,12 @@ corpus's templates: an f-string / %-format / .format call of a public source who
 
 - `{int}` matches ASCII digits only (a rank, a step, an index);
 - `{float}` matches a decimal number only;
-- `{=NAME}` matches exactly one of the literals of set NAME (e.g. the role names verl passes).
+- `{numlist}` matches brackets, parentheses, digits, commas and blanks only (emit_nvtx's sizes);
+- `{=NAME}` matches exactly one of the literals of set NAME (e.g. the role names verl passes; the
+  set `classes` holds every class name the packages define, for `<class>Backward` and the like);
+- `{public}` matches a string that is itself public (checked again, at most _MAX_DEPTH deep): torch
+  wraps names it wrote elsewhere (`autograd::engine::evaluate_function: X`, emit_nvtx's
+  `X, seq = N, op_id = N`, Kineto's `thread N (X)`).
 
 No hole ever matches free text: a hole that takes any text would let a person's name through.
 
@@ -29,7 +34,8 @@ literal brace is doubled (`{{`, `}}`) as in str.format.
 Speed: exact strings are one dict lookup; templates are bucketed by the first `_PREFIX` characters
 of their literal prefix (a template that starts with a set hole is expanded into one prefix per
 value), each bucket one compiled alternation tried with `fullmatch`. A lookup costs at most
-`_PREFIX + 1` dict probes and the regexes of those buckets.
+`_PREFIX + 1` dict probes and the regexes of those buckets; a set of more than _INLINE_SET values
+and a `{public}` hole are matched as a token, then looked up (bench/bench_public_names.py measures).
 """
 from __future__ import annotations
 
