@@ -104,10 +104,11 @@ def template_parts(template: str) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class _Bucket:
-    """Templates sharing a literal prefix: one alternation, plus what to verify after a match."""
-    regex: re.Pattern[str]
-    checks: dict[int, list[tuple[str, str]]]  # template index -> [(group, set name | "public")]
-    alone: dict[int, tuple[re.Pattern[str], list[tuple[str, str]]]]  # checked templates, one by one
+    """Templates sharing a literal prefix: one alternation for those a regex decides alone, and the
+    checked ones (a large-set or {public} hole), each tried by itself and verified after a match."""
+    plain: re.Pattern[str] | None
+    # (template index, regex, a literal the string must contain, [(group, set name | "public")])
+    checked: tuple[tuple[int, re.Pattern[str], str, tuple[tuple[str, str], ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -175,17 +176,15 @@ class PublicNames:
             bucket = buckets.get(text[:n])
             if bucket is None:
                 continue
-            m = bucket.regex.fullmatch(text)
-            if m is None:
-                continue
-            idx = int(m.lastgroup[1:])
-            if idx not in bucket.checks or self._checks_pass(m, bucket.checks[idx], depth):
-                return self._templates[idx].source
-            # A checked hole failed on this split: try each checked template of the bucket alone.
-            for idx, (rx, checks) in bucket.alone.items():
-                m = rx.fullmatch(text)
-                if m is not None and self._checks_pass(m, checks, depth):
-                    return self._templates[idx].source
+            if bucket.plain is not None:
+                m = bucket.plain.fullmatch(text)
+                if m is not None:
+                    return self._templates[int(m.lastgroup[1:])].source
+            for idx, rx, needle, checks in bucket.checked:
+                if needle in text:
+                    m = rx.fullmatch(text)
+                    if m is not None and self._checks_pass(m, checks, depth):
+                        return self._templates[idx].source
         return None
 
     def _checks_pass(self, m: re.Match[str], checks: list[tuple[str, str]], depth: int) -> bool:
@@ -245,7 +244,7 @@ class PublicNames:
         """Group templates by literal prefix; each group becomes one alternation regex."""
         self._big_sets = {k: frozenset(v) for k, v in self._sets.items() if len(v) > _INLINE_SET}
         groups: dict[str, dict[int, list[str]]] = {}
-        bodies: dict[int, tuple[str, list[tuple[str, str]]]] = {}
+        bodies: dict[int, tuple[str, list[tuple[str, str]], str]] = {}
         for idx, t in enumerate(self._templates):
             parts = template_parts(t.template)
             heads = [""]
@@ -255,22 +254,23 @@ class PublicNames:
                 parts = parts[1:]
             checks: list[tuple[str, str]] = []
             body = "".join(self._part_regex(idx, k, kind, val, checks) for k, (kind, val) in enumerate(parts))
-            bodies[idx] = (body, checks)
+            literals = [val for kind, val in parts if kind == "lit"]
+            bodies[idx] = (body, checks, max(literals, key=len) if literals else "")
             tail = parts[0][1] if parts and parts[0][0] == "lit" else ""
             for head in heads:
                 groups.setdefault((head + tail)[:_PREFIX], {}).setdefault(idx, []).append(head)
         self._buckets = {}
         for key, members in groups.items():
-            alts, checks_by, alone = [], {}, {}
+            alts, checked = [], []
             for idx, heads in members.items():
-                body, checks = bodies[idx]
+                body, checks, needle = bodies[idx]
                 head_rx = "|".join(re.escape(h) for h in sorted(heads, key=len, reverse=True))
                 rx = (f"(?:{head_rx})" if head_rx else "") + body
-                alts.append(f"(?P<t{idx}>{rx})")
                 if checks:
-                    checks_by[idx] = checks
-                    alone[idx] = (re.compile(rx), checks)
-            self._buckets[key] = _Bucket(re.compile("|".join(alts)), checks_by, alone)
+                    checked.append((idx, re.compile(rx), needle, tuple(checks)))
+                else:
+                    alts.append(f"(?P<t{idx}>{rx})")
+            self._buckets[key] = _Bucket(re.compile("|".join(alts)) if alts else None, tuple(checked))
 
     def _part_regex(self, idx: int, k: int, kind: str, val: str, checks: list[tuple[str, str]]) -> str:
         if kind == "lit":
