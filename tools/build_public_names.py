@@ -265,7 +265,9 @@ def scan_archive(dist: str, archive: Path) -> Found:
             found.exact.update("aten::" + m.group(1) for m in NATIVE_FUNCTIONS.finditer(read().decode()))
         elif BINARIES.match(name):
             data = read()
-            for m in re.finditer(rb"[\x20-\x7e]{4,}", data):
+            # Whole C strings only (NUL on both sides): a run of printable bytes inside machine code
+            # ("aten::adH") is not a name.
+            for m in re.finditer(rb"(?<=\x00)[\x20-\x7e]{4,}(?=\x00)", data):
                 s = m.group(0).decode("ascii")
                 if BINARY_PATTERNS.fullmatch(s):
                     found.exact.add(s)
