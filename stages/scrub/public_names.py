@@ -131,6 +131,7 @@ class PublicNames:
         self._templates: list[_Template] = []
         self._buckets: dict[str, _Bucket] = {}
         self._big_sets: dict[str, frozenset[str]] = {}
+        self._set_chars: dict[str, str] = {}
 
     # Pickling ships the path only: each worker loads (lazily) its own copy.
     def __reduce__(self):
@@ -282,7 +283,9 @@ class PublicNames:
             name = val[1:]
             values = self._set(name)
             if name in self._big_sets:
-                chars = "".join(sorted({c for v in values for c in v}))
+                chars = self._set_chars.get(name)
+                if chars is None:  # once per set: the classes set is 34k names
+                    chars = self._set_chars[name] = "".join(sorted(set("".join(values))))
                 checks.append((f"h{idx}_{k}", name))
                 return f"(?P<h{idx}_{k}>[{re.escape(chars)}]+?)"
             return "(?:" + "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) + ")"
