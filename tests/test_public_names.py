@@ -43,25 +43,28 @@ NOT_FROM_PINNED = [
     (r"main(?:->.*)?", "captures/: the test programs of the public repositories they come from"),
     (r"(?:GpuLower|KernelExecutor|executor_utils|fusion_executor|PrecomputedValues|TransformReplay|Fusion|"
      r"ExpressionEvaluator|ConditionalFromPredicateModifier|ExecutorRunFusion|Index|IrContainer|Kernel|"
-     r"SyncMap|PrecomputedValuess|transform_replay\.cpp)(?:::| ).*|generateCudaKernel|getKernelArgument|getTerminatingOutputs|reuseMemoryAllocations",
+     r"SyncMap|PrecomputedValuess|transform_replay\.cpp)(?:::| ).*"
+     r"|generateCudaKernel|getKernelArgument|getTerminatingOutputs|reuseMemoryAllocations",
      "nvFuser's C++ (FUSER_PERF_SCOPE), not a pinned package"),
     (r"MPI_\w+", "nsys's MPI trace: the MPI standard's function names"),
     (r"de\.tu-darmstadt\.parallel\.extra_prof", "a captures/ tool's NVTX domain"),
     (r"saxpy|started|compile|compile_worker|cublasCreate_v2", "captures/: the programs recorded there"),
     (r"FSDP::(?:pre|post)_forward \([\w.]+\)(?:, op_id = \d+)?",
      "torch FSDP2 with the model's module path: the path is the user's model, left out as free text"),
-    (r"(?:mini_batch\d+|actor_update|actor_compute_log_prob|ref_compute_log_prob|generate_sequences|execute_model|"
-     r"train|all_reduce|old_log_prob|ref|reward|adv|gen|step)(?:, op_id = \d+)?",
+    (r"(?:mini_batch\d+|actor_update|actor_compute_log_prob|ref_compute_log_prob|generate_sequences|"
+     r"execute_model|train|all_reduce|old_log_prob|ref|reward|adv|gen|step)(?:, op_id = \d+)?",
      "verl-shaped names written by the project's own workloads (h200-workload.py, samples/make_gpu_run.py)"),
     (r"## .* ##|Optimizer\.step#(?:EMAOptimizer|Shampoo)\.step|All2All_Pooled_\w+|fb::\w+|fbgemm::\w+|"
      r"_grad_sum_to_size|(?:autograd::engine::evaluate_function: )?torch::(?:autograd::CppNode<|jit::).*",
-     "kineto_public/: Meta's internal trainers (torchrec internals, fbgemm_gpu, distributed_shampoo), not pinned"),
+     "kineto_public/: Meta's internal trainers (torchrec internals, fbgemm_gpu, distributed_shampoo), "
+     "not pinned"),
     (r"timing_s/wait_last_valid", "verl's fully_async recipe (verl main), not in the verl 0.9.1 wheel"),
     (r"verlprof_capture", "verlprof's own samples/make_gpu_run.py (the range that starts an nsys capture)"),
     (r"pyper:trainer:\d+:\d+", "kineto_public/: a Meta-internal process name"),
 ]
 _NOT_FROM_PINNED = re.compile("|".join(f"(?:{p})" for p, _ in NOT_FROM_PINNED))
-_KINETO_NAME_CATS = {"cpu_op", "user_annotation", "gpu_user_annotation", "Trace", "overhead", "ac2g", "fwdbwd",
+_KINETO_NAME_CATS = {"cpu_op", "user_annotation", "gpu_user_annotation", "Trace", "overhead", "ac2g",
+                     "fwdbwd",
                      "cpu_instant_event", None}
 
 

@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from public_names_ast import Found, found_add, scan_source, set_name  # noqa: E402
+from public_names_ast import Found, scan_source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "stages" / "scrub" / "public_names.txt.gz"
@@ -57,7 +57,8 @@ PINS: list[tuple[str, str]] = [
     ("torchrec", "1.9.2"),
 ]
 
-# Names no shipped text writes as a literal, each with the file that writes it.
+# Names no shipped text writes as a literal, each with the file that writes it: "s" a string, "t" a
+# template, "n" a thread or process name (also kept cut at COMM_LEN characters).
 HAND: dict[str, list[tuple[str, str]]] = {
     "torch": [
         # torch/_dynamo/convert_frame.py: "Torch-Compiled Region: " + str(compile_id); CompileId.__str__
@@ -110,15 +111,15 @@ HAND: dict[str, list[tuple[str, str]]] = {
         ("s", "Trace"),
         ("s", "cuda_runtime"),
         ("s", "cuda_driver"),
-        ("s", "CUPTI worker thread"),
+        ("n", "CUPTI worker thread"),
         # torch/csrc/autograd/engine.cpp, torch/csrc/Module.cpp: thread names.
-        ("s", "pt_main_thread"),
+        ("n", "pt_main_thread"),
         ("t", "pt_autograd_{int}"),
-        ("s", "pt_gloo_runloop"),
-        ("s", "pt_nccl_watchdg"),
-        ("s", "pt_nccl_heartbt"),
-        ("s", "pt_tcpstore_uv"),
-        ("s", "pt_elastic"),
+        ("n", "pt_gloo_runloop"),
+        ("n", "pt_nccl_watchdg"),
+        ("n", "pt_nccl_heartbt"),
+        ("n", "pt_tcpstore_uv"),
+        ("n", "pt_elastic"),
         # torch/csrc/autograd/VariableTypeManual.cpp: detach's record_function names.
         ("s", "detach"),
         ("s", "detach_"),
@@ -129,15 +130,15 @@ HAND: dict[str, list[tuple[str, str]]] = {
     ],
     "python": [
         # CPython Lib/threading.py and concurrent/futures/thread.py: default thread names.
-        ("s", "MainThread"),
+        ("n", "MainThread"),
         ("t", "Thread-{int}"),
         ("t", "Thread-{int} ({public})"),
         ("t", "Dummy-{int}"),
         ("t", "ThreadPoolExecutor-{int}_{int}"),
         ("t", "asyncio_{int}"),
-        ("s", "QueueFeederThread"),
+        ("n", "QueueFeederThread"),
         # the interpreter's executable names (process and Kineto thread names).
-        ("s", "python3"),
+        ("n", "python3"),
         ("t", "python{int}"),
         ("t", "python{int}.{int}"),
     ],
@@ -146,7 +147,8 @@ HAND: dict[str, list[tuple[str, str]]] = {
     "ray": [("t", "ray::{=classes}")],
     # Nsight Systems' own threads and the trace domains it writes for the libraries it traces.
     "nsys": [
-        ("s", "[NSys]"), ("s", "[NSys Comms]"), ("s", "QdstrmImporter"), ("s", "nsys"), ("s", "nsys-launcher"),
+        ("n", "[NSys]"), ("n", "[NSys Comms]"), ("n", "QdstrmImporter"), ("n", "nsys"),
+        ("n", "nsys-launcher"),
         ("s", "cuBLAS"), ("s", "cuBLASLt"), ("s", "cuDNN"), ("s", "MPI"), ("s", "OpenMP"), ("s", "OSRT"),
         ("t", "MPI Rank {int}"),
     ],
@@ -154,9 +156,11 @@ HAND: dict[str, list[tuple[str, str]]] = {
 SETS = {
     "c10d_collectives": ("_all_gather_base", "_allgather_base", "_reduce_scatter_base", "all_gather",
                          "all_gather_into_tensor_coalesced", "all_reduce", "all_reduce_barrier",
-                         "all_reduce_coalesced", "all_to_all", "all_to_allv", "allgather", "allgather_coalesced",
+                         "all_reduce_coalesced", "all_to_all", "all_to_allv", "allgather",
+                         "allgather_coalesced",
                          "allgather_into_tensor_coalesced", "allreduce", "allreduce_coalesced", "alltoall",
-                         "alltoall_base", "barrier", "broadcast", "coalesced", "gather", "recv", "recvAnySource",
+                         "alltoall_base", "barrier", "broadcast", "coalesced", "gather", "recv",
+                         "recvAnySource",
                          "reduce", "reduce_scatter", "reduce_scatter_tensor_coalesced", "scatter", "send"),
 }
 # Linux keeps 15 characters of a thread's name (TASK_COMM_LEN 16): nsys records them cut there.
@@ -225,11 +229,13 @@ def download(cache: Path, offline: bool) -> dict[tuple[str, str], Path]:
         path = archive_for(dist, version, cache)
         if path is None and not offline:
             print(f"  downloading {dist}=={version}", file=sys.stderr, flush=True)
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-build-isolation",
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                            "--no-build-isolation",
                             f"{dist}=={version}", "-d", str(cache)], check=True)
             path = archive_for(dist, version, cache)
         if path is None:
-            raise SystemExit(f"{cache}: no archive of {dist}=={version} (run without --offline to download it)")
+            raise SystemExit(f"{cache}: no archive of {dist}=={version} "
+                             "(run without --offline to download it)")
         out[(dist, version)] = path
     return out
 
@@ -277,6 +283,15 @@ def scan_archive(dist: str, archive: Path) -> Found:
         found.exact.update((cls, cls + "Backward"))
     add_comm_names(found)
     return found
+
+
+def add_hand(found: Found, entries) -> None:
+    """HAND's entries of one source."""
+    for kind, text in entries:
+        (found.templates if kind == "t" else found.exact).add(text)
+        if kind == "n":
+            found.threads.add(text)
+    add_comm_names(found)
 
 
 def add_comm_names(found: Found) -> None:
@@ -329,23 +344,18 @@ def build(cache: Path, offline: bool) -> tuple[bytes, dict]:
     for (dist, version), archive in archives.items():
         t0 = time.perf_counter()
         found = scan_archive(dist, archive)
-        for kind, text in HAND.get(dist, ()):
-            (found.exact.add(text) if kind == "s" else found.templates.add(text))
-        found.threads.update(t for k, t in HAND.get(dist, ()) if k == "s")
-        add_comm_names(found)
+        add_hand(found, HAND.get(dist, ()))
         if dist == "torch":
             found.templates.update(_emit_nvtx_templates())
         classes |= {c for c in found.classes if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", c)}
         stats["skipped"].update(found.skipped)
         per_source.append((f"{dist} {version}", found))
         print(f"  {dist:18} {version:10} {len(found.exact):7} strings {len(found.templates):6} templates "
-              f"{sum(found.skipped.values()):6} left out  {time.perf_counter() - t0:6.1f} s", file=sys.stderr, flush=True)
+              f"{sum(found.skipped.values()):6} left out  {time.perf_counter() - t0:6.1f} s",
+              file=sys.stderr, flush=True)
     for source, key in ((f"python {sys.version_info.major}", "python"), ("nsys", "nsys")):
         found = Found()
-        for kind, text in HAND[key]:
-            (found.exact.add(text) if kind == "s" else found.templates.add(text))
-        found.threads.update(found.exact)
-        add_comm_names(found)
+        add_hand(found, HAND[key])
         per_source.append((source, found))
     return render(list(archives), per_source, classes), stats
 

@@ -53,7 +53,8 @@ NAMING_CALLS: dict[str, tuple[int | None, tuple[str, ...]]] = {
     "triton_op": (0, ("name",)),
 }
 # Generic callee names taken only when the dotted callee names a profiler API.
-NEEDS_CONTEXT = {"range": ("nvtx",), "mark": ("nvtx",), "annotate": ("nvtx", "profiler", "Profiler", "annotate"),
+NEEDS_CONTEXT = {"range": ("nvtx",), "mark": ("nvtx",),
+                 "annotate": ("nvtx", "profiler", "Profiler", "annotate"),
                  "Timer": ("threading",), "Process": ("multiprocessing", "mp", "ctx")}
 # Decorators that name a span after the decorated function when given no message.
 NAME_DECORATORS = {"annotate", "mark_annotate", "instrument_w_nvtx", "nvtx_decorator", "record_function"}
@@ -61,7 +62,8 @@ NAME_DECORATORS = {"annotate", "mark_annotate", "instrument_w_nvtx", "nvtx_decor
 _INT_NAME = re.compile(
     r"^(?:[ijkmn]|idx|index|rank|step|steps|epoch|iteration|iter|it|layer|count|num|pid|tid|gpu|port|"
     r"world_size|micro_batch|microbatch|mb|chunk|bucket|replica|seq|seq_nr|seqlen|size|length|nbytes|"
-    r"i\d|idx\d|\w+_(?:idx|index|id|ids|rank|step|num|count|number|size|nr|no|len|cnt|n))$|^(?:num|n|len|cnt)_\w+$")
+    r"i\d|idx\d|\w+_(?:idx|index|id|ids|rank|step|num|count|number|size|nr|no|len|cnt|n))$"
+    r"|^(?:num|n|len|cnt)_\w+$")
 _INT_CALLS = {"int", "len", "round", "getpid", "get_rank", "get_world_size", "get_local_rank", "get_tp_rank",
               "current_device", "gettid", "get_ident", "get_native_id", "next", "count", "sum", "abs"}
 _FLOAT_SPEC = re.compile(r"^[^a-zA-Z]*[eEfFgG%]$")
@@ -120,7 +122,8 @@ class _Scope:
                     if isinstance(t, ast.Name):
                         self._bind(t.id, _consts(node.value))
             elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
-                self._bind(node.target.id, _consts(node.value) if isinstance(node, ast.AnnAssign) and node.value else None)
+                value = node.value if isinstance(node, ast.AnnAssign) else None
+                self._bind(node.target.id, _consts(value) if value is not None else None)
             elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
                 it = node.iter
                 vals = None
@@ -350,7 +353,8 @@ def _is_int_expr(expr: ast.AST) -> bool:
     if isinstance(expr, ast.Call):
         name = _dotted(expr.func).rsplit(".", 1)[-1]
         return name in _INT_CALLS
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv,
+                                                            ast.Mod)):
         return _is_int_expr(expr.left) or _is_int_expr(expr.right)
     if isinstance(expr, ast.Name):
         return bool(_INT_NAME.match(expr.id))
@@ -460,7 +464,8 @@ def _decorated_names(fn: ast.FunctionDef | ast.AsyncFunctionDef, scopes, found: 
             continue
         if last == "annotate" and not any(n in dotted for n in ("nvtx", "rofiler", "annotate")):
             continue
-        named = call is not None and (call.args or any(k.arg in ("message", "role", "msg", "name") for k in call.keywords))
+        named = call is not None and (
+            call.args or any(k.arg in ("message", "role", "msg", "name") for k in call.keywords))
         if not named:
             found.exact.add(fn.name)
             if last == "instrument_w_nvtx" and qual:
