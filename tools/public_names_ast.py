@@ -16,6 +16,7 @@ import ast
 import hashlib
 import re
 import string
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -410,7 +411,9 @@ def scan_source(text: str, found: Found) -> None:
     if not _TRIGGER.search(text):
         return
     try:
-        tree = ast.parse(text)
+        with warnings.catch_warnings():  # a package's own invalid escapes are not ours to report
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
     except (SyntaxError, ValueError):
         found.skipped["file does not parse"] += 1
         return
