@@ -162,6 +162,31 @@ def test_verl_stage_names_are_public_and_from_verl():
         assert corpus.source_of(name) == "verl 0.9.1", name
 
 
+def _nsys_thread_names() -> set[str]:
+    names: set[str] = set()
+    for path in scrub_corpus.sqlite_files():
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        try:
+            if con.execute("SELECT 1 FROM sqlite_master WHERE name='ThreadNames'").fetchone():
+                names.update(r[0] for r in con.execute(
+                    "SELECT DISTINCT s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId") if r[0])
+        finally:
+            con.close()
+    return names
+
+
+def test_thread_names_as_linux_cuts_them_are_public():
+    # nsys records a thread's name as Linux keeps it, 15 characters: the captures hold these cut names.
+    threads = _nsys_thread_names()
+    corpus = public_names()
+    want = {"ray::DashboardA": "ray 2.60.0", "ray::RuntimeEnv": "ray 2.60.0", "ray::IDLE": "ray 2.60.0",
+            "CUPTI worker th": "torch 2.13.0", "pt_autograd_0": "torch 2.13.0", "pt_elastic": "torch 2.13.0",
+            "[NSys Comms]": "nsys", "python3": "python 3"}
+    assert set(want) <= threads  # the captures really hold them
+    assert {n: corpus.source_of(n) for n in want} == want
+
+
 @pytest.mark.parametrize("text", [
     "ProfilerStep#0", "ProfilerStep#552", "Torch-Compiled Region: 12/3", "Torch-Compiled Region: 0/0_1",
     "pt_autograd_7", "thread 31037 (pt_gloo_runloop)", "Thread-12", "ThreadPoolExecutor-3_11",
