@@ -207,7 +207,7 @@ def test_templates_take_numbers(text):
     "ProfilerStep#alice", "ProfilerStep#", "ProfilerStep#1 alice", "Torch-Compiled Region: alice/0",
     "thread 12 (alice)", "Thread-3 (alice)", "alice, op_id = 3", "aten::mm, op_id = 3, sizes = [[alice]]",
     "autograd::engine::evaluate_function: alice", "pt_autograd_x", "nccl:alice", "timing_s/alice",
-    "update_actor alice", " update_actor", "update_actor\n",
+    "update_actor alice", " update_actor", "update_actor\n", "",
 ])
 def test_what_people_write_is_not_public(text):
     corpus = public_names()
