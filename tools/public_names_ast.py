@@ -399,7 +399,8 @@ def _is_autograd_function(cls: ast.ClassDef) -> bool:
 
 
 # A file none of these words occur in publishes no name: it is not parsed (most files; 5x faster).
-_TRIGGER = re.compile(r"record_function|RecordFunction|nvtx|_timer|Thread\(|thread_name|proctitle|annotate|"
+_TRIGGER = re.compile(r"torch\.ops\.|record_function|RecordFunction|nvtx|_timer|Thread\(|thread_name|"
+                      r"proctitle|annotate|"
                       r"GPUMemoryLogger|Function[,)]|dynamo_timed|custom_op|triton_op|Process\(|"
                       r"PROC(?:ESS)?_?(?:TYPE|TITLE|NAME)|THREAD_?NAME")
 _CLASS = re.compile(r"^[ \t]*class[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*[(:]", re.M)
@@ -455,7 +456,15 @@ def _visit(node: ast.AST, scopes: list[_Scope], found: Found, qual: str) -> None
         else:
             if isinstance(child, ast.Call):
                 _call(child, scopes, found)
+            elif isinstance(child, ast.Attribute) and child.attr not in _OVERLOADS:
+                m = _TORCH_OP.fullmatch(_dotted(child))
+                if m:  # torch.ops._C.rms_norm(...): Kineto names the op "_C::rms_norm"
+                    found.exact.add(f"{m.group(1)}::{m.group(2)}")
             _visit(child, scopes, found, qual)
+
+
+_TORCH_OP = re.compile(r"torch\.ops\.([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)")
+_OVERLOADS = {"default", "Tensor", "Scalar", "out", "int", "float"}
 
 
 def _decorated_names(fn: ast.FunctionDef | ast.AsyncFunctionDef, scopes, found: Found, qual: str) -> None:
