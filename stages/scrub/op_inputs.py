@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from .json_batch import event_commas, string_quotes
 from .scrubber import Scrubber
 
 # The args keys whose values are an op's inputs as written by the caller.
@@ -97,9 +98,8 @@ class OpInputs:
         hits = _candidates(raw, self._verdicts)
         if not hits:
             return
-        from .trace import _event_commas, _quotes   # the batch's event boundaries, as scrub finds them
         a = np.frombuffer(raw, np.uint8)
-        commas = _event_commas(a, _quotes(raw))
+        commas = event_commas(a, string_quotes(raw))   # the batch's event boundaries, as scrub finds them
         starts = np.concatenate(([0], commas + 1))
         ends = np.concatenate((commas, [len(raw)]))
         for k in np.unique(np.searchsorted(commas, np.asarray(hits))).tolist():

@@ -37,6 +37,8 @@ from .rules import KIND_UNKNOWN, REDACTED
 from .deny import denied_flag_items
 from .shapes import flag_value_items
 from .scrubber import LocationNames, Scrubber
+from .json_batch import event_commas as _event_commas
+from .json_batch import string_quotes as _quotes
 from .op_inputs import OpInputs, split_op_halves
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -59,32 +61,6 @@ _K1, _K2 = np.uint64(_K1I), np.uint64(_K2I)
 def _words(buf: bytes) -> np.ndarray:
     """w[i] = the little-endian 8-byte word at buf[i:i+8] (zero-padded), for every offset i."""
     return np.ndarray((len(buf) + 1,), dtype="<u8", buffer=buf + bytes(8), strides=(1,))
-
-
-def _quotes(raw: bytes) -> np.ndarray:
-    """Offsets of the quotes that open or close a string in JSON text `raw` (escaped ones left
-    out: a quote after an odd run of backslashes)."""
-    a = np.frombuffer(raw, np.uint8)
-    q = np.flatnonzero(a == 0x22)
-    if not q.size or b"\\" not in raw:
-        return q
-    b = np.flatnonzero(a == 0x5C)
-    j = np.searchsorted(b, q) - 1                      # the last backslash before each quote
-    jj = np.maximum(j, 0)
-    touching = (j >= 0) & (b[jj] == q - 1)
-    first = np.ones(b.size, bool)
-    first[1:] = np.diff(b) != 1
-    run_start = np.maximum.accumulate(np.where(first, np.arange(b.size), 0))
-    return q[~(touching & ((jj - run_start[jj]) % 2 == 0))]
-
-
-def _event_commas(a: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Offsets of the commas between the top-level values (events) of a batch's text."""
-    pos = np.flatnonzero((a == 0x2C) | (a == 0x7B) | (a == 0x7D) | (a == 0x5B) | (a == 0x5D))
-    pos = pos[np.searchsorted(q, pos) % 2 == 0]        # outside strings
-    c = a[pos]
-    depth = np.cumsum(np.where((c == 0x7B) | (c == 0x5B), 1, np.where((c == 0x7D) | (c == 0x5D), -1, 0)))
-    return pos[(c == 0x2C) & (depth == 0)]
 
 
 def _literal_text(lit: bytes) -> str | None:
