@@ -32,8 +32,8 @@ from ..readers.hydra_config import (
     load_run_config,
 )
 from ..readers.naming import NameInfo, classify_name
+from ..readers.sqlite_export import parse_header
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_BYTES = 256 << 10
 #: Folders never worth walking (VCS, caches); verlprof's own temp files are skipped by name.
@@ -263,7 +263,11 @@ def _check_header(path: Path, info: NameInfo) -> str | None:
     """None if the first bytes fit the kind, else a one-phrase reason (nothing is parsed)."""
     try:
         if info.kind == ArtifactKind.NSYS_SQLITE:
-            return None if _head(path, 16) == SQLITE_MAGIC else "not an SQLite database (bad header)"
+            try:
+                parse_header(_head(path, 100))
+            except ValueError as exc:
+                return str(exc)
+            return None
         if info.kind == ArtifactKind.TORCH_TRACE:
             if info.needs_sniff:
                 return _sniff_json(path)
