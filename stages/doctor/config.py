@@ -96,14 +96,6 @@ def verl_reference_path(entrypoint: Optional[str] = None) -> Optional[str]:
     return None
 
 
-def load_verl_reference(entrypoint: Optional[str] = None) -> Optional[dict]:
-    path = verl_reference_path(entrypoint)
-    if path is None:
-        return None
-    data = load_yaml(path)
-    return data if isinstance(data, dict) else None
-
-
 @functools.lru_cache(maxsize=8)
 def nsys_supports_discard_environment(nsys: Optional[str] = None) -> Optional[bool]:
     """Whether ``nsys profile`` knows ``--discard-environment``; None when no nsys is found."""
