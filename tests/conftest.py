@@ -67,15 +67,36 @@ def _uses_ray(request: pytest.FixtureRequest) -> bool:
     return False
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `ray` run last, in their collected order.
+#: Markers of the tests that run a real outside tool at length (a wheel build, the sample's
+#: regeneration, a Ray cluster, nsys): each such test is also `slow`, so `-m "not slow"` is the
+#: quick run and the full run starts them first (see `pytest_collection_modifyitems`).
+REAL_TOOL_MARKS = ("ray", "nsys")
 
-    Why: once this process has been a Ray driver (tests/test_ray.py's `ray.init`), a process pool
-    forked from it later is not safe: a later in-process pooled collect (test_report_chromium's
-    bundle) lost a worker to SIGSEGV in pass 2, reproducibly, with nothing in faulthandler's
-    output (Ray's native state survives `ray.shutdown`). verlprof's own commands never fork after
-    being a Ray driver (one command, one executor); only a test process does both."""
-    items.sort(key=lambda item: item.get_closest_marker("ray") is not None)
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order and group the run: modules holding a slow test first, tests marked `ray` last.
+
+    Why ray last: once this process has been a Ray driver (tests/test_ray.py's `ray.init`), a
+    process pool forked from it later is not safe: a later in-process pooled collect
+    (test_report_chromium's bundle) lost a worker to SIGSEGV in pass 2, reproducibly, with nothing
+    in faulthandler's output (Ray's native state survives `ray.shutdown`). verlprof's own commands
+    never fork after being a Ray driver (one command, one executor); only a test process does both.
+
+    Why slow first: with pytest-xdist (`.ci/run`: `-n <cores> --dist loadfile --no-loadscope-reorder`)
+    every module is one unit (its module fixtures run once, on one worker) and the units are dealt
+    in the order of their first test here, so the long modules start early and the workers end
+    together. The one module of in-process Ray tests (tests/test_ray.py, all `ray`) is dealt last:
+    one Ray cluster at a time, and the worker that ran it takes nothing after it. (test_samples.py's
+    `ray` test runs its cluster in a child process, so it stays in its module's unit, at its end.)
+    Not `--dist loadgroup`: pytest-xdist 3.8 groups by rewriting `item._nodeid`, which pytest 9
+    no longer reads, so every test became its own unit and module fixtures ran on every worker."""
+    for item in items:
+        if any(item.get_closest_marker(m) is not None for m in REAL_TOOL_MARKS):
+            item.add_marker(pytest.mark.slow)
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (item.get_closest_marker("ray") is not None,
+                                 item.path not in slow_modules, order[id(item)]))
 
 
 def stop_ray() -> None:
