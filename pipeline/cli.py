@@ -88,14 +88,16 @@ def version() -> None:
     typer.echo(f"verlprof {installed_version()}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Console entry point: one-line errors, non-zero exit, never a traceback for bad input; a run
-    stopped by SIGINT/SIGTERM says so in one line and exits 130/143 (pipeline/signals.py)."""
+    stopped by SIGINT/SIGTERM says so in one line and exits 130/143 (pipeline/signals.py).
+    `argv` (default: the command line) lets the tests run a command in-process exactly as the
+    console script does (tests/conftest.py `run_cli`)."""
     from ..stages.core.errors import VerlprofError
     from .signals import Interrupted
 
     try:
-        app()
+        app(args=argv, prog_name="verlprof") if argv is not None else app()
     except Interrupted as stop:
         typer.echo(str(stop), err=True)
         sys.exit(stop.exit_code)

@@ -1,5 +1,10 @@
 """Shared test fixtures.
 
+`run_cli`: a `verlprof` command run in this process, through the console script's own `main`
+(same exit code, stdout and stderr), for tests about a command's behaviour rather than about the
+process (signals, the wheel and a fresh environment keep their subprocess). `collect_once`: each
+(input, options, COLUMNS) collected once per test session and shared, read-only.
+
 nsys fixtures (`nsys_exe`, `nsys_reports`, `nsys_qdstrm`): real, small Nsight Systems reports made
 by the local nsys from a tiny python program with `nvtx` ranges (nsys 2022.4 records the python
 `nvtx` package up to 0.2.10). No GPU is needed: `--trace=nvtx,osrt --sample=none --cpuctxsw=none`.
@@ -13,13 +18,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 # Tests import `testdata` (tests/data through data_path/data_dir); pytest's importlib mode does not
 # put tests/ on sys.path, so conftest, loaded first, does.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from inprocess import Collected, run_cli  # noqa: E402 - found through the path set just above
 
 
 
@@ -203,3 +210,33 @@ def nsys_qdstrm(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     if not qd.is_file():
         pytest.skip(f"this nsys layout did not leave a .qdstrm (exit {out.returncode}): {out.stdout[-500:]}")
     return qd
+
+
+# ----------------------------------------------------------------------------------------------
+# Commands in this process, and collects shared by the whole session
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def collect_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Collected]:
+    """`collect_once(source, *options, columns=80)`: `verlprof collect SOURCE -o <tmp>/<name of
+    SOURCE> OPTIONS` (in-process, `run_cli`), run the first time a test asks for that input,
+    options and width, and shared with every later test of the session (of the xdist worker).
+
+    Why: the shipped sample and the runs of tests/data were collected again by test after test
+    (the same sample ~10 times); a collect is deterministic (every bundle byte-identical on the
+    same input and options, which tests/test_collect*.py check), so one run serves every test that
+    only reads its bundle or its output. The bundle's folder is named after the input (run ids of
+    `summarize` come from it)."""
+    done: dict[tuple[str, tuple[str, ...], int], Collected] = {}
+
+    def collect(source: str | Path, *options: str | Path, columns: int = 80) -> Collected:
+        key = (str(source), tuple(str(o) for o in options), columns)
+        if key not in done:
+            base = tmp_path_factory.mktemp("collect_once")
+            out = base / Path(source).name
+            res = run_cli("collect", source, "-o", out, "--work", base / "work", *options, columns=columns)
+            done[key] = Collected(res.returncode, res.stdout, res.stderr, out)
+        return done[key]
+
+    return collect
