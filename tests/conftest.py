@@ -231,7 +231,7 @@ def collect_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Coll
     done: dict[tuple[str, tuple[str, ...], int], Collected] = {}
 
     def collect(source: str | Path, *options: str | Path, columns: int = 80) -> Collected:
-        key = (str(source), tuple(str(o) for o in options), columns)
+        key = (str(Path(source).resolve()), tuple(str(o) for o in options), columns)
         if key not in done:
             base = tmp_path_factory.mktemp("collect_once")
             out = base / Path(source).name
