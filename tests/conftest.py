@@ -12,6 +12,10 @@ The reports hold this machine's environment, so they live only in pytest's temp 
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -124,6 +128,35 @@ def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
             pass
 
 
+# ----------------------------------------------------------------------------------------------
+# Made once per test run, shared by every xdist worker
+# ----------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
+    """`(folder, made)`: the run-wide folder `name` (beside every xdist worker's own temp folder),
+    held under an exclusive lock; `made` says whether an earlier holder finished it (its
+    `.done` marker). The caller fills it when not made; the marker is written when the block
+    ends without an error, so a failed attempt is redone by the next asker, never half-reused.
+
+    Why: with `-n <cores>` each worker is its own pytest session, so a session fixture (three nsys
+    profiles, a collect of the sample) would run once per worker, at the same time; nsys 2022.4
+    even loses races on its semaphore when several profile at once."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent                  # the run's folder, shared by the workers
+    folder = base / "shared" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / ".done"
+        made = done.is_file()
+        yield folder, made
+        if not made:
+            done.touch()
+
+
 NSYS_PROFILE_FLAGS = ["--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true"]
 
 # The profiled program: `steps` "step" ranges with verl-like children, so reports differ in content.
@@ -156,11 +189,18 @@ def _profile_cmd(nsys: Path | str, out_base: Path, program: Path, steps: int) ->
 
 @pytest.fixture(scope="session")
 def nsys_reports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Three real `.nsys-rep` files (1, 2 and 3 NVTX "step" ranges), profiled in parallel.
+    """Three real `.nsys-rep` files (1, 2 and 3 NVTX "step" ranges), profiled in parallel, once
+    per test run (shared by the xdist workers: `made_once`).
 
     Read-only by convention: tests copy them into tmp_path before changing anything.
     """
-    folder = tmp_path_factory.mktemp("nsys_reports")
+    with made_once(tmp_path_factory, "nsys_reports") as (folder, made):
+        if not made:
+            _profile_three(nsys_exe, folder)
+        return [folder / f"report_steps{steps}.nsys-rep" for steps in (1, 2, 3)]
+
+
+def _profile_three(nsys_exe: Path, folder: Path) -> None:
     program = folder / "nvtx_steps.py"
     program.write_text(_NVTX_PROGRAM)
     procs = []
@@ -168,7 +208,6 @@ def nsys_reports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> li
         base = folder / f"report_steps{steps}"
         procs.append((base, subprocess.Popen(_profile_cmd(nsys_exe, base, program, steps), cwd=folder,
                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-    reports = []
     for base, proc in procs:
         out, _ = proc.communicate(timeout=300)
         rep = base.with_name(base.name + ".nsys-rep")
@@ -180,8 +219,6 @@ def nsys_reports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> li
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if retry.returncode != 0 or not rep.is_file():
                 pytest.fail(f"nsys profile failed (exit {retry.returncode}): {retry.stdout[-2000:]}")
-        reports.append(rep)
-    return reports
 
 
 @pytest.fixture(scope="session")
@@ -219,24 +256,29 @@ def nsys_qdstrm(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 @pytest.fixture(scope="session")
 def collect_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Collected]:
-    """`collect_once(source, *options, columns=80)`: `verlprof collect SOURCE -o <tmp>/<name of
-    SOURCE> OPTIONS` (in-process, `run_cli`), run the first time a test asks for that input,
-    options and width, and shared with every later test of the session (of the xdist worker).
+    """`collect_once(source, *options, columns=80)`: `verlprof collect SOURCE -o <folder>/<name of
+    SOURCE> OPTIONS` (in-process, `run_cli`), run the first time a test of the run asks for that
+    input, options and width, and shared with every later test, on every xdist worker
+    (`made_once`).
 
     Why: the shipped sample and the runs of tests/data were collected again by test after test
     (the same sample ~10 times); a collect is deterministic (every bundle byte-identical on the
     same input and options, which tests/test_collect*.py check), so one run serves every test that
     only reads its bundle or its output. The bundle's folder is named after the input (run ids of
-    `summarize` come from it)."""
-    done: dict[tuple[str, tuple[str, ...], int], Collected] = {}
+    `summarize` come from it). Read-only by convention: a test that changes a bundle copies it."""
+    done: dict[str, Collected] = {}
 
     def collect(source: str | Path, *options: str | Path, columns: int = 80) -> Collected:
-        key = (str(Path(source).resolve()), tuple(str(o) for o in options), columns)
+        key = json.dumps([str(Path(source).resolve()), [str(o) for o in options], columns])
         if key not in done:
-            base = tmp_path_factory.mktemp("collect_once")
-            out = base / Path(source).name
-            res = run_cli("collect", source, "-o", out, "--work", base / "work", *options, columns=columns)
-            done[key] = Collected(res.returncode, res.stdout, res.stderr, out)
+            name = "collect-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+            with made_once(tmp_path_factory, name) as (base, made):
+                out, facts = base / Path(source).name, base / "collected.json"
+                if not made:
+                    res = run_cli("collect", source, "-o", out, "--work", base / "work", *options, columns=columns)
+                    facts.write_text(json.dumps([res.returncode, res.stdout, res.stderr]))
+                code, stdout, stderr = json.loads(facts.read_text())
+            done[key] = Collected(code, stdout, stderr, out)
         return done[key]
 
     return collect
