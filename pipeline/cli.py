@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import importlib
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import Optional
 
 import typer
 import typer.core
+
+from ..stages.core.errors import VerlprofError
+from .signals import Interrupted
 
 app = typer.Typer(
     name="verlprof",
@@ -60,8 +64,6 @@ for _name in _COMMAND_MODULES:
 
 def installed_version() -> str:
     """verlprof's version as installed (the wheel's or the editable install's metadata)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("verlprof")
     except PackageNotFoundError:   # run from a source tree that was never installed
@@ -93,9 +95,6 @@ def main(argv: list[str] | None = None) -> None:
     stopped by SIGINT/SIGTERM says so in one line and exits 130/143 (pipeline/signals.py).
     `argv` (default: the command line) lets the tests run a command in-process exactly as the
     console script does (tests/conftest.py `run_cli`)."""
-    from ..stages.core.errors import VerlprofError
-    from .signals import Interrupted
-
     try:
         app(args=argv, prog_name="verlprof") if argv is not None else app()
     except Interrupted as stop:

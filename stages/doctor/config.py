@@ -4,6 +4,7 @@ profiler keys (which roles profile, which tool, which steps).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -80,8 +81,6 @@ def load_yaml(path: str) -> Any:
 
 def verl_reference_path(entrypoint: Optional[str] = None) -> Optional[str]:
     """verl's stock composed trainer config, if verl is installed (found without importing it)."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec("verl")
     except (ImportError, ValueError):
