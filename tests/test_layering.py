@@ -285,10 +285,10 @@ def test_one_schema_probe() -> None:
 
 
 def test_one_sqlite_header_check() -> None:
-    """The SQLite header (magic, page size, page count) is read by sqlite_export.parse_header
+    """The SQLite header (magic, page size, page count) is read by sqlite_header.parse_header
     alone; others sniff with it or its SQLITE_MAGIC."""
-    assert _files(_grep(r"SQLite format 3")) == {"stages/readers/sqlite_export.py"}
-    assert _files(_grep(r"head\[16:18\]|\[16:18\]")) == {"stages/readers/sqlite_export.py"}
+    assert _files(_grep(r"SQLite format 3")) == {"stages/readers/sqlite_header.py"}
+    assert _files(_grep(r"\[16:18\]|\[24:32\]")) == {"stages/readers/sqlite_header.py"}
 
 
 def test_one_json_codec() -> None:

@@ -32,7 +32,7 @@ from ..readers.hydra_config import (
     load_run_config,
 )
 from ..readers.naming import NameInfo, classify_name
-from ..readers.sqlite_export import parse_header
+from ..readers.sqlite_header import parse_header
 
 GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_BYTES = 256 << 10

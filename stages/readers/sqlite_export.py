@@ -13,7 +13,6 @@ metadata table, whose name changed across nsys releases (`EXPORT_META_DATA` in 2
 from __future__ import annotations
 
 import sqlite3
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -21,9 +20,8 @@ from urllib.parse import quote
 
 from ..core.errors import BadInputError
 from .files import require_nonempty_file
+from .sqlite_header import HEADER_LEN, SQLITE_MAGIC, parse_header  # SQLITE_MAGIC: re-exported (scrub sniffs with it)
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-_HEADER_LEN = 100
 # Metadata tables of nsys exports, newest name first (renamed around 2024).
 META_TABLES: tuple[str, ...] = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
@@ -40,39 +38,6 @@ class ExportInfo:
     meta: dict[str, str] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
-class SqliteHeader:
-    """What the 100-byte header of an SQLite file says (https://www.sqlite.org/fileformat2.html)."""
-
-    page_size: int
-    reserved: int        # bytes unused at the end of each page (usable = page_size - reserved)
-    wal: bool            # read version 2: a `-wal` file beside it may hold newer pages
-    pages: int           # the page count, when the header's two change counters agree; else 0
-
-
-def parse_header(head: bytes, size: int | None = None) -> SqliteHeader:
-    """The header of an SQLite file from its first bytes: the one SQLite header check (export
-    validation, gather's sniff, the page reader). ValueError with a one-phrase reason when it is not
-    one; `size` (the file's length, when known) also catches a file shorter than its header says.
-    Given fewer than 100 bytes without `size` (a sniff), only the magic is checked."""
-    if not head.startswith(SQLITE_MAGIC):
-        raise ValueError("not an SQLite database (bad header)")
-    if len(head) < _HEADER_LEN:
-        if size is None:
-            return SqliteHeader(0, 0, False, 0)
-        raise ValueError(f"truncated SQLite file ({size} bytes, shorter than its header)")
-    page_size = struct.unpack(">H", head[16:18])[0]
-    page_size = 65536 if page_size == 1 else page_size
-    if page_size < 512 or page_size & (page_size - 1):
-        raise ValueError(f"corrupt SQLite header (page size {page_size})")
-    change_counter, pages = struct.unpack(">II", head[24:32])
-    valid_for = struct.unpack(">I", head[92:96])[0]
-    pages = pages if change_counter == valid_for else 0
-    if size is not None and pages and size < pages * page_size:
-        raise ValueError(f"truncated SQLite file ({size} bytes, its header says {pages * page_size})")
-    return SqliteHeader(page_size, head[20], head[18] == 2, pages)
-
-
 def check_header(path: Path) -> int:
     """Check the SQLite header and that the file is not shorter than the header says; return size.
 
@@ -84,7 +49,7 @@ def check_header(path: Path) -> int:
     size = require_nonempty_file(path, "not an SQLite export")
     try:
         with open(path, "rb") as f:
-            head = f.read(_HEADER_LEN)
+            head = f.read(HEADER_LEN)
     except OSError as exc:
         raise BadInputError(path, f"cannot read it ({exc.strerror or exc})") from None
     try:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..readers.sqlite_export import parse_header
+from ..readers.sqlite_header import parse_header
 
 _LEAF, _INTERIOR = 0x0D, 0x05        # table b-tree page types
 _INDEX_TYPES = (0x02, 0x0A)
