@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from importlib.metadata import PackageNotFoundError, version
+from importlib import metadata
 from typing import Optional
 
 import typer
@@ -65,8 +65,8 @@ for _name in _COMMAND_MODULES:
 def installed_version() -> str:
     """verlprof's version as installed (the wheel's or the editable install's metadata)."""
     try:
-        return version("verlprof")
-    except PackageNotFoundError:   # run from a source tree that was never installed
+        return metadata.version("verlprof")
+    except metadata.PackageNotFoundError:   # run from a source tree that was never installed
         return "unknown (not installed)"
 
 
