@@ -3,7 +3,7 @@
 `run_cli`: a `verlprof` command run in this process, through the console script's own `main`
 (same exit code, stdout and stderr), for tests about a command's behaviour rather than about the
 process (signals, the wheel and a fresh environment keep their subprocess). `collect_once`: each
-(input, options, COLUMNS) collected once per test session and shared, read-only.
+(input, options, COLUMNS) collected once per test run and shared, read-only (`made_once`).
 
 nsys fixtures (`nsys_exe`, `nsys_reports`, `nsys_qdstrm`): real, small Nsight Systems reports made
 by the local nsys from a tiny python program with `nvtx` ranges (nsys 2022.4 records the python
@@ -152,6 +152,9 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[t
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = folder / ".done"
         made = done.is_file()
+        if not made:                        # what a failed earlier attempt left is not reused
+            shutil.rmtree(folder)
+            folder.mkdir()
         yield folder, made
         if not made:
             done.touch()
