@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
+from rich.text import Text
 
 from ..stages.core.errors import cut_at_word
 from . import compare, ranks
+from .commands.wrap import fit_lines
 
 #: Phase rows per role table.
 TOP_PHASES = 12
@@ -173,10 +175,6 @@ def fit(line: str, width: int, indent: int = 4) -> list[str]:
     """One plain line in lines of at most `width` columns (continuations indented by `indent`),
     broken at words, never between a number and its unit (commands/wrap.py); a word wider than
     the line (a long name) stays whole."""
-    from rich.text import Text
-
-    from .commands.wrap import fit_lines
-
     return [t.plain.rstrip() for t in fit_lines(Text(line), width, indent)]
 
 
