@@ -37,6 +37,7 @@ from .policy import Policy
 from .rules import KIND_UNKNOWN, REDACTED
 from .deny import denied_flag_items
 from .shapes import flag_value_items
+from .provenance import event_name_field
 from .scrubber import LocationNames, Scrubber
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -280,10 +281,13 @@ class TraceScrubber:
             raise RecursionError
         sc = self.sc
         out = {}
+        top = depth == 0 and loc == "traceEvents[]"
         for k, v in obj.items():
             ks = k if k in _EVENT_KEYS else sc.scrub(k, loc + ".<key>")
             t = type(v)
-            if t is str:
+            if top and k == "name" and t is str:    # who wrote an event's name: by its category
+                out[ks] = sc.scrub(v, self._loc(loc, ks), event_name_field(obj.get("cat"), obj.get("ph")))
+            elif t is str:
                 out[ks] = sc.scrub_keyed(k, v, self._loc(loc, ks)) if v else v
             elif t is dict:
                 out[ks] = self._dict(v, self._loc(loc, ks), depth + 1)

@@ -1,0 +1,337 @@
+"""Where each published string comes from, and what may leave of it (issue 39).
+
+Why provenance and not words: a person's name, handle or project is spelt with ordinary words and
+identifiers, so no vocabulary can tell it from a phase name. What CAN be told is who wrote the
+field: CUPTI writes kernel and CUDA API names, torch writes `aten::` ops, python frames of installed
+packages are the package's own; a person writes NVTX range names, record_function labels, thread
+and process names, argv, Kineto args values, snapshot annotations, the folders holding the traces.
+
+`FIELDS` is the one declared table (an allowlist by structure): each published location pattern ->
+an `Origin`. The Scrubber runs every rule (credentials, patterns, values, identities) on every
+class; then, for user-written text only, `UserTextGate` publishes the string as it is when
+
+- a public package writes the same whole string or its typed template (`public_names().is_public`),
+- the owner approved it (`--keep-names FILE`, policy `approved_names`), or
+- it is safe structure: numbers, separators, scrub's own pseudonyms and `[REDACTED]`, booleans,
+
+and otherwise replaces the WHOLE string with one stable pseudonym `name-<letters>` (salted hash
+spelt in non-hex letters: a second scrub keeps it, check is clean for any salt). A verl stage path
+(`step > gen > generate_sequences`) is judged part by part, so analysis still groups by its public
+stages. A file name keeps its extensions and is judged on its stem, token by token.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Iterable
+
+from ..core.errors import BadInputError
+from .identities import fallback_pseudonym
+from .public_names import escape_text, public_names, unescape_text
+from .rules import REDACTED
+from .shapes import PSEUDONYM_RE
+
+KIND_USER_TEXT = "user_text"      # user-written text no public source writes and the owner did not approve
+
+
+class Origin(str, Enum):
+    TOOLCHAIN = "toolchain"   # written by CUDA/CUPTI/nsys/torch/verlprof: kept (second net only)
+    USER = "user"             # written by a person: public, approved or structure, else `name-<letters>`
+    OP = "op"                 # an op name: toolchain when namespaced (`aten::mm`) or public, else user
+    FRAME = "frame"           # a python/C++ frame: toolchain inside installed packages, else user
+    FILE = "file"             # a file or folder name: extensions kept, the stem judged as user text
+
+
+@dataclass(frozen=True)
+class Field:
+    pattern: str              # a location (or a `traceEvents[<cat>].name` field); `*` matches anything
+    origin: Origin
+    why: str
+
+    def matches(self, location: str) -> bool:
+        rx = _PATTERNS.get(self.pattern)
+        if rx is None:
+            rx = _PATTERNS[self.pattern] = re.compile(".*".join(map(re.escape, self.pattern.split("*"))), re.S)
+        return rx.fullmatch(location) is not None
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+T, U, OP, FR, FI = Origin.TOOLCHAIN, Origin.USER, Origin.OP, Origin.FRAME, Origin.FILE
+
+#: The one declared table: first match wins; a location no entry names is user-written.
+FIELDS: tuple[Field, ...] = (
+    # -- nsys SQLite exports (location `<table>.<column>`) -----------------------------------
+    Field("CUPTI_ACTIVITY_KIND_*", T, "CUPTI records: kernel, runtime, driver, memcpy ... (names via StringIds)"),
+    Field("ENUM_*", T, "nsys's own enumerations"),
+    Field("TARGET_INFO_*", T, "devices, streams, driver and OS versions written by nsys"),
+    Field("META_DATA_EXPORT.*", T, "export version rows written by nsys"),
+    Field("EXPORT_META_DATA.*", T, "export version rows written by nsys"),
+    Field("OSRT_API.*", T, "OS runtime API names"),
+    Field("CUBLAS_EVENTS.*", T, "cuBLAS API names"),
+    Field("CUDNN_EVENTS.*", T, "cuDNN API names"),
+    Field("CUDA_GPU_MEMORY_USAGE_EVENTS.*", T, "CUDA memory events"),
+    Field("StringIds.value", T, "strings referenced by toolchain columns (kernel, API names)"),
+    Field("StringIds.value[user]", U, "strings only NVTX text/domains or thread names reference"),
+    Field("NVTX_EVENTS.*", U, "NVTX range text, domains and JSON payloads"),
+    Field("ThreadNames.*", U, "OS thread names"),
+    Field("PROCESSES.*", U, "process names and argv"),
+    # -- chrome / Kineto traces: event names by category (`traceEvents[<cat>].name`) ----------
+    Field("traceEvents[ph:M].name", T, "metadata event names Kineto writes (process_name, thread_name)"),
+    Field("traceEvents[kernel].name", T, "CUDA kernel names"),
+    Field("traceEvents[gpu_memcpy].name", T, "CUPTI memcpy names"),
+    Field("traceEvents[gpu_memset].name", T, "CUPTI memset names"),
+    Field("traceEvents[cuda_runtime].name", T, "CUDA runtime API names"),
+    Field("traceEvents[cuda_driver].name", T, "CUDA driver API names"),
+    Field("traceEvents[cuda_sync].name", T, "CUDA synchronization names"),
+    Field("traceEvents[ac2g].name", T, "Kineto flow arrows"),
+    Field("traceEvents[fwdbwd].name", T, "Kineto forward-backward links"),
+    Field("traceEvents[Trace].name", T, "Kineto's own trace markers"),
+    Field("traceEvents[overhead].name", T, "Kineto overhead markers"),
+    Field("traceEvents[cpu_instant_event].name", OP, "torch instant events"),
+    Field("traceEvents[cpu_op].name", OP, "torch ops: `aten::`/`c10d::` are toolchain, the rest user"),
+    Field("traceEvents[python_function].name", FR, "python frames: installed packages are toolchain"),
+    Field("traceEvents[*].name", U, "record_function / user_annotation and anything else"),
+    Field("traceEvents[]*.<key>", T, "keys: Kineto's own argument names"),
+    Field("traceEvents[].args.Concrete Inputs", U, "values the user's code passed to an op"),
+    Field("traceEvents[].args.kwargs", U, "keyword values the user's code passed to an op"),
+    Field("traceEvents[].args.Input type", T, "dtypes torch writes"),
+    Field("traceEvents[].args.kind", T, "memcpy kinds CUPTI writes"),
+    Field("traceEvents[].args.*", U, "process/thread names, labels and any other argument value"),
+    Field("traceEvents[].cat", T, "Kineto categories"),
+    Field("traceEvents[].ph", T, "chrome trace phases"),
+    Field("traceEvents[].pid", T, "Kineto's process ids (`Spans`, device rows)"),
+    Field("traceEvents[].tid", T, "Kineto's thread and stream ids (`stream 7`)"),
+    Field("traceEvents[].id", T, "flow ids"),
+    Field("traceEvents[].bp", T, "flow binding points"),
+    Field("traceEvents[].s", T, "instant event scopes"),
+    Field("traceEvents[].cname", T, "chrome colour names"),
+    Field("traceEvents[]*", U, "any other event value"),
+    Field("$.<key>", T, "top-level keys (unknown ones lose their values anyway)"),
+    Field("$.traceName", FI, "the path torch wrote the trace to: a file name"),
+    Field("$.deviceProperties*", T, "GPU properties torch writes"),
+    Field("$.schemaVersion", T, "Kineto schema"),
+    Field("$.displayTimeUnit", T, "Kineto unit"),
+    Field("$.*", U, "distributedInfo and other metadata"),
+    # -- memory snapshots --------------------------------------------------------------------
+    Field("snapshot*.<key>", T, "snapshot keys"),
+    Field("snapshot.frame[toolchain]", T, "frames of installed packages, the stdlib and torch's C++"),
+    Field("snapshot.frame[user]", U, "frames of the user's own files (name and file)"),
+    Field("snapshot*frames[].filename", FR, "frame files: installed packages are toolchain"),
+    Field("snapshot*external_annotations[].name", OP, "record_function names: torch's own shapes are toolchain"),
+    Field("snapshot*.allocator_settings*", T, "allocator settings torch writes"),
+    Field("snapshot*.action", T, "allocator actions"),
+    Field("snapshot*.state", T, "block states"),
+    Field("snapshot*.segment_type", T, "segment types"),
+    Field("snapshot*", U, "annotations, user_metadata, compile_context and the rest"),
+    # -- what collect publishes from memory ----------------------------------------------------
+    Field("summaries.kernels.kernel*", T, "kernel names"),
+    Field("summaries.kernels.category", T, "verlprof's kernel categories"),
+    Field("summaries.*.source", FI, "the input's file name"),
+    Field("summaries.*.source_kind", T, "verlprof's artifact kinds"),
+    Field("summaries.*.rank_source", T, "verlprof's own"),
+    Field("summaries.*.mem_scope", T, "verlprof's own"),
+    Field("summaries.steps.reason", T, "verlprof's own"),
+    Field("summaries.steps.boundary", T, "verlprof's own"),
+    Field("summaries.ranks.*", T, "verlprof's rank tables, built from scrubbed rows"),
+    Field("summaries.*", U, "phase, stage, role and step labels: range names"),
+    Field("manifest.names", FI, "artifact and trace file names"),
+    Field("file name", FI, "output file names"),
+    Field("manifest*", T, "verlprof's manifest"),
+    Field("-", U, "a probe: the strictest class"),
+)
+
+#: Kineto categories whose event names are toolchain symbols (a category this names nowhere is user)
+_OP_NAMESPACE_RE = re.compile(r"(?:aten|c10d|prim|prims|quantized|torch|torchvision|cuda|cudnn|mkldnn|xla|triton|inductor|"
+                              r"fbgemm|_c10d_functional|c10d_functional|_dtensor|profiler|vllm|sglang|_C|nccl|"
+                              r"autograd|torch_c10d|record_param_comms)::\S")
+# torch's own names without a namespace: autograd nodes and compile markers keep their shapes
+_TORCH_OP_RE = re.compile(r"(?:autograd::engine::evaluate_function: )?[A-Z][A-Za-z0-9]*Backward\d*|"
+                          r"ProfilerStep#\d+|## Call CompiledFxGraph \w+ ##|cudaStream\w*|cuda\w+|nccl\w+|"
+                          r"record_param_comms|Optimizer\.\w+#\w+\.\w+|Memcpy \w+|Memset \w+")
+_STDLIB_RE = re.compile(r"(?:^|[/\\])(?:site-packages|dist-packages)[/\\]|^/usr/(?:local/)?lib/python\d|"
+                        r"^/opt/conda/lib/python\d|^<frozen |^<built-in|^<string>$|^\?\?$|^$|"
+                        r"^(?:/opt/pytorch|/pytorch|/opt/conda/conda-bld|/usr/include|/usr/local/cuda)/|"
+                        r"^[\w.\-]+\.(?:cpp|cc|cu|cuh|c|h|hpp)$")
+# a python frame as Kineto names it: `path/file.py(12): function`
+_PY_FRAME_RE = re.compile(r"(?P<file>.*?\.py)\(\d+\): \S+$")
+_BOOLISH = re.compile(r"\b(?:True|False|None|true|false|null|nan|inf|NaN|Infinity)\b")
+_FILE_EXT_RE = re.compile(r"(?:\.(?:pt|trace|json|gz|xz|zst|sqlite|nsys-rep|qdrep|qdstrm|pickle|pkl|parquet|"
+                          r"html|yaml|yml|log|txt|tar|csv|npz|py))+$")
+#: structure words profilers write into file names (torch's `<host>_<pid>.<ms>.pt.trace.json`,
+#: verl's `<role>_<phase>_step<N>_rank<R>-of-<W>_pid<P>_<time>`, nsys's `report<N>`)
+FILE_NAME_WORDS = frozenset({"rank", "of", "pid", "step", "tid", "trace", "pt", "report", "profile", "worker",
+                             "node", "gpu", "device", "memory", "snapshot", "torch", "nsys", "train", "actor",
+                             "rollout", "ref", "critic", "reward", "window", "merged", "summary", "summaries",
+                             "traces", "ranks", "phases", "kernels", "steps", "cuda", "step", "whole", "golden"})
+_FILE_TOKEN_RE = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]+")
+
+
+_ORIGINS: dict[str, Origin] = {}
+
+
+def origin_of(location: str) -> Origin:
+    """The class of a published location (first matching entry of `FIELDS`; user when none)."""
+    hit = _ORIGINS.get(location)
+    if hit is None:
+        hit = next((f.origin for f in FIELDS if f.matches(location)), Origin.USER)
+        if len(_ORIGINS) < 20_000:
+            _ORIGINS[location] = hit
+    return hit
+
+
+def event_name_field(cat: object, ph: object = None) -> str:
+    """The field of an event's `name`, by its Kineto category (metadata events: Kineto's own keys)."""
+    if ph == "M":
+        return "traceEvents[ph:M].name"
+    return f"traceEvents[{cat if isinstance(cat, str) else ''}].name"
+
+
+def is_toolchain_op(text: str) -> bool:
+    """`aten::mm`, `c10d::allreduce_`, `FooBackward0`, `ProfilerStep#3`: ops torch itself names."""
+    return bool(_OP_NAMESPACE_RE.match(text)) or bool(_TORCH_OP_RE.fullmatch(text))
+
+
+def is_toolchain_frame(text: str) -> bool:
+    """A frame (file, or Kineto's `file.py(12): fn`) of an installed package, the standard library
+    or torch's C++ build tree; any other file is the user's."""
+    m = _PY_FRAME_RE.fullmatch(text)
+    path = m.group("file") if m else text
+    return bool(_STDLIB_RE.search(path)) or bool(PSEUDONYM_RE.fullmatch(path))
+
+
+def is_structure(text: str) -> bool:
+    """Numbers, separators, booleans, scrub's own pseudonyms and `[REDACTED]`: nothing a person
+    could be named by."""
+    rest = PSEUDONYM_RE.sub("", text.replace(REDACTED, "")) if ("-" in text or "[" in text) else text
+    rest = _BOOLISH.sub("", rest) if rest and any(c.isalpha() for c in rest) else rest
+    return not any(c.isalpha() for c in rest)
+
+
+class UserTextGate:
+    """What of a user-written string may leave: itself when public, approved or structure, else one
+    whole-string pseudonym. Verdicts are cached per string; `named` remembers every original that
+    became a pseudonym (for the owner's review list, in WORK only)."""
+
+    CACHE_MAX = 300_000
+
+    def __init__(self, approved: Iterable[str], salt: str) -> None:
+        self.approved = frozenset(approved)
+        self.salt = salt
+        self._names = public_names()
+        self._cache: dict[tuple[str, Origin], str] = {}
+
+    def keeps(self, text: str) -> bool:
+        return is_structure(text) or text in self.approved or self._names.is_public(text)
+
+    def judge(self, original: str, scrubbed: str, origin: Origin) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """(what is published for a field of class `origin` whose rules produced `scrubbed`, the
+        (original, pseudonym) pairs it made: one, or one per stage of a path)."""
+        key = (original, origin)
+        hit = self._cache.get(key)
+        if hit is None:
+            made: list[tuple[str, str]] = []
+            hit = (self._judge(original, scrubbed, origin, made), tuple(made))
+            if len(self._cache) >= self.CACHE_MAX:
+                self._cache.clear()
+            self._cache[key] = hit
+        return hit
+
+    def _judge(self, original: str, scrubbed: str, origin: Origin, made: list[tuple[str, str]]) -> str:
+        if origin is Origin.TOOLCHAIN:
+            return scrubbed
+        if origin is Origin.OP and (is_toolchain_op(original) or is_toolchain_op(scrubbed)):
+            return scrubbed
+        if origin is Origin.FRAME and (is_toolchain_frame(original) or is_toolchain_frame(scrubbed)):
+            return scrubbed
+        if origin is Origin.FILE:
+            return self._file(original, scrubbed, made)
+        if self.keeps(original) or (scrubbed != original and self.keeps(scrubbed)):
+            return scrubbed
+        if " > " in original and original.count(" > ") == scrubbed.count(" > "):   # a verl stage path
+            return " > ".join(self._judge(a, b, Origin.USER, made)
+                              for a, b in zip(original.split(" > "), scrubbed.split(" > ")))
+        pseudo = fallback_pseudonym("name", original, self.salt)
+        made.append((original, pseudo))
+        return pseudo
+
+    def _file(self, original: str, scrubbed: str, made: list[tuple[str, str]]) -> str:
+        """A file or folder name: its extensions stay; its stem stays when each token is a number, a
+        separator, a pseudonym, a profiler's file-name word or public; else `name-<letters>`."""
+        if self.keeps(original) or self.keeps(scrubbed):
+            return scrubbed
+        ext = _FILE_EXT_RE.search(scrubbed)
+        stem = scrubbed[:ext.start()] if ext else scrubbed
+        rest = PSEUDONYM_RE.sub("0", stem)
+        if all(not t[0].isalpha() or t.lower() in FILE_NAME_WORDS or self._names.is_public(t)
+               for t in _FILE_TOKEN_RE.findall(rest)):
+            return scrubbed
+        tail = ext.group(0) if ext else ""
+        base = original[:len(original) - len(tail)] if tail and original.endswith(tail) else original
+        pseudo = fallback_pseudonym("name", base, self.salt)
+        made.append((base, pseudo))
+        return pseudo + tail
+
+
+# ------------------------------------------------------------------------------------------------
+# The owner's review list (WORK only) and approved names (--keep-names FILE)
+# ------------------------------------------------------------------------------------------------
+
+REVIEW_NAME = "names_review.txt"
+_COMMENT = "\t# "
+
+
+def read_keep_names(path: str | Path) -> tuple[str, ...]:
+    """The approved strings of FILE: one a line (`\\`, TAB and newline written `\\\\`, `\\t`, `\\n`);
+    what follows a TAB and `#` is a comment, so a review list edited down is a valid FILE."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(p, f"cannot read the approved names: {getattr(exc, 'strerror', None) or exc}") from None
+    out = []
+    for line in text.splitlines():
+        body = line.split("\t#", 1)[0]
+        if body:
+            out.append(unescape_text(body))
+    return tuple(sorted(set(out)))
+
+
+def review_lines(named: dict[str, tuple[str, dict[str, int]]]) -> list[str]:
+    """Lines of the review list: `original<TAB># pseudonym  N x  where, ...`, most frequent first."""
+    head = [_COMMENT + "user-written names published as pseudonyms (this file stays in WORK: it holds the originals)",
+            _COMMENT + "keep the lines you approve and pass this file with --keep-names; delete the others",
+            _COMMENT + "format: original<TAB># pseudonym  count  where"]
+    rows = sorted(named.items(), key=lambda kv: (-sum(kv[1][1].values()), kv[0]))
+    return head + [f"{escape_text(orig)}{_COMMENT}{pseudo}  {sum(where.values())}x  {', '.join(sorted(where))[:300]}"
+                   for orig, (pseudo, where) in rows]
+
+
+def read_review_map(path: str | Path) -> dict[str, str]:
+    """pseudonym -> original from a review list (`summarize --names`)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(p, f"cannot read the names list: {getattr(exc, 'strerror', None) or exc}") from None
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        body, sep, comment = line.partition(_COMMENT)
+        if body and sep and PSEUDONYM_RE.match(comment.split(" ", 1)[0] or ""):
+            out[comment.split(" ", 1)[0]] = unescape_text(body)
+    return out
+
+
+def reveal(text: str, names: dict[str, str]) -> str:
+    """`text` with every pseudonym of `names` replaced by the owner's original (their own report)."""
+    if not names or "name-" not in text:
+        return text
+    return PSEUDONYM_RE.sub(lambda m: names.get(m.group(0), m.group(0)), text)
+
+
+__all__ = ["Origin", "Field", "FIELDS", "origin_of", "event_name_field", "is_toolchain_op", "is_toolchain_frame",
+           "is_structure", "UserTextGate", "KIND_USER_TEXT", "REVIEW_NAME", "read_keep_names", "review_lines",
+           "read_review_map", "reveal", "FILE_NAME_WORDS"]
