@@ -207,6 +207,7 @@ class Published:
     rows_error: str | None = None
     counts: Counter = field(default_factory=Counter)   # (kind, location) -> n replaced in the rows
     review: dict[str, dict[str, int]] = field(default_factory=dict)   # free text kept in the rows -> where -> n
+    named: dict[str, Any] = field(default_factory=dict)   # user-written original -> (pseudonym, where -> n)
     trace: dict[str, Any] | None = None                  # facts of the written window, incl. its scrub report
     trace_error: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)   # bundle-relative name -> scrubbed bytes
@@ -225,7 +226,7 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
     with item.source.opened(options.summarize.ranges_cache) as db:
         if item.summary is not None:
             try:
-                out.rows, out.counts, out.review = _scrubbed_rows(item, options, db)
+                out.rows, out.counts, out.review, out.named = _scrubbed_rows(item, options, db)
             except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
                 out.rows_error = one_line(exc)
         if item.trace is not None:
@@ -256,7 +257,7 @@ def _as_dicts(rows: Any) -> list[dict[str, Any]]:
 
 
 def _scrubbed_rows(item: SourceWork, options: PublishOptions,
-                   db: NsysExport | None) -> tuple[dict[str, Any], Counter, dict[str, dict[str, int]]]:
+                   db: NsysExport | None) -> tuple[dict[str, Any], Counter, dict[str, dict[str, int]], dict[str, Any]]:
     """The chosen step's rows of one source (and, as `step_phases`, what ranks.parquet reads of its
     other profiled steps), scrubbed; values split across adjacent NVTX ranges of
     an nsys export are found on the same open export first. Also returns the free text the
@@ -271,7 +272,7 @@ def _scrubbed_rows(item: SourceWork, options: PublishOptions,
     raw = [] if item.kind != NSYS else [db if db is not None else item.source.path]
     sc = scrub_stage.publish_scrubber(options.scrub, raw)
     clean, _ = scrub_stage.scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
-    return clean, Counter(sc.counts), sc.review_list()
+    return clean, Counter(sc.counts), sc.review_list(), sc.named_list()
 
 
 def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptions, out: Published) -> None:
@@ -320,7 +321,7 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
 def check_written(files: dict[str, Path], scrub: scrub_stage.ScrubOptions) -> list[Any]:
     """The checker's findings in `files` (bundle name -> where it is now), by one checker, each
     finding named by its file's bundle name."""
-    found = scrub_stage.check_paths(list(files.values()), known=scrub.pseudonyms) if files else []
+    found = scrub_stage.check_paths(list(files.values()), scrub.policy, known=scrub.pseudonyms) if files else []
     where = {str(f): n for n, f in files.items()}
     out = []
     for f in found:

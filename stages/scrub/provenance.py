@@ -310,6 +310,33 @@ def review_lines(named: dict[str, tuple[str, dict[str, int]]]) -> list[str]:
                    for orig, (pseudo, where) in rows]
 
 
+def merge_named(into: dict[str, tuple[str, dict[str, int]]], part: dict[str, tuple[str, dict[str, int]]],
+                prefix: str = "") -> dict[str, tuple[str, dict[str, int]]]:
+    """Add a scrubber's `named_list()` to `into` (locations prefixed with the artifact's name)."""
+    for orig, (pseudo, where) in part.items():
+        slot = into.setdefault(orig, (pseudo, {}))[1]
+        for loc, n in where.items():
+            key = f"{prefix}{loc}"
+            slot[key] = slot.get(key, 0) + n
+    return into
+
+
+def write_review(work_dir: str | Path, named: dict[str, tuple[str, dict[str, int]]]) -> Path:
+    """WORK/names_review.txt (atomically): the owner's list of originals and their pseudonyms."""
+    from ..core import atomic
+
+    path = Path(work_dir) / REVIEW_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, "\n".join(review_lines(named)) + "\n")
+    return path
+
+
+def closing_line(n: int, review: Path | str) -> str:
+    """The one line collect and scrub end with (issue 39)."""
+    return (f"{n} user-written name{'s' if n != 1 else ''} published as pseudonyms; review them in {review}; "
+            "keep the ones you approve with --keep-names FILE")
+
+
 def read_review_map(path: str | Path) -> dict[str, str]:
     """pseudonym -> original from a review list (`summarize --names`)."""
     p = Path(path)
@@ -334,4 +361,4 @@ def reveal(text: str, names: dict[str, str]) -> str:
 
 __all__ = ["Origin", "Field", "FIELDS", "origin_of", "event_name_field", "is_toolchain_op", "is_toolchain_frame",
            "is_structure", "UserTextGate", "KIND_USER_TEXT", "REVIEW_NAME", "read_keep_names", "review_lines",
-           "read_review_map", "reveal", "FILE_NAME_WORDS"]
+           "read_review_map", "reveal", "FILE_NAME_WORDS", "merge_named", "write_review", "closing_line"]

@@ -112,6 +112,12 @@ def _namer(options: Any) -> Scrubber:
     return hit[1]
 
 
+def publish_namer(options: Any) -> Scrubber:
+    """The Scrubber `publish_name` and `publish_manifest` use for `options` (its `named_list()`:
+    the file and folder names published as pseudonyms, for the owner's review list)."""
+    return _namer(options)
+
+
 def publish_name(rel: str, options: Any) -> str:
     """A relative file name as the bundle may show it: each path component through every rule,
     so a host (`<fqdn>_rank0.<ms>.pt.trace.json.gz`, nsys's `%h`) or a user name in it becomes the
