@@ -39,7 +39,8 @@ KIND_USER_TEXT = "user_text"      # user-written text no public source writes an
 class Origin(str, Enum):
     TOOLCHAIN = "toolchain"   # written by CUDA/CUPTI/nsys/torch/verlprof: kept (second net only)
     USER = "user"             # written by a person: public, approved or structure, else `name-<letters>`
-    OP = "op"                 # an op name: toolchain when namespaced (`aten::mm`) or public, else user
+    OP = "op"                 # a cpu_op name: toolchain when torch's (`aten::mm`, `detach`), else user
+    OP_NAMED = "op_named"     # a record_function name: toolchain only in torch's own shapes (`ProfilerStep#3`)
     FRAME = "frame"           # a python/C++ frame: toolchain inside installed packages, else user
     FILE = "file"             # a file or folder name: extensions kept, the stem judged as user text
 
@@ -64,6 +65,9 @@ T, U, OP, FR, FI = Origin.TOOLCHAIN, Origin.USER, Origin.OP, Origin.FRAME, Origi
 
 #: The one declared table: first match wins; a location no entry names is user-written.
 FIELDS: tuple[Field, ...] = (
+    # -- keys of structures: the writing tool's own names (values below them are judged apart) -
+    Field("snapshot*user_metadata*", U, "the user's own metadata, keys included"),
+    Field("*.<key>", T, "keys of events, args, metadata and snapshot records"),
     # -- nsys SQLite exports (location `<table>.<column>`) -----------------------------------
     Field("CUPTI_ACTIVITY_KIND_*", T, "CUPTI records: kernel, runtime, driver, memcpy ... (names via StringIds)"),
     Field("ENUM_*", T, "nsys's own enumerations"),
@@ -94,7 +98,9 @@ FIELDS: tuple[Field, ...] = (
     Field("traceEvents[cpu_instant_event].name", OP, "torch instant events"),
     Field("traceEvents[cpu_op].name", OP, "torch ops: `aten::`/`c10d::` are toolchain, the rest user"),
     Field("traceEvents[python_function].name", FR, "python frames: installed packages are toolchain"),
-    Field("traceEvents[*].name", U, "record_function / user_annotation and anything else"),
+    Field("traceEvents[user_annotation].name", Origin.OP_NAMED, "record_function: torch's own (`Optimizer.step#...`) or the user's"),
+    Field("traceEvents[gpu_user_annotation].name", Origin.OP_NAMED, "the same names on the GPU rows"),
+    Field("traceEvents[*].name", U, "any other category"),
     Field("traceEvents[]*.<key>", T, "keys: Kineto's own argument names"),
     Field("traceEvents[].args.Concrete Inputs", U, "values the user's code passed to an op"),
     Field("traceEvents[].args.kwargs", U, "keyword values the user's code passed to an op"),
@@ -118,12 +124,14 @@ FIELDS: tuple[Field, ...] = (
     Field("$.*", U, "distributedInfo and other metadata"),
     # -- memory snapshots --------------------------------------------------------------------
     Field("snapshot*.<key>", T, "snapshot keys"),
-    Field("snapshot.frame[toolchain]", T, "frames of installed packages, the stdlib and torch's C++"),
+    Field("snapshot.frame[toolchain]*", T, "frames of installed packages, the stdlib and torch's C++"),
+    Field("snapshot.frame[user].filename", FI, "the user's own files: the extension stays"),
     Field("snapshot.frame[user]", U, "frames of the user's own files (name and file)"),
     Field("snapshot*frames[].filename", FR, "frame files: installed packages are toolchain"),
-    Field("snapshot*external_annotations[].name", OP, "record_function names: torch's own shapes are toolchain"),
+    Field("snapshot*external_annotations[].name", Origin.OP_NAMED, "record_function names: torch's own shapes are toolchain"),
     Field("snapshot*.allocator_settings*", T, "allocator settings torch writes"),
     Field("snapshot*.action", T, "allocator actions"),
+    Field("snapshot*.stage", T, "annotation stages (START, END)"),
     Field("snapshot*.state", T, "block states"),
     Field("snapshot*.segment_type", T, "segment types"),
     Field("snapshot*", U, "annotations, user_metadata, compile_context and the rest"),
@@ -170,6 +178,20 @@ FILE_NAME_WORDS = frozenset({"rank", "of", "pid", "step", "tid", "trace", "pt", 
 _FILE_TOKEN_RE = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]+")
 
 
+#: Names written by toolchain C++ (libkineto, the CUDA driver, the interpreter), which no python
+#: source of the corpus holds: (regex, why). An `inner` group is a user-written part (a thread's
+#: own name inside Kineto's `thread 801 (<name>)`), judged as user text on its own.
+TOOLCHAIN_TEMPLATES: tuple[tuple[str, str], ...] = (
+    (r"stream \d+ ?", "Kineto's GPU stream rows"),
+    (r"(?:GPU|CPU|XPU|MTIA)(?: \d+)?", "Kineto's device labels"),
+    (r"thread \d+ \((?P<inner>.*)\)", "Kineto's thread rows: `thread <tid> (<OS thread name>)`"),
+    (r"Iteration Start: PyTorch Profiler|Record Window End|PyTorch Profiler \(\d+\)|Spans|Traces", "libkineto markers"),
+    (r"python\d*(?:\.\d+)?|pt_autograd_\d+|pt_main_thread|pt_elastic|cuda-EvtHandlr|cuda0?\d*|"
+     r"ray::IDLE|ray::core_worker(?:\.\w+)?", "interpreter, torch, CUDA and Ray thread/process names"),
+)
+_TOOLCHAIN_RE = re.compile("|".join(f"(?:{rx})" for rx, _why in TOOLCHAIN_TEMPLATES).replace("(?P<inner>", "(?P<inner>", 1))
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
 _ORIGINS: dict[str, Origin] = {}
 
 
@@ -190,9 +212,17 @@ def event_name_field(cat: object, ph: object = None) -> str:
     return f"traceEvents[{cat if isinstance(cat, str) else ''}].name"
 
 
-def is_toolchain_op(text: str) -> bool:
-    """`aten::mm`, `c10d::allreduce_`, `FooBackward0`, `ProfilerStep#3`: ops torch itself names."""
-    return bool(_OP_NAMESPACE_RE.match(text)) or bool(_TORCH_OP_RE.fullmatch(text))
+def is_toolchain_op(text: str, bare: bool = False) -> bool:
+    """`aten::mm`, `c10d::allreduce_`, `FooBackward0`, `ProfilerStep#3`: ops torch itself names.
+    `bare`: also a lower-case identifier (`detach`, `empty_like`): in a `cpu_op` event such a
+    name comes from torch's own RECORD_FUNCTION macros; user code names a cpu_op only through a
+    custom op, which is namespaced (`mylib::op`, judged as user text unless its namespace is a
+    public package's)."""
+    return (bool(_OP_NAMESPACE_RE.match(text)) or bool(_TORCH_OP_RE.fullmatch(text))
+            or (bare and _BARE_OP_RE.fullmatch(text) is not None))
+
+
+_BARE_OP_RE = re.compile(r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)?")
 
 
 def is_toolchain_frame(text: str) -> bool:
@@ -207,7 +237,8 @@ def is_structure(text: str) -> bool:
     """Numbers, separators, booleans, scrub's own pseudonyms and `[REDACTED]`: nothing a person
     could be named by."""
     rest = PSEUDONYM_RE.sub("", text.replace(REDACTED, "")) if ("-" in text or "[" in text) else text
-    rest = _BOOLISH.sub("", rest) if rest and any(c.isalpha() for c in rest) else rest
+    if any(c.isalpha() for c in rest):
+        rest = _BOOLISH.sub("", _NUMBER_RE.sub("", rest))
     return not any(c.isalpha() for c in rest)
 
 
@@ -243,7 +274,9 @@ class UserTextGate:
     def _judge(self, original: str, scrubbed: str, origin: Origin, made: list[tuple[str, str]]) -> str:
         if origin is Origin.TOOLCHAIN:
             return scrubbed
-        if origin is Origin.OP and (is_toolchain_op(original) or is_toolchain_op(scrubbed)):
+        if origin is Origin.OP and is_toolchain_op(original, bare=True):
+            return scrubbed
+        if origin is Origin.OP_NAMED and is_toolchain_op(original):
             return scrubbed
         if origin is Origin.FRAME and (is_toolchain_frame(original) or is_toolchain_frame(scrubbed)):
             return scrubbed
@@ -251,6 +284,13 @@ class UserTextGate:
             return self._file(original, scrubbed, made)
         if self.keeps(original) or (scrubbed != original and self.keeps(scrubbed)):
             return scrubbed
+        m = _TOOLCHAIN_RE.fullmatch(original)
+        if m is not None and original == scrubbed:
+            inner = m.group("inner")
+            if not inner:
+                return scrubbed
+            a, b = m.span("inner")
+            return original[:a] + self._judge(inner, inner, Origin.USER, made) + original[b:]
         if " > " in original and original.count(" > ") == scrubbed.count(" > "):   # a verl stage path
             return " > ".join(self._judge(a, b, Origin.USER, made)
                               for a, b in zip(original.split(" > "), scrubbed.split(" > ")))
@@ -266,7 +306,7 @@ class UserTextGate:
         ext = _FILE_EXT_RE.search(scrubbed)
         stem = scrubbed[:ext.start()] if ext else scrubbed
         rest = PSEUDONYM_RE.sub("0", stem)
-        if all(not t[0].isalpha() or t.lower() in FILE_NAME_WORDS or self._names.is_public(t)
+        if all(not t[0].isalpha() or len(t) <= 2 or t.lower() in FILE_NAME_WORDS or self._names.is_public(t)
                for t in _FILE_TOKEN_RE.findall(rest)):
             return scrubbed
         tail = ext.group(0) if ext else ""

@@ -78,7 +78,8 @@ class _Walker:
                 for k, v in obj.items():
                     ks = k if k in _KNOWN_KEYS or not isinstance(k, str) else self.sc.scrub(k, loc + ".<key>")
                     sub = self.loc(loc, ks) if isinstance(ks, str) else loc
-                    out[ks] = (self.sc.scrub(v, sub, field) if k in ("filename", "name") and type(v) is str
+                    out[ks] = (self.sc.scrub(v, sub, field + (".filename" if k == "filename" else ""))
+                               if k in ("filename", "name") and type(v) is str
                                else self.walk(v, k if isinstance(k, str) else None, sub, depth + 1))
                 return out
             for k, v in obj.items():
