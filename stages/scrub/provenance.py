@@ -233,6 +233,12 @@ def is_toolchain_frame(text: str) -> bool:
     return bool(_STDLIB_RE.search(path)) or bool(PSEUDONYM_RE.fullmatch(path))
 
 
+def is_toolchain_name(text: str) -> bool:
+    """A name toolchain C++ writes (`TOOLCHAIN_TEMPLATES`) with no user-written part inside."""
+    m = _TOOLCHAIN_RE.fullmatch(text)
+    return m is not None and not m.group("inner")
+
+
 def is_structure(text: str) -> bool:
     """Numbers, separators, booleans, scrub's own pseudonyms and `[REDACTED]`: nothing a person
     could be named by."""
@@ -400,5 +406,5 @@ def reveal(text: str, names: dict[str, str]) -> str:
 
 
 __all__ = ["Origin", "Field", "FIELDS", "origin_of", "event_name_field", "is_toolchain_op", "is_toolchain_frame",
-           "is_structure", "UserTextGate", "KIND_USER_TEXT", "REVIEW_NAME", "read_keep_names", "review_lines",
+           "is_structure", "is_toolchain_name", "UserTextGate", "KIND_USER_TEXT", "REVIEW_NAME", "read_keep_names", "review_lines",
            "read_review_map", "reveal", "FILE_NAME_WORDS", "merge_named", "write_review", "closing_line"]
