@@ -297,7 +297,7 @@ def test_rules_carry_their_examples() -> None:
 def test_provider_tokens_embedded_after_escapes(text: str) -> None:
     sc = Scrubber(POLICY, Pseudonyms())
     assert any(k.startswith("pattern:") for k in sc.findings(text))
-    assert REDACTED in sc.scrub(text, "l")
+    assert REDACTED in sc.scrub_rules(text, "l")
 
 
 @pytest.mark.parametrize("text", [
@@ -309,7 +309,7 @@ def test_provider_tokens_embedded_after_escapes(text: str) -> None:
 ])
 def test_look_alikes_stay(text: str) -> None:
     sc = Scrubber(POLICY, Pseudonyms())
-    assert sc.scrub(text, "l") == text
+    assert sc.scrub_rules(text, "l") == text
     assert sc.findings(text) == ()
 
 
@@ -389,9 +389,9 @@ def test_split_halves_found_in_a_raw_export_are_redacted_wherever_met(tmp_path: 
     raw = tmp_path / "raw.sqlite"
     _plant_sqlite(raw, ["reward", SPLIT_A, SPLIT_B, "adv"])
     sc = Scrubber(POLICY, Pseudonyms())
-    assert sc.scrub(SPLIT_A, "l") == SPLIT_A and sc.scrub(SPLIT_B, "l") == SPLIT_B   # alone: clean
+    assert sc.scrub_rules(SPLIT_A, "l") == SPLIT_A and sc.scrub_rules(SPLIT_B, "l") == SPLIT_B   # alone: clean
     halves = split_nvtx_texts(raw, sc)
     assert halves == {SPLIT_A, SPLIT_B}                       # phase names next to them stay
     sc.force_redact(halves)
-    assert sc.scrub(SPLIT_A, "phases.phase") == REDACTED and sc.findings(SPLIT_B) == ("split_value",)
-    assert sc.scrub("reward", "l") == "reward" and sc.counts[("split_value", "phases.phase")] == 1
+    assert sc.scrub_rules(SPLIT_A, "phases.phase") == REDACTED and sc.findings(SPLIT_B) == ("split_value",)
+    assert sc.scrub_rules("reward", "l") == "reward" and sc.counts[("split_value", "phases.phase")] == 1

@@ -286,6 +286,11 @@ class Scrubber:
             kinds = tuple(sorted(set(kinds) | {KIND_USER_TEXT}))
         return kinds
 
+    def scrub_rules(self, text: str, location: str) -> str:
+        """The second net alone (credentials, patterns, values, identities, paths, URLs): what every
+        field gets, whatever its origin. Toolchain fields get only this (`scrub`)."""
+        return self._scrub_rules(text, location) if text else text
+
     def _scrub_rules(self, text: str, location: str) -> str:
         if self._forced:
             forced = self._forced.get(text)
