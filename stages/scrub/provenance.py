@@ -183,8 +183,9 @@ _FILE_TOKEN_RE = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]+")
 
 
 #: Names written by toolchain C++ (libkineto, the CUDA driver, the interpreter), which no python
-#: source of the corpus holds: (regex, why). An `inner` group is a user-written part (a thread's
-#: own name inside Kineto's `thread 801 (<name>)`), judged as user text on its own.
+#: source of the corpus holds: (regex, why). An `inner*` group is a user-written part (a thread's
+#: own name inside Kineto's `thread 801 (<name>)`), judged as user text on its own; a `file*` group
+#: a file name, judged as one.
 TOOLCHAIN_TEMPLATES: tuple[tuple[str, str], ...] = (
     (r"stream \d+ ?", "Kineto's GPU stream rows"),
     (r"(?:GPU|CPU|XPU|MTIA)(?: \d+)?", "Kineto's device labels"),
@@ -192,8 +193,12 @@ TOOLCHAIN_TEMPLATES: tuple[tuple[str, str], ...] = (
     (r"Iteration Start: PyTorch Profiler|Record Window End|PyTorch Profiler \(\d+\)|Spans|Traces", "libkineto markers"),
     (r"python\d*(?:\.\d+)?|pt_autograd_\d+|pt_main_thread|pt_elastic|cuda-EvtHandlr|cuda0?\d*|"
      r"ray::IDLE|ray::core_worker(?:\.\w+)?", "interpreter, torch, CUDA and Ray thread/process names"),
+    # verlprof's merged trace composes names of values it already published (docs/traces.md)
+    (r"(?P<file3>[^·]+) · (?P<inner4>.+)|(?P<inner2>[^·]+) (?:rank|pid) -?\d+|process -?\d+|pid (?:-?\d+|Spans|Traces)",
+     "verlprof's merged trace: `<role> rank <r>`, `<owner file> · <process>`"),
+    (r"culprit: lost [\d.]+ ms here|victim: waited for rank \d+", "verlprof's culprit marks"),
 )
-_TOOLCHAIN_RE = re.compile("|".join(f"(?:{rx})" for rx, _why in TOOLCHAIN_TEMPLATES).replace("(?P<inner>", "(?P<inner>", 1))
+_TOOLCHAIN_RE = re.compile("|".join(f"(?:{rx})" for rx, _why in TOOLCHAIN_TEMPLATES))
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 _ORIGINS: dict[str, Origin] = {}
@@ -240,7 +245,7 @@ def is_toolchain_frame(text: str) -> bool:
 def is_toolchain_name(text: str) -> bool:
     """A name toolchain C++ writes (`TOOLCHAIN_TEMPLATES`) with no user-written part inside."""
     m = _TOOLCHAIN_RE.fullmatch(text)
-    return m is not None and not m.group("inner")
+    return m is not None and not any(m.groupdict().values())
 
 
 def is_structure(text: str) -> bool:
@@ -296,11 +301,13 @@ class UserTextGate:
             return scrubbed
         m = _TOOLCHAIN_RE.fullmatch(original)
         if m is not None and original == scrubbed:
-            inner = m.group("inner")
-            if not inner:
-                return scrubbed
-            a, b = m.span("inner")
-            return original[:a] + self._judge(inner, inner, Origin.USER, made) + original[b:]
+            out, last = [], 0          # each user-written hole judged on its own
+            for g in sorted((k for k, v in m.groupdict().items() if v), key=m.start):
+                a, b = m.span(g)
+                kind = Origin.FILE if g.startswith("file") else Origin.USER
+                out += [original[last:a], self._judge(original[a:b], original[a:b], kind, made)]
+                last = b
+            return "".join(out) + original[last:]
         if " > " in original and original.count(" > ") == scrubbed.count(" > "):   # a verl stage path
             return " > ".join(self._judge(a, b, Origin.USER, made)
                               for a, b in zip(original.split(" > "), scrubbed.split(" > ")))

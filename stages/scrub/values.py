@@ -30,13 +30,14 @@ def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
     by design (policy `[entropy] allow_keys`: `verlprof.inputs`, `sha256`) skip only the entropy
     rule, as `check` does for them. Strings are cached per call, since names repeat.
     """
-    cache: dict[str, str] = {}
+    cache: dict[tuple[str, str], str] = {}
 
     def one(text: str, where: str) -> str:
-        hit = cache.get(text)
+        # per field too: the same text is a toolchain value in one column and user text in another
+        hit = cache.get((text, where))
         if hit is None:
             hit = scrubber.scrub(text, where)
-            cache[text] = hit
+            cache[(text, where)] = hit
         return hit
 
     def walk(v: Any, where: str) -> Any:
