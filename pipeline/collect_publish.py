@@ -249,7 +249,8 @@ def scrub_run_values(run: Run, window: Window, surveys: list[tuple[RawInput, Sur
         for k, v in s.versions.items():
             versions[k].append(v)
     meta = summarize_stage.summary_metadata(
-        inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.kind != CONFIG],
+        inputs=[(scrub_stage.publish_name(i.artifact.rel, scrub_options), i.artifact.sha256)   # names as published
+                for i, _s in surveys if i.kind != CONFIG],
         tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
                **versions},
         choice=window.choice)

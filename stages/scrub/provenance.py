@@ -320,6 +320,8 @@ class UserTextGate:
         separator, a pseudonym, a profiler's file-name word or public; else `name-<letters>`."""
         if self.keeps(original) or self.keeps(scrubbed):
             return scrubbed
+        if "/" in original and original.count("/") == scrubbed.count("/"):     # a relative path: by folder
+            return "/".join(self._file(a, b, made) if a else a for a, b in zip(original.split("/"), scrubbed.split("/")))
         ext = _FILE_EXT_RE.search(scrubbed)
         stem = scrubbed[:ext.start()] if ext else scrubbed
         rest = PSEUDONYM_RE.sub("0", stem)

@@ -256,8 +256,11 @@ class Scrubber:
                 if location != "-":
                     for orig, pseudo in made:
                         self._note_named(orig, pseudo, location)
+            self._note_published(pub, location)
             return pub
-        return self._scrub_rules(text, location)
+        out = self._scrub_rules(text, location)
+        self._note_published(out, location)
+        return out
 
     def _note_named(self, original: str, pseudo: str, location: str, n: int = 1) -> None:
         hit = self.named.get(original)
@@ -306,6 +309,11 @@ class Scrubber:
         out, kinds = hit
         for k in kinds:
             self.counts[(k, location)] += 1
+        return out
+
+    def _note_published(self, out: str, location: str) -> None:
+        """List free text that leaves as it is (scrub_report.json `kept_free_text`): what was
+        published, after the provenance gate (`scrub`)."""
         if " " in out and location != "-":
             free = self._free_text.get(out)
             if free is None:
@@ -315,7 +323,6 @@ class Scrubber:
             if free and not location.startswith("ENUM_"):
                 # ("-": a probe, not a published value; ENUM_ tables: nsys's own vocabulary, an allowlist)
                 self._note_kept(out, location)
-        return out
 
     def _judged(self, text: str) -> tuple[str, list[str]]:
         """`_apply(text)` (the scrubbed text and its kinds), cached: a name repeats in every row."""

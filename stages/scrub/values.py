@@ -8,6 +8,7 @@ bundle's final `check` still guards publishing.
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
@@ -136,12 +137,47 @@ def publish_root(root: str, options: Any) -> str:
     return publish_name(name, options)
 
 
+def _with_published_rels(manifest: dict[str, Any], options: Any) -> dict[str, Any]:
+    """`manifest` with every input's relative name (`rel` of its artifacts, and wherever a message
+    repeats it) as `publish_name` publishes it: a folder or file name is user-written (issue 39)."""
+    rels: set[str] = set()
+
+    def find(v: Any) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in ("rel", "source") and isinstance(x, str) and x:
+                    rels.add(x)
+                else:
+                    find(x)
+        elif isinstance(v, list):
+            for x in v:
+                find(x)
+
+    find(manifest)
+    names = {r: publish_name(r, options) for r in sorted(rels, key=len, reverse=True)}
+    names = {r: p for r, p in names.items() if p != r}
+    if not names:
+        return manifest
+    rx = re.compile("|".join(re.escape(r) for r in names))
+
+    def sub(v: Any) -> Any:
+        if isinstance(v, str):
+            return rx.sub(lambda m: names[m.group(0)], v)
+        if isinstance(v, dict):
+            return {k: sub(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        return v
+
+    return sub(manifest)
+
+
 def publish_manifest(manifest: dict[str, Any], options: Any) -> dict[str, Any]:
     """manifest.json as published: `sources` reduced to their last component, every other string
     through every rule (file names of artifacts and traces included); content hashes (`sha256`)
     skip only the entropy rule."""
     sc = _namer(options)
-    out = dict(manifest)
+    out = _with_published_rels(dict(manifest), options)
     if isinstance(out.get("sources"), list):
         out["sources"] = [publish_root(s, options) if isinstance(s, str) else s for s in out["sources"]]
     rest = {k: v for k, v in out.items() if k != "sources"}
