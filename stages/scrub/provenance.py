@@ -159,11 +159,11 @@ FIELDS: tuple[Field, ...] = (
 #: Kineto categories whose event names are toolchain symbols (a category this names nowhere is user)
 _OP_NAMESPACE_RE = re.compile(r"(?:aten|c10d|prim|prims|quantized|torch|torchvision|cuda|cudnn|mkldnn|xla|triton|inductor|"
                               r"fbgemm|_c10d_functional|c10d_functional|_dtensor|profiler|vllm|sglang|_C|nccl|"
-                              r"autograd|torch_c10d|record_param_comms)::\S")
+                              r"autograd|torch_c10d|record_param_comms|fb|fbgemm_gpu|torchrec|torch\.distributed(?:\.\w+)*)::\S")
 # torch's own names without a namespace: autograd nodes and compile markers keep their shapes
 _TORCH_OP_RE = re.compile(r"(?:autograd::engine::evaluate_function: )?[A-Z][A-Za-z0-9]*Backward\d*|"
                           r"ProfilerStep#\d+|## Call CompiledFxGraph \w+ ##|cudaStream\w*|cuda\w+|nccl\w+|"
-                          r"record_param_comms|Optimizer\.\w+#\w+\.\w+|Memcpy \w+|Memset \w+")
+                          r"record_param_comms|Optimizer\.\w+#\w+\.\w+|Memcpy \w+|Memset \w+|<(?:forward|backward) op>")
 _STDLIB_RE = re.compile(r"(?:^|[/\\])(?:site-packages|dist-packages)[/\\]|^/usr/(?:local/)?lib/python\d|"
                         r"^/opt/conda/lib/python\d|^<frozen |^<built-in|^<string>$|^\?\?$|^$|"
                         r"^(?:/opt/pytorch|/pytorch|/opt/conda/conda-bld|/usr/include|/usr/local/cuda)/|"

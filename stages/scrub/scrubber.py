@@ -107,6 +107,7 @@ class Scrubber:
 
     CACHE_MAX = 300_000
     REVIEW_MAX = 20_000      # distinct kept free-text strings listed for review (then: counted only)
+    NAMED_MAX = 2_000_000    # user-written originals published as pseudonyms: all listed for the owner
 
     def __init__(self, policy: Policy, pseudonyms: Pseudonyms | None = None) -> None:
         self.policy = policy
@@ -265,7 +266,7 @@ class Scrubber:
     def _note_named(self, original: str, pseudo: str, location: str, n: int = 1) -> None:
         hit = self.named.get(original)
         if hit is None:
-            if len(self.named) >= self.REVIEW_MAX:
+            if len(self.named) >= self.NAMED_MAX:
                 return
             hit = self.named[original] = (pseudo, Counter())
         hit[1][location] += n
