@@ -284,6 +284,16 @@ def test_planted_user_text_reaches_no_byte_of_a_real_collect(tmp_path: Path, fmt
     assert not list(out.rglob(REVIEW_NAME))
     assert any(p.encode() in blob for p in review)                           # published as pseudonyms
     assert runner.invoke(app, ["check", str(out), "--no-local-env"]).exit_code == 0
+    if fmt == "nsys":     # the owner reads their own report with their own names (`summarize --names`)
+        args = ["summarize", str(out), "--work", str(tmp_path / "w2"), "--html"]
+        plain = runner.invoke(app, [*args, "-o", str(tmp_path / "s1")], env={"COLUMNS": "240"})
+        own = runner.invoke(app, [*args, "-o", str(tmp_path / "s2"), "--names", str(work / REVIEW_NAME)],
+                            env={"COLUMNS": "240"})
+        assert plain.exit_code == own.exit_code == 0, own.output
+        shown = [p for p in review if p in plain.output]
+        assert shown and all(p not in own.output and review[p] in own.output for p in shown), own.output[-1500:]
+        html = (tmp_path / "s2" / "report.html").read_text(encoding="utf-8")
+        assert not [p for p in review if p in html] and [p for p in review if p in (tmp_path / "s1" / "report.html").read_text()]
     # check of the raw run names the user-written text
     chk = runner.invoke(app, ["check", str(run), "--no-local-env"])
     assert chk.exit_code == 1 and "user_text" in chk.output
