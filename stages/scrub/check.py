@@ -363,6 +363,11 @@ class Checker:
             return False            # an option: the item after it is judged as its value
         return not self.sc.user_text_findings(text, "-") and self.sc.key_class(text) == 0
 
+    def _toolchain_literal(self, text: str) -> bool:
+        """Clean where the toolchain wrote it (a kernel name): walked only in a user field (issue 39)."""
+        return not (text[:2] == "--" and " " not in text and "=" not in text) and not self.sc.findings(text) \
+            and self.sc.key_class(text) == 0
+
     def _json_members(self, display: str, members: dict[str, Any]) -> None:
         for key, val in members.items():
             kinds = self.sc.findings(key)
@@ -374,7 +379,7 @@ class Checker:
         """Any JSON document, streamed by the one chrome-trace reader: top-level members walked,
         events skipped unless they hold a literal with a finding (`LiteralFilter`), which are
         decoded and walked (all of a batch the fast decoders refused)."""
-        lits = LiteralFilter(self._clean_literal)
+        lits = LiteralFilter(self._clean_literal, toolchain=self._toolchain_literal)
         loc = ""
         self._trace_doc = False
         n = 0

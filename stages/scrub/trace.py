@@ -38,6 +38,7 @@ from .rules import KIND_UNKNOWN, REDACTED
 from .deny import denied_flag_items
 from .shapes import flag_value_items
 from .provenance import event_name_field
+from .trace_fields import needs_walk
 from .scrubber import LocationNames, Scrubber
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -122,9 +123,15 @@ class LiteralFilter:
     BITS = 17
     MAX_PY = 200_000
 
-    def __init__(self, judge: Callable[[str], bool], bad: Callable[[bytes], None] | None = None) -> None:
+    def __init__(self, judge: Callable[[str], bool], bad: Callable[[bytes], None] | None = None,
+                 toolchain: Callable[[str], bool] | None = None) -> None:
         self.judge = judge
         self.bad = bad
+        # `toolchain(text)`: clean where the toolchain wrote it, though not in a user-written field
+        # (issue 39); such literals are placed from the bytes (trace_fields.needs_walk), not walked
+        self.toolchain = toolchain
+        self.tool_py: set[bytes] = set()
+        self.last_tool: list[tuple[int, int]] = []   # the toolchain-clean literals of the last `dirty` batch
         n = 1 << self.BITS
         self.t_len = np.full(n, -1, np.int64)
         self.t_first = np.zeros(n, np.uint64)
@@ -140,6 +147,7 @@ class LiteralFilter:
 
     def dirty(self, raw: bytes) -> np.ndarray:
         """Start offsets (sorted) in `raw` of the literals a rule may change; empty when none."""
+        self.last_tool = []
         q = _quotes(raw)
         s, e = q[0::2] + 1, q[1::2]
         if not s.size:
@@ -160,6 +168,14 @@ class LiteralFilter:
                 self._learn(raw[s[i]:e[i]])
             miss = misses(misses(miss, 0), 1)
         out = [i for i in miss.tolist() if not self._clean(raw[s[i]:e[i]])]
+        if self.toolchain is not None and out:
+            tool = [i for i in out if raw[s[i]:e[i]] in self.tool_py]
+            self.last_tool = [(int(s[i]), int(e[i])) for i in tool]
+            if tool:
+                keep = set(tool)
+                out = [i for i in out if i not in keep]
+        else:
+            self.last_tool = []
         return s[out]
 
     def _hit(self, w: np.ndarray, s: np.ndarray, length: np.ndarray, first: np.ndarray,
@@ -185,6 +201,10 @@ class LiteralFilter:
         text = _literal_text(lit)
         if text is None and self.bad is not None:
             self.bad(lit)
+        if text is not None and self.toolchain is not None and not self.judge(text) and self.toolchain(text):
+            if len(self.tool_py) >= self.MAX_PY:
+                self.tool_py.clear()
+            self.tool_py.add(lit)          # dirty for the table; `dirty` sets it apart by its field
         if text is None or not self.judge(text):
             if len(self.dirty_py) >= self.MAX_PY:
                 self.dirty_py.clear()
@@ -210,17 +230,30 @@ class LiteralFilter:
     def events_to_walk(self, raw: bytes) -> list[tuple[int, int, int]]:
         """(index in the batch, start, end) of each event of `raw` holding a dirty literal."""
         dirty = self.dirty(raw)
-        if not dirty.size:
+        tool = self.last_tool
+        if not dirty.size and not tool:
             return []
         a = np.frombuffer(raw, np.uint8)
         commas = _event_commas(a, _quotes(raw))
         starts = np.concatenate(([0], commas + 1))
         ends = np.concatenate((commas, [len(raw)]))
-        return [(k, int(starts[k]), int(ends[k])) for k in np.unique(np.searchsorted(commas, dirty)).tolist()]
+        walk = set(np.unique(np.searchsorted(commas, dirty)).tolist())
+        if tool:        # toolchain-clean literals: walk their event only when one sits in a user field
+            by_event: dict[int, list[tuple[int, int]]] = {}
+            for (ls, le), k in zip(tool, np.searchsorted(commas, np.array([t[0] for t in tool])).tolist()):
+                if k not in walk:
+                    by_event.setdefault(k, []).append((ls, le))
+            for k, spans in by_event.items():
+                st = int(starts[k])
+                if needs_walk(raw[st:int(ends[k])], [(x - st, y - st) for x, y in spans]):
+                    walk.add(k)
+        return [(k, int(starts[k]), int(ends[k])) for k in sorted(walk)]
 
 
-def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
-    """True for a string that `sc.scrub` returns as it is and counts nothing for."""
+def unchanged_by(sc: Scrubber, rules_only: bool = False) -> Callable[[str], bool]:
+    """True for a string that `sc.scrub` returns as it is and counts nothing for (judged as
+    user-written text: the strictest field); `rules_only`: by the second net alone (a toolchain
+    field)."""
     def ok(text: str) -> bool:
         if not text:
             return True
@@ -229,7 +262,7 @@ def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
         saved = sc.counts
         sc.counts = Counter()
         try:
-            out = sc.scrub(text, "-")
+            out = sc.scrub_rules(text, "-") if rules_only else sc.scrub(text, "-")
         finally:
             added, sc.counts = sc.counts, saved
         return out == text and not added
@@ -403,7 +436,9 @@ def write_scrubbed(stream: ChromeTraceStream, ts: TraceScrubber, out: IO[bytes] 
     def bad(_lit: bytes) -> None:
         raise BadInputError(stream.path, "not UTF-8 JSON (a string in traceEvents)")
 
-    lits = LiteralFilter(lambda t: ok(t) and ts.sc.key_class(t) == 0, bad)
+    rules_ok = unchanged_by(ts.sc, rules_only=True)
+    lits = LiteralFilter(lambda t: ok(t) and ts.sc.key_class(t) == 0, bad,
+                         toolchain=lambda t: rules_ok(t) and ts.sc.key_class(t) == 0)
     n = 0
     for batch in stream:
         if n == 0:
