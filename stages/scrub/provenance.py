@@ -239,7 +239,16 @@ def is_toolchain_frame(text: str) -> bool:
     or torch's C++ build tree; any other file is the user's."""
     m = _PY_FRAME_RE.fullmatch(text)
     path = m.group("file") if m else text
+    if "/" in path and not path.startswith("/") and path.split("/", 1)[0] in _FRAME_PACKAGES:
+        return True            # Kineto writes a package's frames relative to site-packages
     return bool(_STDLIB_RE.search(path)) or bool(PSEUDONYM_RE.fullmatch(path))
+
+
+from .deny import PACKAGES as _PACKAGES  # noqa: E402  (package roots known to the path rule)
+
+#: first components of a relative frame path that are installed packages (not a project's own
+#: `tests/`, `examples/`, `recipe/` folders, which the path rule also names)
+_FRAME_PACKAGES = frozenset(_PACKAGES - {"recipe", "examples", "tests", "site-packages", "dist-packages"})
 
 
 def is_toolchain_name(text: str) -> bool:

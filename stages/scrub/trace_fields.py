@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .provenance import Origin, event_name_field, is_toolchain_op, origin_of
+from .provenance import Origin, event_name_field, is_toolchain_frame, is_toolchain_op, origin_of
 
 _CAT_RE = re.compile(rb'"cat"\s*:\s*"([^"\\]*)"')
 _PH_RE = re.compile(rb'"ph"\s*:\s*"([^"\\]*)"')
@@ -51,7 +51,12 @@ def needs_walk(event: bytes, spans: list[tuple[int, int]]) -> bool:
                 origin = _origin(event_name_field(cat, ph))
                 if origin is Origin.TOOLCHAIN:
                     continue
-                if origin is Origin.OP and is_toolchain_op(event[a:b].decode("utf-8", "replace"), bare=True):
+                text = event[a:b].decode("utf-8", "replace")
+                if origin is Origin.OP and is_toolchain_op(text, bare=True):
+                    continue
+                if origin is Origin.OP_NAMED and is_toolchain_op(text):
+                    continue
+                if origin is Origin.FRAME and is_toolchain_frame(text):
                     continue
             return True
         inner = event[args_m.end():a - 1] if args_m else b"{"
