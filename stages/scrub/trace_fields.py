@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .provenance import Origin, event_name_field, is_toolchain_frame, is_toolchain_op, origin_of
+from .provenance import FIELDS, Origin, event_name_field, is_toolchain_frame, is_toolchain_op, origin_of
 
 _TOP_KEYS = frozenset({b"cat", b"ph", b"pid", b"tid", b"id", b"bp", b"s", b"cname", b"scope"})
 _ARG_KEYS = frozenset(k.encode() for k in ("Input type", "kind"))
+#: Kineto categories whose event names are toolchain symbols (provenance.FIELDS), all <= 16 bytes
+_TOOL_CATS = frozenset(f.pattern[len("traceEvents["):-len("].name")].encode() for f in FIELDS
+    if f.pattern.startswith("traceEvents[") and f.pattern.endswith("].name") and "*" not in f.pattern
+    and not f.pattern.startswith("traceEvents[ph:") and f.origin is Origin.TOOLCHAIN)
+assert all(len(c) <= 16 for c in _TOOL_CATS)
 _NAME_VERDICT: dict[tuple[str | None, str | None, bytes], bool] = {}
 
 
@@ -88,6 +93,20 @@ def user_field_events(raw: bytes, s: np.ndarray, e: np.ndarray, tool: list[int],
     if not t.size:
         return set()
 
+    last = w[np.maximum(e - 8, s)] & _MASK[np.minimum(length, 8)]
+
+    def _exact(ix: np.ndarray, words: frozenset[bytes]) -> np.ndarray:
+        """Literals `ix` (-1: none) equal to one of `words` (each <= 16 bytes: length, first and last
+        8 bytes decide exactly)."""
+        out = np.zeros(ix.size, bool)
+        ok = ix >= 0
+        j = np.maximum(ix, 0)
+        for word in words:
+            f8 = int.from_bytes(word[:8], "little")
+            l8 = int.from_bytes(word[-8:], "little") if len(word) >= 8 else f8
+            out |= ok & (length[j] == len(word)) & (first[j] == np.uint64(f8)) & (last[j] == np.uint64(l8))
+        return out
+
     def text(i: int | None) -> str | None:
         return None if i is None else raw[s[i]:e[i]].decode("utf-8", "replace")
 
@@ -95,10 +114,23 @@ def user_field_events(raw: bytes, s: np.ndarray, e: np.ndarray, tool: list[int],
     pk = np.maximum(t - 1, 0)
     safe = top & sig_of(pk, _TOP_SIG)
     named = np.flatnonzero(top & ~safe & sig_of(pk, _NAME_SIG))
-    for x in named.tolist():                            # an event's name: by its category
-        i = int(t[x])
-        ev = int(event_of[i])
-        safe[x] = _name_is_toolchain(text(cat_of.get(ev)), text(ph_of.get(ev)), raw[s[i]:e[i]])
+    if named.size:      # an event's name: by its category; a toolchain category (kernel ...) at once
+        ev_n = event_of[t[named]]
+        cat_ix = np.array([cat_of.get(int(v), -1) for v in np.unique(ev_n).tolist()], dtype=np.int64)
+        tool_cat = dict(zip(np.unique(ev_n).tolist(), _exact(cat_ix, _TOOL_CATS).tolist()))
+        seen: dict[tuple[bytes, bytes, bytes], bool] = {}
+        for x, ev in zip(named.tolist(), ev_n.tolist()):
+            if tool_cat.get(ev):
+                safe[x] = True
+                continue
+            i = int(t[x])
+            ci, pi = cat_of.get(ev), ph_of.get(ev)
+            key = (raw[s[ci]:e[ci]] if ci is not None else b"", raw[s[pi]:e[pi]] if pi is not None else b"",
+                   raw[s[i]:e[i]])
+            hit = seen.get(key)
+            if hit is None:
+                hit = seen[key] = _name_is_toolchain(text(ci), text(pi), key[2])
+            safe[x] = hit
     deep = np.flatnonzero(~safe & (depth[t] == 3))
     if deep.size:                                       # items of `Input type`: dtypes torch writes
         kk = np.searchsorted(keys, t[deep]) - 1
