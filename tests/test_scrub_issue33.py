@@ -133,7 +133,8 @@ def test_arguments_in_other_shapes() -> None:
     ev = {"ph": "X", "name": "aten::to", "args": {"Concrete Inputs": ["", "--api-key", API_VALUE, "--lr", "0.1"],
                                                   "req": {"headers": {"Authorization": f"Basic {BASIC}"}}}}
     out = json.dumps(TraceScrubber(sc, POLICY).event(ev))
-    assert API_VALUE not in out and BASIC not in out and '"--lr", "0.1"' in out
+    # (the flag is user-written Concrete Inputs text since issue 39: public, approved or its pseudonym)
+    assert API_VALUE not in out and BASIC not in out and '"0.1"' in out
 
 
 REAL_NAMES = ("c10d::_allgather_base_", "## Call CompiledFxGraph fxkiq3d5hw7lqpmrzw2yq5cj2u7nsl3qfbsbpsgwjz5cdtyz3amz ##",

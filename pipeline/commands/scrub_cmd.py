@@ -61,11 +61,12 @@ def scrub_command(
                         OutputPlace(work or default_work_dir(), "--work"))
     pol = _policy(policy, values_file, local_env, keep_names)
     run = scrub_inputs(inputs, out, pol, jobs=jobs, work_dir=work, salt=salt, verify=verify)
+    own = run.display          # the owner's terminal: their own file names, not the published ones
     for r in run.results:
         if r.status in ("done", "cached"):
-            typer.echo(f"{r.status:7} {r.rel} -> {r.dst}: {r.total} replacements")
+            typer.echo(f"{r.status:7} {own.get(r.rel, r.rel)} -> {r.dst}: {r.total} replacements")
         else:
-            typer.echo(f"{r.status:7} {r.rel}: {plain_reason(r.detail, path=r.rel)}", err=True)
+            typer.echo(f"{r.status:7} {own.get(r.rel, r.rel)}: {plain_reason(r.detail, path=own.get(r.rel, r.rel))}", err=True)
     for s in run.skipped:
         typer.echo(f"skipped {s}: not a profiler artifact verlprof scrubs (not copied)")
     if run.report:
@@ -75,7 +76,7 @@ def scrub_command(
         for line in format_findings(run.findings):
             typer.echo(f"  {line}", err=True)
     code = scrub_exit_code(run)
-    failed = [r.rel for r in run.results if r.status not in ("done", "cached")]
+    failed = [own.get(r.rel, r.rel) for r in run.results if r.status not in ("done", "cached")]
     scrubbed = len(run.results) - len(failed)
     typer.echo(f"{len(run.results)} inputs: {scrubbed} scrubbed, {len(failed)} failed"
                + (f": {', '.join(failed)}" if failed else ""), err=bool(failed))

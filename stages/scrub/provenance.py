@@ -178,7 +178,9 @@ _FILE_EXT_RE = re.compile(r"(?:\.(?:pt|trace|json|gz|xz|zst|sqlite|nsys-rep|qdre
 FILE_NAME_WORDS = frozenset({"rank", "of", "pid", "step", "tid", "trace", "pt", "report", "profile", "worker",
                              "node", "gpu", "device", "memory", "snapshot", "torch", "nsys", "train", "actor",
                              "rollout", "ref", "critic", "reward", "window", "merged", "summary", "summaries",
-                             "traces", "ranks", "phases", "kernels", "steps", "cuda", "step", "whole", "golden"})
+                             "traces", "ranks", "phases", "kernels", "steps", "cuda", "step", "whole", "golden",
+                             # nsys report names Ray and verl configure (`worker_process_%p`), their folders
+                             "process", "nsight", "logs", "session", "ray", "outputs", "timeline", "export"})
 _FILE_TOKEN_RE = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]+")
 
 

@@ -326,6 +326,7 @@ class ScrubRun:
     options: ScrubOptions | None
     named: int = 0                 # user-written names published as pseudonyms
     review_list: Path | None = None   # WORK/names_review.txt: originals for the owner alone
+    display: dict[str, str] = field(default_factory=dict)   # published rel -> the input's own name (terminal only)
 
     @property
     def exit_code(self) -> int:
