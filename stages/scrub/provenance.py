@@ -107,6 +107,7 @@ FIELDS: tuple[Field, ...] = (
     Field("traceEvents[].args.Input type", T, "dtypes torch writes"),
     Field("traceEvents[].args.kind", T, "memcpy kinds CUPTI writes"),
     Field("traceEvents[].args.labels", T, "process labels the profiler (or verlprof's converter) writes"),
+    Field("traceEvents[].args.statement", T, "verlprof's culprit statements (merged trace), from published values"),
     Field("traceEvents[].args.*", U, "process/thread names, labels and any other argument value"),
     Field("traceEvents[].cat", T, "Kineto categories"),
     Field("traceEvents[].ph", T, "chrome trace phases"),
