@@ -92,6 +92,11 @@ def test_verlprof_imports_from_the_wheel_in_the_venv(venv: Path, tmp_path: Path)
     assert sorted(p.name for p in (pkg / "keytrees").glob("*.json.gz")) == \
         sorted(p.name for p in (REPO / "stages" / "doctor" / "keytrees").glob("*.json.gz"))
     assert (Path(files["verlprof.stages.scrub"]).parent / "scrub_policy.toml").is_file()
+    # the public-names corpus ships in the wheel and is the one the installed module reads (issue 39)
+    probe = ("from verlprof.stages.scrub.public_names import CORPUS_FILE, public_names;"
+             "print(CORPUS_FILE, public_names().source_of('TorchDynamo Cache Lookup'))")
+    corpus_file, source = _ok(_run([str(venv / "bin" / "python"), "-c", probe], cwd=tmp_path)).split(" ", 1)
+    assert Path(corpus_file).resolve().is_relative_to(site) and source.startswith("torch ")
 
 
 def test_every_command_runs_from_the_wheel_on_the_shipped_sample(venv: Path, tmp_path: Path) -> None:

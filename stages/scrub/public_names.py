@@ -11,7 +11,12 @@ corpus's templates: an f-string / %-format / .format call of a public source who
 
 - `{int}` matches ASCII digits only (a rank, a step, an index);
 - `{float}` matches a decimal number only;
-- `{=NAME}` matches exactly one of the literals of set NAME (e.g. the role names verl passes).
+- `{numlist}` matches brackets, parentheses, digits, commas and blanks only (emit_nvtx's sizes);
+- `{=NAME}` matches exactly one of the literals of set NAME (e.g. the role names verl passes; the
+  set `classes` holds every class name the packages define, for `<class>Backward` and the like);
+- `{public}` matches a string that is itself public (checked again, at most _MAX_DEPTH deep): torch
+  wraps names it wrote elsewhere (`autograd::engine::evaluate_function: X`, emit_nvtx's
+  `X, seq = N, op_id = N`, Kineto's `thread N (X)`).
 
 No hole ever matches free text: a hole that takes any text would let a person's name through.
 
@@ -29,7 +34,8 @@ literal brace is doubled (`{{`, `}}`) as in str.format.
 Speed: exact strings are one dict lookup; templates are bucketed by the first `_PREFIX` characters
 of their literal prefix (a template that starts with a set hole is expanded into one prefix per
 value), each bucket one compiled alternation tried with `fullmatch`. A lookup costs at most
-`_PREFIX + 1` dict probes and the regexes of those buckets.
+`_PREFIX + 1` dict probes and the regexes of those buckets; a set of more than _INLINE_SET values
+and a `{public}` hole are matched as a token, then looked up (bench/bench_public_names.py measures).
 """
 from __future__ import annotations
 
@@ -47,9 +53,13 @@ FORMAT = "verlprof-public-names/1"
 HOLE_PATTERNS: dict[str, str] = {
     "int": r"[0-9]+",
     "float": r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?",
+    # torch's emit_nvtx sizes and input_op_ids: brackets, parentheses, digits, commas, blanks only.
+    "numlist": r"\[[\[\]()0-9, ]*\]",
 }
 _PREFIX = 4
-_HOLE = re.compile(r"\{\{|\}\}|\{(=[^{}\t]+|int|float)\}|[{}]")
+_INLINE_SET = 64  # larger sets are matched as a token and then looked up (a 40k-way regex is slow)
+_MAX_DEPTH = 2  # {public} inside {public}: autograd::engine::evaluate_function: X, op_id = N
+_HOLE = re.compile(r"\{\{|\}\}|\{(=[^{}\t]+|int|float|numlist|public)\}|[{}]")
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", "\\r": "\r", "\\t": "\t"}
 _UNESCAPE = re.compile(r"\\[\\nrt]")
 
@@ -93,6 +103,15 @@ def template_parts(template: str) -> list[tuple[str, str]]:
 
 
 @dataclass(frozen=True)
+class _Bucket:
+    """Templates sharing a literal prefix: one alternation for those a regex decides alone, and the
+    checked ones (a large-set or {public} hole), each tried by itself and verified after a match."""
+    plain: re.Pattern[str] | None
+    # (template index, regex, a literal the string must contain, [(group, set name | "public")])
+    checked: tuple[tuple[int, re.Pattern[str], str, tuple[tuple[str, str], ...]], ...]
+
+
+@dataclass(frozen=True)
 class _Template:
     template: str
     source: int
@@ -110,7 +129,9 @@ class PublicNames:
         self._exact: dict[str, int] = {}
         self._sets: dict[str, tuple[str, ...]] = {}
         self._templates: list[_Template] = []
-        self._buckets: dict[str, re.Pattern[str]] = {}
+        self._buckets: dict[str, _Bucket] = {}
+        self._big_sets: dict[str, frozenset[str]] = {}
+        self._set_chars: dict[str, str] = {}
 
     # Pickling ships the path only: each worker loads (lazily) its own copy.
     def __reduce__(self):
@@ -145,7 +166,7 @@ class PublicNames:
         i = self._source_index(text)
         return None if i is None else self._sources[i]
 
-    def _source_index(self, text: str) -> int | None:
+    def _source_index(self, text: str, depth: int = 0) -> int | None:
         if not self._loaded:
             self._load()
         i = self._exact.get(text)
@@ -153,12 +174,30 @@ class PublicNames:
             return i
         buckets = self._buckets
         for n in range(min(len(text), _PREFIX) + 1):
-            rx = buckets.get(text[:n])
-            if rx is not None:
-                m = rx.fullmatch(text)
+            bucket = buckets.get(text[:n])
+            if bucket is None:
+                continue
+            if bucket.plain is not None:
+                m = bucket.plain.fullmatch(text)
                 if m is not None:
                     return self._templates[int(m.lastgroup[1:])].source
+            for idx, rx, needle, checks in bucket.checked:
+                if needle in text:
+                    m = rx.fullmatch(text)
+                    if m is not None and self._checks_pass(m, checks, depth):
+                        return self._templates[idx].source
         return None
+
+    def _checks_pass(self, m: re.Match[str], checks: list[tuple[str, str]], depth: int) -> bool:
+        """Large-set and {public} holes: the captured token must be a member / a public string."""
+        for group, what in checks:
+            value = m.group(group)
+            if what == "public":
+                if depth >= _MAX_DEPTH or self._source_index(value, depth + 1) is None:
+                    return False
+            elif value not in self._big_sets[what]:
+                return False
+        return True
 
     # ---- loading -------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -204,29 +243,52 @@ class PublicNames:
 
     def _compile(self) -> None:
         """Group templates by literal prefix; each group becomes one alternation regex."""
-        groups: dict[str, list[str]] = {}
+        self._big_sets = {k: frozenset(v) for k, v in self._sets.items() if len(v) > _INLINE_SET}
+        groups: dict[str, dict[int, list[str]]] = {}
+        bodies: dict[int, tuple[str, list[tuple[str, str]], str]] = {}
         for idx, t in enumerate(self._templates):
             parts = template_parts(t.template)
-            for prefix, rx in self._expansions(parts):
-                groups.setdefault(prefix[:_PREFIX], []).append(f"(?P<t{idx}>{rx})")
-        self._buckets = {k: re.compile("|".join(v)) for k, v in groups.items()}
+            heads = [""]
+            if parts and parts[0][0] == "hole" and parts[0][1].startswith("=") \
+                    and parts[0][1][1:] not in self._big_sets:
+                heads = list(self._set(parts[0][1][1:]))
+                parts = parts[1:]
+            checks: list[tuple[str, str]] = []
+            body = "".join(self._part_regex(idx, k, kind, val, checks) for k, (kind, val) in enumerate(parts))
+            literals = [val for kind, val in parts if kind == "lit"]
+            bodies[idx] = (body, checks, max(literals, key=len) if literals else "")
+            tail = parts[0][1] if parts and parts[0][0] == "lit" else ""
+            for head in heads:
+                groups.setdefault((head + tail)[:_PREFIX], {}).setdefault(idx, []).append(head)
+        self._buckets = {}
+        for key, members in groups.items():
+            alts, checked = [], []
+            for idx, heads in members.items():
+                body, checks, needle = bodies[idx]
+                head_rx = "|".join(re.escape(h) for h in sorted(heads, key=len, reverse=True))
+                rx = (f"(?:{head_rx})" if head_rx else "") + body
+                if checks:
+                    checked.append((idx, re.compile(rx), needle, tuple(checks)))
+                else:
+                    alts.append(f"(?P<t{idx}>{rx})")
+            self._buckets[key] = _Bucket(re.compile("|".join(alts)) if alts else None, tuple(checked))
 
-    def _expansions(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """(literal prefix, regex) pairs for one template; a leading set hole is expanded."""
-        heads = [""]
-        rest = parts
-        if parts and parts[0][0] == "hole" and parts[0][1].startswith("="):
-            heads = list(self._set(parts[0][1][1:]))
-            rest = parts[1:]
-        prefix_tail = rest[0][1] if rest and rest[0][0] == "lit" else ""
-        body = "".join(self._part_regex(kind, val) for kind, val in rest)
-        return [(head + prefix_tail, re.escape(head) + body) for head in heads]
-
-    def _part_regex(self, kind: str, val: str) -> str:
+    def _part_regex(self, idx: int, k: int, kind: str, val: str, checks: list[tuple[str, str]]) -> str:
         if kind == "lit":
             return re.escape(val)
+        if val == "public":
+            checks.append((f"h{idx}_{k}", "public"))
+            return f"(?P<h{idx}_{k}>.+?)"
         if val.startswith("="):
-            return "(?:" + "|".join(re.escape(v) for v in sorted(self._set(val[1:]), key=len, reverse=True)) + ")"
+            name = val[1:]
+            values = self._set(name)
+            if name in self._big_sets:
+                chars = self._set_chars.get(name)
+                if chars is None:  # once per set: the classes set is 34k names
+                    chars = self._set_chars[name] = "".join(sorted(set("".join(values))))
+                checks.append((f"h{idx}_{k}", name))
+                return f"(?P<h{idx}_{k}>[{re.escape(chars)}]+?)"
+            return "(?:" + "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) + ")"
         return "(?:" + HOLE_PATTERNS[val] + ")"
 
     def _set(self, name: str) -> tuple[str, ...]:
