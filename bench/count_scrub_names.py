@@ -155,7 +155,7 @@ def main() -> None:
         print(f"{cls:8} {d:9d} {b if before is not None else '-':>15} {a:14d} {p:15d} {nr:14d}")
     tot = [sum(table[c][k] for c in table) for k in range(5)]
     print(f"{'total':8} {tot[0]:9d} {tot[1] if before is not None else '-':>15} {tot[2]:14d} {tot[3]:15d} {tot[4]:14d}")
-    for cls in ("kernel", "op", "thread"):
+    for cls in ("kernel", "op", "range", "thread"):
         changed = sorted({t for i, (c, t, _l, _f) in enumerate(rows) if after[i] and c == cls})
         print(f"{cls} names changed after (first 12):", ", ".join(repr(t[:48]) for t in changed[:12]))
 
