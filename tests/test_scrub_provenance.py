@@ -339,3 +339,19 @@ def test_planted_snapshot_and_its_folder_reach_no_byte_of_scrub(tmp_path: Path) 
     blob2 = _blob(out2)
     assert PLANTS["ticket"].encode() in blob2
     assert not _leaks(blob2, [k for k in planted if k != "ticket"])
+
+
+def test_torch_compile_names_leave_whole(tmp_path: Path) -> None:
+    """The names torch.compile users look for first (issue 39: `Torch-Compiled Region: 0/0` once
+    became `Torch-w-<letters> Region: 0/0`) leave a real torch.compile trace as they are."""
+    src = DATA / "torch-compile" / "torch-compile_aot_eager_torch2.13.0.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    names = {e.get("name") for e in doc["traceEvents"] if isinstance(e, dict)}
+    wanted = {n for n in names if isinstance(n, str) and n.startswith(("Torch-Compiled Region", "TorchDynamo Cache Lookup",
+                                                                       "AOTDispatcher Runtime Wrapper"))}
+    assert wanted
+    out = tmp_path / "out.json.gz"
+    res = runner.invoke(app, ["scrub", str(src), "-o", str(out), "--work", str(tmp_path / "w"), "--no-local-env"])
+    assert res.exit_code == 0, res.output
+    after = {e.get("name") for e in json.loads(gzip.decompress(out.read_bytes()))["traceEvents"] if isinstance(e, dict)}
+    assert wanted <= after, wanted - after
