@@ -85,6 +85,7 @@ FIELDS: tuple[Field, ...] = (
     Field("PROCESSES.*", U, "process names and argv"),
     # -- chrome / Kineto traces: event names by category (`traceEvents[<cat>].name`) ----------
     Field("traceEvents[ph:M].name", T, "metadata event names Kineto writes (process_name, thread_name)"),
+    Field("traceEvents[verlprof.culprit].name", T, "verlprof's culprit and victim marks (merged trace)"),
     Field("traceEvents[kernel].name", T, "CUDA kernel names"),
     Field("traceEvents[gpu_memcpy].name", T, "CUPTI memcpy names"),
     Field("traceEvents[gpu_memset].name", T, "CUPTI memset names"),
@@ -196,10 +197,10 @@ TOOLCHAIN_TEMPLATES: tuple[tuple[str, str], ...] = (
     (r"Iteration Start: PyTorch Profiler|Record Window End|PyTorch Profiler \(\d+\)|Spans|Traces", "libkineto markers"),
     (r"python\d*(?:\.\d+)?|pt_autograd_\d+|pt_main_thread|pt_elastic|cuda-EvtHandlr|cuda0?\d*|"
      r"ray::IDLE|ray::core_worker(?:\.\w+)?", "interpreter, torch, CUDA and Ray thread/process names"),
+    (r"culprit: lost -?[\d.]+ ms here|victim: waited for rank \d+", "verlprof's culprit marks"),
     # verlprof's merged trace composes names of values it already published (docs/traces.md)
     (r"(?P<file3>[^·]+) · (?P<inner4>.+)|(?P<inner2>[^·]+) (?:rank|pid) -?\d+|process -?\d+|pid (?:-?\d+|Spans|Traces)",
      "verlprof's merged trace: `<role> rank <r>`, `<owner file> · <process>`"),
-    (r"culprit: lost [\d.]+ ms here|victim: waited for rank \d+", "verlprof's culprit marks"),
 )
 _TOOLCHAIN_RE = re.compile("|".join(f"(?:{rx})" for rx, _why in TOOLCHAIN_TEMPLATES))
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
