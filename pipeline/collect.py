@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 from ..stages.core import atomic
+from ..stages.scrub.provenance import write_review
 from ..stages.core.errors import VerlprofError
 from . import signals
 from .collect_manifest import after_run_findings, bundle_salt
@@ -114,6 +115,8 @@ def passes(run: Run) -> CollectResult:
     extra = scrub_published(run, window, rows, traces, values)
     result = write_bundle(run, rows, extra, scrub_options)
     check(run, scrub_options)
+    # the originals of the names published as pseudonyms: WORK only, for the owner to approve
+    result.named, result.review_list = len(run.named), write_review(run.opts.work_dir, run.named)
     publish(run)
     return result
 

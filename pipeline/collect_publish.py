@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from ..stages import doctor as doctor_stage
 from ..stages import scrub as scrub_stage
+from ..stages.scrub.provenance import merge_named
 from ..stages import summarize as summarize_stage
 from ..stages.core import atomic
 from ..stages.core.errors import IncompleteRunError, NothingSummarizedError, RefusedError, VerlprofError, plain_reason
@@ -89,6 +90,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
     for p in published:
         run.counts.update(p.counts)
         run.review.append(p.review)
+        merge_named(run.named, p.named, f"{p.rel}: ")
         run.findings += p.findings
         if p.trace_error is None:      # a window that failed on the way is checked at run level
             run.checked.update(p.checked)
@@ -106,6 +108,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
         elif p.trace is not None:
             rep = p.trace.pop("scrub", None)
             if rep is not None:   # the window's scrub report (JSON-safe), for scrub_report.json
+                merge_named(run.named, {o: tuple(v) for o, v in rep.get("named", {}).items()}, f"{w.rel} window: ")
                 run.scrub_results.append(scrub_stage.ScrubResult(**{**rep, "dst": ""}))
             traces.append(_trace_facts(p.trace))
     run.progress.update(task, completed=max(1, len(window.work)))
@@ -254,7 +257,8 @@ def scrub_run_values(run: Run, window: Window, surveys: list[tuple[RawInput, Sur
         for k, v in s.versions.items():
             versions[k].append(v)
     meta = summarize_stage.summary_metadata(
-        inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.kind != CONFIG],
+        inputs=[(scrub_stage.publish_name(i.artifact.rel, scrub_options), i.artifact.sha256)   # names as published
+                for i, _s in surveys if i.kind != CONFIG],
         tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
                **versions},
         choice=window.choice)
@@ -280,6 +284,7 @@ def scrub_published(run: Run, window: Window, rows: Rows, traces: list[dict[str,
     sc.counts.update(run.counts)
     for review in run.review:
         sc.add_review(review)
+    merge_named(run.named, sc.named_list(), "run: ")
     run.scrub_results.insert(0, scrub_stage.values_report(sc))
     run.progress.update(task, completed=1)
     return extra
@@ -307,6 +312,7 @@ def write_bundle(run: Run, rows: Rows, extra: dict[str, Any], scrub_options: scr
         statuses = artifact_statuses(listed, run.outcomes)
         manifest = build_manifest(run.gathered, run.outcomes, run.salt, extra, statuses)
         manifest = scrub_stage.publish_manifest(manifest, scrub_options)   # file names and SOURCEs as published
+        merge_named(run.named, scrub_stage.publish_namer(scrub_options).named_list(), "manifest: ")
         rejected = {a.rel for a in run.gathered.rejected}
         result = CollectResult(run.opts.out, listed, run.outcomes,
                                [(rel, why) for rel, why in run.gathered.skipped if rel not in rejected], manifest,
@@ -387,7 +393,8 @@ def failure_list(result: CollectResult, limit: int = 3) -> str:
 
 
 def verify(staging: Path, progress: Progress, known: scrub_stage.Pseudonyms | None = None,
-           checked: dict[str, str] | None = None, findings: list[Any] | None = None) -> None:
+           checked: dict[str, str] | None = None, findings: list[Any] | None = None,
+           policy: scrub_stage.Policy | None = None) -> None:
     """Refuse to publish a bundle in which the checker still finds a secret (the staging folder is
     then removed, so nothing unsafe is ever left at OUT). `checked`: staged names already checked
     (by sha256), `findings` what that check found; the rest (summaries, manifest, report: small)
@@ -400,7 +407,7 @@ def verify(staging: Path, progress: Progress, known: scrub_stage.Pseudonyms | No
             files.append(p)
     found = [replace(f, path=str(staging / f.path)) for f in findings or []]
     try:
-        found += scrub_stage.check_paths(files, known=known) if files else []
+        found += scrub_stage.check_paths(files, policy, known=known) if files else []
     except Exception as exc:  # noqa: BLE001 - an unreadable bundle is never published
         raise RefusedError(None, f"refusing to publish: the check could not read the bundle ({exc})") from None
     progress.update(task, completed=1)
@@ -435,7 +442,8 @@ def check(run: Run, scrub_options: scrub_stage.ScrubOptions) -> None:
     """Re-scan every staged file before publishing (the bundle is here, also on Ray). The window
     traces and the merged trace were checked in pass 2, in parallel where each source lies: their
     findings count here, and each is read again only if its bytes are no longer the ones checked."""
-    verify(run.staging, run.progress, scrub_options.pseudonyms, checked=run.checked, findings=run.findings)
+    verify(run.staging, run.progress, scrub_options.pseudonyms, checked=run.checked, findings=run.findings,
+           policy=scrub_options.policy)
 
 
 def publish(run: Run) -> None:

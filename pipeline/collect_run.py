@@ -43,6 +43,7 @@ class CollectOptions:
     strict: bool = False      # a failed artifact fails the run: no bundle (exit 3)
     step_range: str | None = None   # --step-range REGEX: ranges that mark a step (issue 10)
     noise_floor: str | None = None  # --noise-floor SHARE,TIME: below it nobody is a culprit (issue 32)
+    keep_names: tuple[str, ...] = ()  # --keep-names FILE: user-written strings the owner approved (issue 39)
 
 
 @dataclass
@@ -60,6 +61,8 @@ class CollectResult:
     statuses: list[ArtifactStatus] = field(default_factory=list)   # one final status per artifact
     published: bool = True    # False: nothing (or, with --strict, not everything) was summarized
     nodes: list[NodeRow] = field(default_factory=list)   # --ray: one row per node
+    named: int = 0                       # user-written names published as pseudonyms (issue 39)
+    review_list: Path | None = None      # WORK/names_review.txt: their originals, for the owner alone
 
     def count(self, stage: str, status: str) -> int:
         return sum(1 for o in self.outcomes if o.stage == stage and o.status == status)
@@ -105,6 +108,7 @@ class Run:
     scrub_results: list[scrub_stage.ScrubResult] = field(default_factory=list)  # scrub_report.json entries
     counts: Counter = field(default_factory=Counter)        # values pass 2 replaced in the rows
     review: list[dict[str, dict[str, int]]] = field(default_factory=list)  # free text pass 2 kept in the rows
+    named: dict[str, Any] = field(default_factory=dict)   # user-written original -> (pseudonym, where -> n)
     summary_metadata: dict[str, str] | None = None           # Parquet metadata, scrubbed
     checked: dict[str, str] = field(default_factory=dict)     # staged name -> sha256 checked in a pass-2 job
     findings: list[Any] = field(default_factory=list)         # the checker's findings in those files

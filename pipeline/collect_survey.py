@@ -185,8 +185,9 @@ def _joined_survey(steps: TaskResult, identities: TaskResult) -> TaskResult:
 
 def pseudonym_map(run: Run, surveys: list[tuple[RawInput, Survey]]) -> scrub_stage.ScrubOptions:
     """The run's one pseudonym map (same host or user -> same pseudonym in every file, every node)."""
+    policy = replace(scrub_stage.load_policy(), approved_names=tuple(run.opts.keep_names))   # --keep-names
     return scrub_stage.build_options([s.identities for _i, s in surveys if s.identities is not None],
-                                     scrub_stage.load_policy(), salt=run.salt)
+                                     policy, salt=run.salt)
 
 
 def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_options: scrub_stage.ScrubOptions) -> Window:

@@ -204,6 +204,7 @@ class Published:
     rows_error: str | None = None
     counts: Counter = field(default_factory=Counter)   # (kind, location) -> n replaced in the rows
     review: dict[str, dict[str, int]] = field(default_factory=dict)   # free text kept in the rows -> where -> n
+    named: dict[str, Any] = field(default_factory=dict)   # user-written original -> (pseudonym, where -> n)
     trace: dict[str, Any] | None = None                  # facts of the written window, incl. its scrub report
     trace_error: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)   # bundle-relative name -> scrubbed bytes
@@ -223,7 +224,7 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
         if item.summary is not None:   # a failure: reported as this source's summarize row
             rows, out.rows_error = attempt(_scrubbed_rows, item, options, db)
             if rows is not None:
-                out.rows, out.counts, out.review = rows
+                out.rows, out.counts, out.review, out.named = rows
         if item.trace is not None:     # a failure: reported as this source's traces row
             cut, out.trace_error = attempt(traces_stage.cut_window, item.trace, db=db)
     if cut is not None:
@@ -246,7 +247,7 @@ def _as_dicts(rows: Any) -> list[dict[str, Any]]:
 
 
 def _scrubbed_rows(item: SourceWork, options: PublishOptions,
-                   db: NsysExport | None) -> tuple[dict[str, Any], Counter, dict[str, dict[str, int]]]:
+                   db: NsysExport | None) -> tuple[dict[str, Any], Counter, dict[str, dict[str, int]], dict[str, Any]]:
     """The chosen step's rows of one source (and, as `step_phases`, what ranks.parquet reads of its
     other profiled steps), scrubbed; values split across adjacent NVTX ranges of
     an nsys export are found on the same open export first. Also returns the free text the
@@ -261,7 +262,7 @@ def _scrubbed_rows(item: SourceWork, options: PublishOptions,
     raw = [] if item.kind != NSYS else [db if db is not None else item.source.path]
     sc = scrub_stage.publish_scrubber(options.scrub, raw)
     clean, _ = scrub_stage.scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
-    return clean, Counter(sc.counts), sc.review_list()
+    return clean, Counter(sc.counts), sc.review_list(), sc.named_list()
 
 
 def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptions, out: Published) -> None:
@@ -310,7 +311,7 @@ def _publish_window(item: SourceWork, cut: dict[str, Any], options: PublishOptio
 def check_written(files: dict[str, Path], scrub: scrub_stage.ScrubOptions) -> list[Any]:
     """The checker's findings in `files` (bundle name -> where it is now), by one checker, each
     finding named by its file's bundle name."""
-    found = scrub_stage.check_paths(list(files.values()), known=scrub.pseudonyms) if files else []
+    found = scrub_stage.check_paths(list(files.values()), scrub.policy, known=scrub.pseudonyms) if files else []
     where = {str(f): n for n, f in files.items()}
     out = []
     for f in found:

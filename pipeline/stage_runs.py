@@ -74,7 +74,10 @@ def scrub_inputs(inputs: list[Path], out: Path, policy: Any, jobs: int | None = 
                 done.record(f"{hashes[t.src][:16]}-{t.kind}", {"fp": options.fingerprint(), "dst": t.dst},
                             {"dst": t.dst}, res.to_report())
         ordered = [results[i] for i in range(len(tasks))]
-    return S.finish_scrub(ordered, skipped, out, single, namer, options, policy, verify)
+    run = S.finish_scrub(ordered, skipped, out, single, namer, options, policy, verify,
+                         Path(work_dir) if work_dir else default_work_dir())
+    run.display = {t.rel: p.rel for t, p in zip(tasks, pre)}   # the owner's terminal names their own files
+    return run
 
 
 def summarize_sources(items: Sequence[tuple[str | Path, SourceIdentity]],

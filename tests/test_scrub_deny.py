@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_scrub_issue33 import _bundle_texts  # noqa: E402
+from provenance_expect import leaves_as_is  # noqa: E402
 from testdata import DATA, data_path  # noqa: E402
 from verlprof.pipeline.cli import app  # noqa: E402
 from verlprof.stages.scrub.deny import EXAMPLES, deny_spans, denied_flag_items  # noqa: E402
@@ -50,7 +51,7 @@ def test_the_rule_replaces_its_examples(text: str) -> None:
     sc = Scrubber(POLICY, Pseudonyms(salt="d"))
     spans = deny_spans(text)
     assert spans, text
-    out = sc.scrub(text, "t")
+    out = sc.scrub_rules(text, "t")
     words = set(re.split(r"[/\s=]", out))
     for a, b in spans:
         assert text[a:b] not in words, (text, out)
@@ -60,7 +61,7 @@ def test_the_rule_replaces_its_examples(text: str) -> None:
 @pytest.mark.parametrize("text", EXAMPLES[1])
 def test_the_rule_leaves_its_look_alikes(text: str) -> None:
     sc = Scrubber(POLICY, Pseudonyms(salt="d"))
-    out = sc.scrub(text, "t")
+    out = sc.scrub_rules(text, "t")
     assert not deny_spans(text) and (out == text or "site-packages" in text), (text, out)
     assert not {k for k, _l in sc.counts} - {"env_path"}, sc.counts   # (prefix trim: cosmetic)
 
@@ -77,9 +78,9 @@ def test_the_verdict_does_not_depend_on_the_salt() -> None:
         sc = Scrubber(POLICY, Pseudonyms(salt=f"s{i}"))
         other = Scrubber(POLICY, Pseudonyms(salt=""))
         for t in list(EXAMPLES[0]) + [LINE]:
-            out = sc.scrub(t, "t")
+            out = sc.scrub_rules(t, "t")
             assert not other.findings(out), (t, out, other.findings(out))
-            assert sc.scrub(out, "t") == out
+            assert sc.scrub_rules(out, "t") == out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -152,8 +153,10 @@ def test_planted_names_reach_no_byte_of_a_real_collect(tmp_path: Path, fmt: str)
     leaked = [n for n in planted if n in blob]
     assert not leaked, leaked
     assert "p-" in blob                                      # replaced by pseudonyms, not dropped
-    missing = [n for n in real if n not in blob]
-    assert not missing, missing[:5]                          # real kernel and range names whole
+    # real kernel names whole; range names (user-written, issue 39) whole when public
+    missing = [n for n in real if n not in blob and (n not in ("generate_sequences", "compute_log_prob", "reward")
+                                                      or leaves_as_is(n))]
+    assert not missing, missing[:5]
 
     chk = runner.invoke(app, ["check", str(root), "--no-local-env"])
     assert chk.exit_code != 0 and "denied_text" in chk.output, chk.output[-2000:]
@@ -164,7 +167,7 @@ def test_planted_names_reach_no_byte_of_a_real_collect(tmp_path: Path, fmt: str)
     assert total == sum(int(ln.rsplit("(", 1)[1].split()[0]) if ln.endswith("occurrences)") else 1
                         for ln in chk.output.splitlines() if ": " in ln and not ln.startswith(("by class", "verlprof")))
     assert runner.invoke(app, ["check", str(out), "--no-local-env"]).exit_code == 0
-    # the review list names the free text kept in the summary rows scrubbed in the workers too
-    report = json.loads((out / "scrub_report.json").read_text())
-    where = {w for k in report["kept_free_text"] for w in k["where"]}
-    assert any("summaries.phases." in w for w in where), sorted(where)
+    # the owner's review list (WORK, issue 39) names the user text of the summary rows scrubbed in
+    # the workers too
+    review = (tmp_path / "work" / "names_review.txt").read_text(encoding="utf-8")
+    assert "summaries.phases." in review, review[:2000]

@@ -81,10 +81,10 @@ def test_each_shape_rule_catches_its_examples_and_leaves_its_look_alikes(rule: s
     sc = Scrubber(POLICY, Pseudonyms(salt="x"))
     catch, keep = EXAMPLES[rule]
     for ex in catch:
-        assert sc.scrub(ex, "t") != ex, ex
+        assert sc.scrub_rules(ex, "t") != ex, ex
         assert sc.findings(ex), ex
     for ex in keep:
-        assert sc.scrub(ex, "t") == ex, (ex, sc.scrub(ex, "t"))
+        assert sc.scrub_rules(ex, "t") == ex, (ex, sc.scrub_rules(ex, "t"))
 
 
 @pytest.mark.parametrize("name", sorted(PLANTS))
@@ -92,7 +92,7 @@ def test_each_planted_class_is_replaced_and_the_result_is_clean(name: str) -> No
     text, found = PLANTS[name]
     ps = _identities(f"SLURM_JOB_USER={USER}", f"experiment_name: {EXPERIMENT}")
     sc = Scrubber(POLICY, ps)
-    out = sc.scrub(text, "t")
+    out = sc.scrub_rules(text, "t")
     for s in found:
         assert s not in out, (text, out)
     assert not Scrubber(POLICY, ps).findings(out), out      # what scrub leaves, check calls clean
@@ -110,13 +110,13 @@ def test_identities_come_from_every_source() -> None:
 
 def test_known_names_are_replaced_as_whole_tokens_only() -> None:
     sc = Scrubber(POLICY, _identities("USER=grace", "HOSTNAME=gpu-node17"))
-    assert sc.scrub("grace_hopper_kernel", "t") == "grace_hopper_kernel"
-    assert sc.scrub("graceful_shutdown", "t") == "graceful_shutdown"
-    assert "grace" not in sc.scrub("run by grace today", "t")
+    assert sc.scrub_rules("grace_hopper_kernel", "t") == "grace_hopper_kernel"
+    assert sc.scrub_rules("graceful_shutdown", "t") == "graceful_shutdown"
+    assert "grace" not in sc.scrub_rules("run by grace today", "t")
     # in a file name `_` separates words: the input names lose the user and the host
     assert "grace" not in publish_name("runs/trace_grace_rank0.json.gz", Pseudonyms.build(
         [_collect("USER=grace")], salt="t", policy=POLICY))
-    assert "gpu-node17" not in sc.scrub("gpu-node17_rank0.1.pt.trace.json.gz", "t")
+    assert "gpu-node17" not in sc.scrub_rules("gpu-node17_rank0.1.pt.trace.json.gz", "t")
 
 
 def _collect(*texts: str):
@@ -133,7 +133,8 @@ def test_arguments_in_other_shapes() -> None:
     ev = {"ph": "X", "name": "aten::to", "args": {"Concrete Inputs": ["", "--api-key", API_VALUE, "--lr", "0.1"],
                                                   "req": {"headers": {"Authorization": f"Basic {BASIC}"}}}}
     out = json.dumps(TraceScrubber(sc, POLICY).event(ev))
-    assert API_VALUE not in out and BASIC not in out and '"--lr", "0.1"' in out
+    # (the flag is user-written Concrete Inputs text since issue 39: public, approved or its pseudonym)
+    assert API_VALUE not in out and BASIC not in out and '"0.1"' in out
 
 
 REAL_NAMES = ("c10d::_allgather_base_", "## Call CompiledFxGraph fxkiq3d5hw7lqpmrzw2yq5cj2u7nsl3qfbsbpsgwjz5cdtyz3amz ##",
@@ -169,10 +170,10 @@ def test_false_positive_corpus_unchanged_with_ordinary_word_identities(salt: str
     ps = Pseudonyms.build([_collect("USER=grace", "LOGNAME=hopper", "SLURM_JOB_USER=train",
                                     "experiment_name: gsm8k")], salt=salt, policy=POLICY)
     sc = Scrubber(POLICY, ps)
-    changed = sorted(n for n in names if sc.scrub(n, "corpus") != n
+    changed = sorted(n for n in names if sc.scrub_rules(n, "corpus") != n
                      and not any(w in n.split() for w in ("grace", "gsm8k")))
     assert len(names) > 20_000
-    assert not changed, [(n[:100], sc.scrub(n, "corpus")[:100]) for n in changed[:10]]
+    assert not changed, [(n[:100], sc.scrub_rules(n, "corpus")[:100]) for n in changed[:10]]
 
 
 def test_the_verdict_does_not_depend_on_the_salt() -> None:
@@ -187,7 +188,7 @@ def test_the_verdict_does_not_depend_on_the_salt() -> None:
         sc = Scrubber(POLICY, ps)
         fresh = Scrubber(POLICY, Pseudonyms(salt=""))
         for t in texts:
-            out = sc.scrub(t, "t")
+            out = sc.scrub_rules(t, "t")
             assert not fresh.findings(out), (salt, t, out, fresh.findings(out))
             assert not sc.findings(out), (salt, t, out)
 

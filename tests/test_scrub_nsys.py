@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from provenance_expect import leaves_as_is
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.scrub.check import check_paths
 from verlprof.stages.scrub.policy import load_policy
@@ -150,11 +151,15 @@ def test_2022_phases_threads_and_osrt_survive(scrubbed_2022, planted_2022) -> No
     out, res, _ = scrubbed_2022
     b = sqlite3.connect(out)
     texts = [r[0] for r in b.execute("SELECT s.value FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId ORDER BY n.start")]
-    assert texts.count("step") == 2 and texts.count("gen") == 2 and "thread_work" in texts
-    assert texts.count(f"update_actor api_key={REDACTED}") == 2
-    assert texts.count(f"note password={REDACTED} done") == 2
+    # NVTX text and thread names are user-written (issue 39): public ones stay, the others (the
+    # workload's own `thread_work`, a message holding a secret) leave as one whole pseudonym each
+    assert texts.count("step") == 2 and texts.count("gen") == 2
+    named = res.named
+    assert texts.count(named["thread_work"][0]) >= 1
+    assert not any("update_actor api_key" in t or "note password" in t for t in texts)
     threads = {r[0] for r in b.execute("SELECT s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId")}
-    assert f"tn-{REDACTED}" in threads
+    assert not any(t.startswith("tn-") for t in threads)
+    assert threads <= {p for p, _w in named.values()} | {t for t in threads if leaves_as_is(t)}
     a = sqlite3.connect(f"file:{planted_2022[1]}?mode=ro&immutable=1", uri=True)
     q = "SELECT count(*), total(end - start), min(start), max(end) FROM OSRT_API"
     assert a.execute(q).fetchone() == b.execute(q).fetchone()

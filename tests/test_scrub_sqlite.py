@@ -14,6 +14,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from provenance_expect import published_ok
+from verlprof.stages.scrub.public_names import public_names
 from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.scrub.check import check_paths
@@ -147,7 +149,11 @@ def test_kept_tables_have_equal_rows_and_sums(whole_scrubbed) -> None:
           "ORDER BY k.start")
     assert a.execute(kq).fetchall() == b.execute(kq).fetchall()
     nq = "SELECT n.start, n.end, s.value FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId ORDER BY n.start"
-    assert a.execute(nq).fetchall() == b.execute(nq).fetchall()
+    # NVTX text is user-written (issue 39): public names unchanged, any other one its whole pseudonym
+    ra, rb = a.execute(nq).fetchall(), b.execute(nq).fetchall()
+    assert [r[:2] for r in ra] == [r[:2] for r in rb]
+    assert all(x[2] == y[2] or published_ok(x[2], y[2], res.named) for x, y in zip(ra, rb)), \
+        [(x[2], y[2]) for x, y in zip(ra, rb) if x[2] != y[2]][:5]
     assert a.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchall() == \
         b.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchall()
     assert b.execute("SELECT name FROM TARGET_INFO_GPU").fetchone() == ("NVIDIA H200",)
@@ -185,14 +191,18 @@ def test_planted_2025_locations_are_scrubbed(tmp_path: Path) -> None:
     assert check_paths([out], POLICY, known=opts.pseudonyms) == []
     b = sqlite3.connect(out)
     texts = {r[0] for r in b.execute("SELECT coalesce(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id=n.textId")}
-    assert f"update_actor secret={REDACTED}" in texts           # the phase survives, the secret does not
-    assert {"step", "gen", "update_actor", "old_log_prob", "ref", "adv"} <= texts
-    assert any(t and t.startswith(f"note token={REDACTED} ckpt /home/user-") for t in texts)
+    # user-written fields (NVTX text and JSON payloads, thread and process names; issue 39): what is
+    # not public leaves as one whole-string pseudonym, the secret with it; the second net still counts
+    names = {p for p, _w in res.named.values()}
+    for t in texts | {r[0] for r in b.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL")}:
+        assert t is None or public_names().is_public(t) or t in names, t
+    assert not any(t and ("update_actor secret" in t or "note token" in t) for t in texts)
+    assert {t for t in ("step", "gen", "update_actor") if public_names().is_public(t)} <= texts
     assert b.execute("SELECT count(*) FROM NVTX_EVENTS WHERE binaryData IS NOT NULL").fetchone()[0] == 0
-    assert b.execute("SELECT jsonText FROM NVTX_EVENTS WHERE jsonText IS NOT NULL").fetchone()[0] == f'{{"api_key": "{REDACTED}"}}'
     threads = {r[0] for r in b.execute("SELECT s.value FROM ThreadNames t JOIN StringIds s ON s.id=t.nameId")}
-    assert threads == {f"rank0 {REDACTED}", "worker@host-1"}
-    assert b.execute("SELECT name FROM PROCESSES").fetchone()[0] == f"python3 --password={REDACTED}"
+    assert len(threads) == 2 and threads <= names
+    assert b.execute("SELECT name FROM PROCESSES").fetchone()[0] in names
+    assert any(o.startswith("python3 --password=") for o in res.named)     # the owner's review list
     counts = res.counts
     assert counts["NVTX_EVENTS.text"] and counts["NVTX_EVENTS.jsonText"] and counts["PROCESSES.name"]
 

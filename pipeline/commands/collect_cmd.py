@@ -66,6 +66,9 @@ def collect(
                                     help="Below this no rank is named culprit: its excess must exceed a share "
                                          "of the phase, a time and (third part, default 5%) a share of the step; "
                                          "and it must recur in most profiled steps (docs/summaries.md)."),
+    keep_names: Optional[Path] = typer.Option(
+        None, "--keep-names", help="User-written strings you approve (one a line; the review list, edited down, "
+                                   "is such a file): published as they are instead of as pseudonyms."),
 ) -> None:
     """Gather, export, scrub, window and summarize one verl run into OUT (exit codes below)."""
     from ..rank_inputs import parse_noise_floor   # no pandas before the run (issue 30)
@@ -89,9 +92,12 @@ def collect(
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     # --ray: the same collect; each node's own nsight folder (plus any SOURCE that exists there) is
     # gathered on that node, and every input is read only on the node that holds it.
+    from ...stages.scrub.provenance import closing_line as names_line, read_keep_names
+
     opts = CollectOptions(sources=srcs, out=out, work_dir=work_dir, jobs=jobs, nsys=nsys,
                           step=step_arg, top=top, html=html, pack=pack, strict=strict,
-                          step_range=_step_range(step_range), ray=address, noise_floor=noise_floor)
+                          step_range=_step_range(step_range), ray=address, noise_floor=noise_floor,
+                          keep_names=read_keep_names(keep_names) if keep_names else ())
     try:
         with stage_progress() as progress:
             result = run_collect(opts, progress)
@@ -109,6 +115,8 @@ def collect(
         if archive.is_file():
             console.print(f"packed: {archive} ({archive.stat().st_size / 1e6:.2f} MB, SHA256SUMS inside)",
                           markup=False, highlight=False, soft_wrap=True)
+    if result.review_list is not None:
+        console.print(names_line(result.named, result.review_list), markup=False, highlight=False, soft_wrap=True)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 

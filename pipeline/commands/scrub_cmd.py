@@ -20,12 +20,21 @@ from ..workers import jobs_option
 from .words import plural
 
 
-def _policy(policy: Optional[Path], values_file: Optional[Path], local_env: Optional[bool]):
+def _policy(policy: Optional[Path], values_file: Optional[Path], local_env: Optional[bool],
+            keep_names: Optional[Path] = None):
     from ...stages.scrub import load_policy, read_values_file
+    from ...stages.scrub.provenance import read_keep_names
 
     extra = read_values_file(values_file) if values_file else None
-    return load_policy(policy, extra_values=extra,
-                       use_local_environment=local_env)
+    pol = load_policy(policy, extra_values=extra, use_local_environment=local_env)
+    if keep_names is not None:   # the owner's approved user-written strings, published as they are
+        from dataclasses import replace
+        pol = replace(pol, approved_names=tuple(sorted(set(pol.approved_names) | set(read_keep_names(keep_names)))))
+    return pol
+
+
+KEEP_NAMES_HELP = ("User-written strings you approve (one a line; the review list, edited down, is such a file): "
+                   "published as they are instead of as pseudonyms.")
 
 
 def scrub_command(
@@ -39,6 +48,7 @@ def scrub_command(
     work: Optional[Path] = typer.Option(None, "--work", help="Work folder for done records (default $VERLPROF_CACHE or ~/.cache/verlprof)."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run `check` on the outputs and refuse them when anything remains."),
     strict: bool = typer.Option(False, "--strict", help="Any failed or refused input fails the run: no output is kept (exit 3)."),
+    keep_names: Optional[Path] = typer.Option(None, "--keep-names", help=KEEP_NAMES_HELP),
 ) -> None:
     """Write scrubbed copies of profiler artifacts: nothing secret or personal leaves (exit codes below)."""
     from ...stages.core.errors import plain_reason
@@ -47,18 +57,20 @@ def scrub_command(
 
     from ...stages.core.done_records import default_work_dir
     from ..output_places import OutputPlace, check_not_inputs, check_output_places
+    from ...stages.scrub.provenance import closing_line
 
     one_file = len(inputs) == 1 and inputs[0].is_file() and not out.is_dir()
     places = (OutputPlace(out, "-o", inside=not one_file), OutputPlace(work or default_work_dir(), "--work"))
     check_not_inputs(inputs, *places)
     check_output_places(*places)
-    pol = _policy(policy, values_file, local_env)
+    pol = _policy(policy, values_file, local_env, keep_names)
     run = scrub_inputs(inputs, out, pol, jobs=jobs, work_dir=work, salt=salt, verify=verify)
+    own = run.display          # the owner's terminal: their own file names, not the published ones
     for r in run.results:
         if r.status in ("done", "cached"):
-            typer.echo(f"{r.status:7} {r.rel} -> {r.dst}: {r.total} replacements")
+            typer.echo(f"{r.status:7} {own.get(r.rel, r.rel)} -> {r.dst}: {r.total} replacements")
         else:
-            typer.echo(f"{r.status:7} {r.rel}: {plain_reason(r.detail, path=r.rel)}", err=True)
+            typer.echo(f"{r.status:7} {own.get(r.rel, r.rel)}: {plain_reason(r.detail, path=own.get(r.rel, r.rel))}", err=True)
     for rel, why in run.skipped:
         if "verlprof's own output" not in why:   # those were said once, as they were found
             typer.echo(f"skipped {rel}: {why}")
@@ -69,7 +81,7 @@ def scrub_command(
         for line in format_findings(run.findings):
             typer.echo(f"  {line}", err=True)
     code = scrub_exit_code(run)
-    failed = [r.rel for r in run.results if r.status not in ("done", "cached")]
+    failed = [own.get(r.rel, r.rel) for r in run.results if r.status not in ("done", "cached")]
     scrubbed = len(run.results) - len(failed)
     # the closing count on stdout: each failure was named once above, on stderr, with its reason
     end = ""
@@ -81,6 +93,8 @@ def scrub_command(
         end = "; nothing could be scrubbed, no output kept"
     typer.echo(f"{plural(len(run.results), 'input')}: {scrubbed} scrubbed, {len(failed)} failed"
                + (f": {', '.join(failed)}" if failed else "") + end)
+    if run.review_list is not None:
+        typer.echo(closing_line(run.named, run.review_list))
     raise typer.Exit(code)
 
 
@@ -115,11 +129,12 @@ def check_command(
     policy: Optional[Path] = typer.Option(None, "--policy", help="Policy file (TOML or YAML) overriding the defaults."),
     values_file: Optional[Path] = typer.Option(None, "--values-file", help="Known secret values to look for, one per line."),
     local_env: Optional[bool] = typer.Option(None, "--local-env/--no-local-env", help="Also look for this machine's host/user names and secret-named environment values."),
+    keep_names: Optional[Path] = typer.Option(None, "--keep-names", help="User-written strings you approved (as for scrub and collect): not reported as user_text."),
 ) -> None:
     """Verify files hold nothing secret or personal; exit 1 (listing locations, never values) if they do."""
     from ...stages.scrub import Checker, Pseudonyms, class_totals, format_findings, local_identities
 
-    pol = _policy(policy, values_file, local_env)
+    pol = _policy(policy, values_file, local_env, keep_names)
     known = [local_identities(pol)] if pol.use_local_environment else []
     checker = Checker(pol, Pseudonyms.build(known, salt="", policy=pol))
     findings = checker.check_paths(paths)

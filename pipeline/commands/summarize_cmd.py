@@ -184,6 +184,19 @@ _EPILOG = ("Exit codes: 0 every run summarized and complete; 3 outputs written b
            "Example: verlprof summarize /tmp/run-a /tmp/run-b -o /tmp/compare --baseline run-a --html")
 
 
+def _reveal_html(paths: object, own: dict[str, str]) -> None:
+    """The HTML written here, with the owner's names (it stays on the owner's machine)."""
+    import html as html_lib
+
+    from ...stages.core import atomic
+    from ...stages.scrub.provenance import reveal
+
+    safe = {p: html_lib.escape(o) for p, o in own.items()}
+    for p in paths:   # type: ignore[attr-defined]
+        if str(p).endswith(".html") and Path(p).is_file():
+            atomic.write_text(p, reveal(Path(p).read_text(encoding="utf-8"), safe))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("summarize", epilog=_EPILOG)
     def summarize(
@@ -204,6 +217,9 @@ def register(app: typer.Typer) -> None:
         fresh: bool = typer.Option(False, "--fresh", help="ignore cached per-run results"),
         strict: bool = typer.Option(False, "--strict",
                                     help="a skipped or incomplete run fails the batch: no outputs (exit 3)"),
+        names: Optional[Path] = typer.Option(None, "--names", help="your review list (WORK/names_review.txt of "
+                                             "collect): show your own names instead of their pseudonyms, in the "
+                                             "terminal and in the HTML written here (the Parquet keeps pseudonyms)"),
     ) -> None:
         """Compare many runs: stacked tables, per-stage deltas against a baseline, optional HTML."""
         from ...stages.core.done_records import default_work_dir
@@ -221,6 +237,20 @@ def register(app: typer.Typer) -> None:
         work_dir = work or default_work_dir()
         check_not_inputs(inputs, OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
         check_output_places(OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
+        from ...stages.scrub.provenance import read_review_map
+
+        own = read_review_map(names) if names is not None else {}   # pseudonym -> the owner's name
+
+        def show(part: object) -> None:
+            """Print `part`; with --names, the owner's names in place of their pseudonyms."""
+            if not own:
+                console.print(part, highlight=False)
+                return
+            from ...stages.scrub.provenance import reveal
+
+            with console.capture() as cap:
+                console.print(part, highlight=False)
+            console.file.write(reveal(cap.get(), own))
         address = ray_address if ray_address is not None else ("auto" if ray else None)
         executor = make_executor(jobs, ray_address=address)
         expect = getattr(executor, "expect", None)
@@ -256,11 +286,13 @@ def register(app: typer.Typer) -> None:
         width = console.width
         if result.compare is not None:
             for part in comparison_view(result, metric, width=width):
-                console.print(part, highlight=False)
+                show(part)
             for ln in fitted(flagged_lines(result), width):
-                console.print(ln, highlight=False)
+                show(ln)
         for ln in status_lines(result, width):
-            console.print(ln, highlight=False)
+            show(ln)
+        if own:
+            _reveal_html(result.outputs.values(), own)
         if not result.ok:
             raise NothingSummarizedError(None, f"{_none_of(len(inputs))} (see the table above)")
         bad = [r.run for r in result.skipped] + [r.run for r in result.incomplete]

@@ -23,6 +23,7 @@ from .tasks import (
 from .values import (
     publish_manifest,
     publish_name,
+    publish_namer,
     publish_root,
     publish_scrubber,
     scrub_summary_rows,
@@ -31,7 +32,7 @@ from .values import (
 )
 
 __all__ = [
-    "publish_manifest", "publish_name", "publish_root", "publish_scrubber", "scrub_summary_rows", "scrub_values", "values_report",
+    "publish_manifest", "publish_name", "publish_namer", "publish_root", "publish_scrubber", "scrub_summary_rows", "scrub_values", "values_report",
     "Checker", "check_paths", "class_totals", "format_findings", "Policy", "Pseudonyms", "Scrubber", "load_policy",
     "local_identities", "read_values_file", "SCRUBBABLE", "ScrubOptions", "ScrubResult", "ScrubRun",
     "ScrubTask", "build_options", "bundle_salt", "config_task", "finish_scrub", "identities_task", "output_name",

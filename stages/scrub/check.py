@@ -51,6 +51,7 @@ from .sqlite import keep_spec
 from .sqlite_cells import (ARGV_TABLE, SPLIT_LOCATION, STRING_TABLE, argv_pair_findings, find_sqlite_identities,
                            iter_adjacent_nvtx, iter_distinct_cells)
 from .sqlite_pages import unallocated_regions
+from .check_user_text import json_field, parquet_field, pickle_field, sqlite_field, user_string_values
 from .trace import LiteralFilter, loads_event
 from .op_inputs import SPLIT_OP_LOCATION, OpInputs, split_op_halves
 
@@ -116,6 +117,7 @@ class Checker:
         self.sink = _Sink()
         self.files = 0
         self._names = LocationNames(50_000)
+        self._trace_doc = False      # inside a chrome trace: user-written fields are judged (issue 39)
 
     # -- entry points ---------------------------------------------------------------------------
     def check_paths(self, paths: Iterable[str | Path]) -> list[Finding]:
@@ -233,13 +235,17 @@ class Checker:
                 sc = self.sc = self._own_identities(conn, path, [str(n) for n, _s, t in master if t == "table"])
                 for name, sql, _t in master:
                     self._hit(display, "sqlite_master", str(name), sc.findings(f"{name} {sql}"))
-                def flagged(col: str, value: Any) -> bool:
-                    text = value.decode("latin-1") if isinstance(value, bytes) else value
-                    return bool(sc.keyed_findings(col, text))
+                users = user_string_values(conn)     # StringIds only user-written columns reference
 
-                for table, col, rid, value, n in iter_distinct_cells(conn, path=path, keep=flagged):
+                def kinds_of(table: str, col: str, value: Any) -> tuple[str, ...]:
                     text = value.decode("latin-1") if isinstance(value, bytes) else value
-                    for kind in sc.keyed_findings(col, text):
+                    field = sqlite_field(table, col, value, users)   # issue 39: user_text in kept tables
+                    kinds = sc.keyed_findings(col, text)
+                    return kinds if field is None or sc.key_class(col) else sc.user_text_findings(text, field) or kinds
+
+                for table, col, rid, value, n in iter_distinct_cells(conn, path=path,
+                                                                     keep_in=lambda t, c, v: bool(kinds_of(t, c, v))):
+                    for kind in kinds_of(table, col, value):
                         self.sink.add(display, f"{table}.{col}", kind, f"rowid {rid}", n)
                 for rid, kind in argv_pair_findings(conn, sc):     # lone argv values, with their flag
                     self.sink.add(display, f"{ARGV_TABLE}.value", kind, f"rowid {rid}")
@@ -290,8 +296,10 @@ class Checker:
                     if _numeric_arrow(col.type):
                         continue
                     shown = self.sc.scrub(name, "-")
+                    field = parquet_field(path.name.split(".")[0], name)
                     for i, v in enumerate(col.to_pylist()):
-                        for kind in self._walk_findings(v, name):
+                        for kind in (self.sc.user_text_findings(v, field) if type(v) is str and v
+                                     and not self.sc.key_class(name) else self._walk_findings(v, name)):
                             self.sink.add(display, f"column {shown}", kind, f"row {row0 + i}")
                 row0 += batch.num_rows
         except Exception as exc:  # noqa: BLE001 - any parse failure: cannot verify, say so
@@ -312,11 +320,15 @@ class Checker:
             for v in obj:
                 yield from self._walk_findings(v, key, depth + 1)
 
-    def _json_value(self, display: str, obj: Any, key: str | None, loc: str, where: str, depth: int = 0) -> None:
+    def _json_value(self, display: str, obj: Any, key: str | None, loc: str, where: str, depth: int = 0,
+                    parent: dict[str, Any] | None = None) -> None:
         t = type(obj)
         if t is str:
             if obj:
-                kinds = self.sc.keyed_findings(key, obj) if key is not None else self.sc.findings(obj)
+                if self._trace_doc and (key is None or not self.sc.key_class(key)):   # issue 39: by field
+                    kinds = self.sc.user_text_findings(obj, json_field(loc, key, parent))
+                else:
+                    kinds = self.sc.keyed_findings(key, obj) if key is not None else self.sc.findings(obj)
                 if kinds:
                     self._hit(display, loc, where, kinds)
         elif t is dict and depth < 200:
@@ -331,7 +343,7 @@ class Checker:
                     continue
                 if tv is str or tv is dict or tv is list:
                     shown = self.sc.scrub(k, "-") if kinds else k
-                    self._json_value(display, v, k, self._child(loc, shown), where, depth + 1)
+                    self._json_value(display, v, k, self._child(loc, shown), where, depth + 1, obj)
         elif t is list and depth < 200:
             sub = loc if loc.endswith("[]") else loc + "[]"
             values = flag_value_items(obj, self.sc.is_secret_name) if len(obj) > 1 else ()
@@ -351,7 +363,12 @@ class Checker:
     def _clean_literal(self, text: str) -> bool:
         if text[:2] == "--" and " " not in text and "=" not in text:
             return False            # an option: the item after it is judged as its value
-        return not self.sc.findings(text) and self.sc.key_class(text) == 0
+        return not self.sc.user_text_findings(text, "-") and self.sc.key_class(text) == 0
+
+    def _toolchain_literal(self, text: str) -> bool:
+        """Clean where the toolchain wrote it (a kernel name): walked only in a user field (issue 39)."""
+        return not (text[:2] == "--" and " " not in text and "=" not in text) and not self.sc.findings(text) \
+            and self.sc.key_class(text) == 0
 
     def _json_members(self, display: str, members: dict[str, Any]) -> None:
         for key, val in members.items():
@@ -364,14 +381,16 @@ class Checker:
         """Any JSON document, streamed by the one chrome-trace reader: top-level members walked,
         events skipped unless they hold a literal with a finding (`LiteralFilter`), which are
         decoded and walked (all of a batch the fast decoders refused)."""
-        lits = LiteralFilter(self._clean_literal)
+        lits = LiteralFilter(self._clean_literal, toolchain=self._toolchain_literal)
         ops = OpInputs() if self.policy.join_adjacent_nvtx else None
         loc = ""
+        self._trace_doc = False
         n = 0
         try:
             stream = ChromeTraceStream(path, require_events=False)
             for batch in stream:
                 if not loc:
+                    self._trace_doc = True       # a chrome trace: its fields have provenance
                     self._json_members(display, stream.head)
                     loc = "$[]" if stream.is_array else "$.traceEvents[]"
                 if ops is not None:
@@ -390,7 +409,9 @@ class Checker:
             if ops:     # a secret only two consecutive ops' inputs show together (op_inputs.py)
                 for _half in sorted(split_op_halves(ops.pairs(), self.sc)):
                     self.sink.add(display, f"{loc}.args.{SPLIT_OP_LOCATION}", KIND_SPLIT)
+            self._trace_doc = False
         except (BadInputError, RecursionError):
+            self._trace_doc = False
             self.sink.add(display, "not valid JSON: scanned as text", KIND_UNREADABLE)
             if text_fallback:
                 self._text(path, display)
@@ -409,9 +430,14 @@ class Checker:
         seen: set[int] = set()
         self._pickle_walk(display, obj, None, "pickle", seen, 0)
 
-    def _pickle_walk(self, display: str, obj: Any, key: str | None, loc: str, seen: set[int], depth: int) -> None:
+    def _pickle_walk(self, display: str, obj: Any, key: str | None, loc: str, seen: set[int], depth: int,
+                     frame: dict[str, Any] | None = None) -> None:
         if isinstance(obj, str):
-            self._hit(display, loc, "", self.sc.keyed_findings(key, obj) if key else self.sc.findings(obj))
+            if key and self.sc.key_class(key):
+                kinds = self.sc.keyed_findings(key, obj)
+            else:      # issue 39: a snapshot's fields have provenance (frames by their file)
+                kinds = self.sc.user_text_findings(obj, pickle_field(loc, frame, key)) if obj else ()
+            self._hit(display, loc, "", kinds)
             return
         if isinstance(obj, bytes):
             self._hit(display, loc, "", self.sc.findings(obj.decode("latin-1")))
@@ -425,6 +451,7 @@ class Checker:
             self.sink.add(display, loc, KIND_UNREADABLE, "nested too deeply")
             return
         if isinstance(obj, dict):
+            fr = obj if isinstance(obj.get("filename"), str) and isinstance(obj.get("name"), str) else None
             for k, v in obj.items():
                 ks = k if isinstance(k, str) else None
                 if ks:
@@ -433,7 +460,7 @@ class Checker:
                     shown = self.sc.scrub(ks, "-") if kinds else ks
                 else:
                     shown = "<key>"
-                self._pickle_walk(display, v, ks or key, f"{loc}.{shown}", seen, depth + 1)
+                self._pickle_walk(display, v, ks or key, f"{loc}.{shown}", seen, depth + 1, fr)
         else:
             sub = loc if loc.endswith("[]") else loc + "[]"
             for v in obj:

@@ -11,9 +11,9 @@ Nothing here rewrites text: `deny_spans` yields (start, end) of the parts to rep
 replaces them with salted pseudonyms spelt in non-hex letters (identities.fallback_pseudonym), which
 this rule keeps when it meets them again, so scrub's output is clean to check whatever the salt.
 
-Free text that is words (an NVTX message, a thread name) has its own rule (words.py: a word outside
-the reviewed vocabulary becomes `w-<letters>`); what is kept of it is listed for review
-(`Scrubber.review_list`, scrub_report.json `kept_free_text`).
+Free text a person wrote (an NVTX message, a thread name) is judged by where it comes from
+(provenance.py, issue 39): published only when a public source writes it or its owner approved it,
+else as one whole-string pseudonym; this rule is its second net, as for every field.
 """
 from __future__ import annotations
 

@@ -54,6 +54,7 @@ class Policy:
     entropy_allow_keys: tuple[str, ...] = ()
     entropy_allow: tuple[tuple[str, str, tuple[str, ...]], ...] = ()   # (name, regex, examples)
     extra_values: tuple[str, ...] = ()   # known secrets given by the user (--values-file)
+    approved_names: tuple[str, ...] = ()  # user-written strings the owner approved (--keep-names FILE)
     source: str = "default"              # where the policy came from (for reports)
 
 
@@ -92,6 +93,7 @@ _POLICY_KEYS: dict[tuple[str, str], str] = {
     ("entropy", "max_wordish"): "entropy_max_wordish",
     ("entropy", "allow_keys"): "entropy_allow_keys",
     ("entropy", "allow"): "entropy_allow",
+    ("user_text", "keep"): "approved_names",
 }
 
 

@@ -31,7 +31,6 @@ KIND_SPLIT = "split_value"               # a secret written across two adjacent 
 KIND_EMAIL = "email"                     # an e-mail address (redacted whole)
 KIND_URL = "url_part"                    # a URL's private host, path component or query value
 KIND_DENIED = "denied_text"               # a path part or option value outside the allowlist (deny.py)
-KIND_WORD = "denied_word"                 # a word of free text outside the vocabulary (words.py)
 KIND_HARDWARE = "hardware_id"           # a MAC address
 
 

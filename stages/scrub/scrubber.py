@@ -36,8 +36,7 @@ from .shapes import GPU_SHORT_RE, PSEUDONYM_RE, host_spans, is_free_text, mac_sp
 from .shapes import HINT_RE as SHAPES_HINT
 from .deny import HINT_RE as DENY_HINT
 from .deny import deny_spans
-from .words import HINT as WORDS_HINT
-from .words import word_spans
+from .provenance import KIND_USER_TEXT, Origin, UserTextGate, origin_of
 from .rules import replace_spans
 from .rules import (
     BARE_UUID_RE,
@@ -55,7 +54,6 @@ from .rules import (
     KIND_URL,
     KIND_USER,
     KIND_VALUE,
-    KIND_WORD,
     LEFT_EDGE,
     RIGHT_EDGE,
     NameRule,
@@ -109,6 +107,7 @@ class Scrubber:
 
     CACHE_MAX = 300_000
     REVIEW_MAX = 20_000      # distinct kept free-text strings listed for review (then: counted only)
+    NAMED_MAX = 2_000_000    # user-written originals published as pseudonyms: all listed for the owner
 
     def __init__(self, policy: Policy, pseudonyms: Pseudonyms | None = None) -> None:
         self.policy = policy
@@ -116,6 +115,9 @@ class Scrubber:
         self.is_secret_name = NameRule(policy)
         self.counts: Counter[tuple[str, str]] = Counter()
         self.review: dict[str, Counter[str]] = {}
+        # user-written originals published as pseudonyms: original -> (pseudonym, where -> n)
+        self.named: dict[str, tuple[str, Counter[str]]] = {}
+        self.gate = UserTextGate(policy.approved_names, self.ps.salt)
         self._free_text: dict[str, bool] = {}
         self._cache, self._join_cache, self._decoded_cache = _shared_verdicts(policy, self.ps)
         self._forced: dict[str, str] = {}
@@ -167,7 +169,7 @@ class Scrubber:
         self._pre = Prefilter(
             self._prefilter_literals(vals), hint_words, steps=self._rule_steps(hint_words), allow=self._allow_rx,
             always=any(not CONTEXT_HINTS.get(r.name) for r in self._context),
-            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT, DENY_HINT, WORDS_HINT],
+            custom=[rx for name, rx, _g, _e in self._patterns if name not in PATTERN_RULES] + [SHAPES_HINT, DENY_HINT],
             entropy=self._entropy,
             decode=(policy.decode_min_base64, policy.decode_min_hex, policy.decode_min_printable,
                     policy.decode_max_depth) if policy.decode_enabled else None)
@@ -242,9 +244,60 @@ class Scrubber:
         # Summary strings also hold them inside longer text (a phase path "a > b > <half>").
         self._forced_re = re.compile("|".join(re.escape(t) for t in sorted(self._forced, key=len, reverse=True)))
 
-    def scrub(self, text: str, location: str) -> str:
+    def scrub(self, text: str, location: str, field: str | None = None) -> str:
+        """`text` with every rule applied, then, when the field is user-written (`field`, else
+        `location`, in provenance.FIELDS), published only when public, approved or structure, else
+        as one whole-string pseudonym (counted `user_text`, noted for the owner's review list)."""
         if not text:
             return text
+        origin = origin_of(field or location)
+        if origin is not Origin.TOOLCHAIN:
+            out = self._scrub_rules(text, location)
+            pub, made = self.gate.judge(text, out, origin)
+            if made:
+                self.counts[(KIND_USER_TEXT, location)] += 1
+                if location != "-":
+                    for orig, pseudo in made:
+                        self._note_named(orig, pseudo, location)
+            self._note_published(pub, location)
+            return pub
+        out = self._scrub_rules(text, location)
+        self._note_published(out, location)
+        return out
+
+    def _note_named(self, original: str, pseudo: str, location: str, n: int = 1) -> None:
+        hit = self.named.get(original)
+        if hit is None:
+            if len(self.named) >= self.NAMED_MAX:
+                return
+            hit = self.named[original] = (pseudo, Counter())
+        hit[1][location] += n
+
+    def add_named(self, named: dict[str, tuple[str, dict[str, int]]]) -> None:
+        """Merge another scrubber's `named_list()` (a worker's) into this one's."""
+        for orig, (pseudo, where) in named.items():
+            for location, n in where.items():
+                self._note_named(orig, pseudo, location, n)
+
+    def named_list(self) -> dict[str, tuple[str, dict[str, int]]]:
+        """original -> (pseudonym, where -> n): the owner's review list (WORK only, never OUT)."""
+        return {o: (p, dict(sorted(w.items()))) for o, (p, w) in sorted(self.named.items())}
+
+    def user_text_findings(self, text: str, location: str, field: str | None = None) -> tuple[str, ...]:
+        """`findings(text)`, plus `user_text` when the field is user-written and the text neither
+        public, approved nor structure (what `scrub` would publish as a pseudonym)."""
+        kinds = self.findings(text)
+        origin = origin_of(field or location)
+        if text and origin is not Origin.TOOLCHAIN and self.gate.judge(text, self._judged(text)[0], origin)[1]:
+            kinds = tuple(sorted(set(kinds) | {KIND_USER_TEXT}))
+        return kinds
+
+    def scrub_rules(self, text: str, location: str) -> str:
+        """The second net alone (credentials, patterns, values, identities, paths, URLs): what every
+        field gets, whatever its origin. Toolchain fields get only this (`scrub`)."""
+        return self._scrub_rules(text, location) if text else text
+
+    def _scrub_rules(self, text: str, location: str) -> str:
         if self._forced:
             forced = self._forced.get(text)
             if forced is not None:
@@ -259,6 +312,11 @@ class Scrubber:
         out, kinds = hit
         for k in kinds:
             self.counts[(k, location)] += 1
+        return out
+
+    def _note_published(self, out: str, location: str) -> None:
+        """List free text that leaves as it is (scrub_report.json `kept_free_text`): what was
+        published, after the provenance gate (`scrub`)."""
         if " " in out and location != "-":
             free = self._free_text.get(out)
             if free is None:
@@ -268,7 +326,6 @@ class Scrubber:
             if free and not location.startswith("ENUM_"):
                 # ("-": a probe, not a published value; ENUM_ tables: nsys's own vocabulary, an allowlist)
                 self._note_kept(out, location)
-        return out
 
     def _judged(self, text: str) -> tuple[str, list[str]]:
         """`_apply(text)` (the scrubbed text and its kinds), cached: a name repeats in every row."""
@@ -507,10 +564,6 @@ class Scrubber:
         # outside the vocabulary (deny.py) -> stable pseudonyms
         if deny and DENY_HINT.search(s):
             s = self._sub_denied(s, kinds)
-        # 5d. deny by default for words: in free text (not code-shaped as a whole), a plain word
-        # outside the reviewed vocabulary -> `w-<letters>` (words.py)
-        if deny and " " in s:
-            s = self._sub_words(s, kinds)
         # 6. random-looking runs no rule explained
         if use_entropy and self._entropy is not None and len(s) >= self.policy.entropy_min_length:
             s = replace_spans(s, self._entropy.spans(s), KIND_ENTROPY, kinds)
@@ -683,23 +736,6 @@ class Scrubber:
             out.append(s[last:a])
             out.append(self._user_map.get(part) or self._host_map.get(part) or fallback_pseudonym("p", part, self.ps.salt))
             kinds.append(KIND_DENIED)
-            last = b
-        out.append(s[last:])
-        return "".join(out)
-
-    def _sub_words(self, s: str, kinds: list[str]) -> str:
-        """Words of free text outside the vocabulary -> `w-<letters>` (known users and hosts keep
-        their numbered pseudonym): the same word reads the same everywhere in a bundle."""
-        spans = sorted(word_spans(s))
-        if not spans:
-            return s
-        out: list[str] = []
-        last = 0
-        for a, b in spans:
-            part = s[a:b]
-            out.append(s[last:a])
-            out.append(self._user_map.get(part) or self._host_map.get(part) or fallback_pseudonym("w", part, self.ps.salt))
-            kinds.append(KIND_WORD)
             last = b
         out.append(s[last:])
         return "".join(out)

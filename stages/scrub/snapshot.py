@@ -19,6 +19,7 @@ from ..core.errors import BadInputError
 from ..readers.memory_snapshot import load_snapshot
 from .identities import Identities, IdentityCollector
 from .policy import Policy
+from .provenance import is_toolchain_frame
 from .scrubber import LocationNames, Scrubber
 
 # Keys of snapshot records; they need no scrubbing themselves (values under them still are).
@@ -70,6 +71,17 @@ class _Walker:
             raise RecursionError
         if t is dict or t is OrderedDict:
             out = {}
+            frame = obj.get("filename")
+            if isinstance(frame, str) and isinstance(obj.get("name"), str):
+                # a stack frame: its file says who wrote it, for its function name too (provenance.py)
+                field = "snapshot.frame[toolchain]" if is_toolchain_frame(frame) else "snapshot.frame[user]"
+                for k, v in obj.items():
+                    ks = k if k in _KNOWN_KEYS or not isinstance(k, str) else self.sc.scrub(k, loc + ".<key>")
+                    sub = self.loc(loc, ks) if isinstance(ks, str) else loc
+                    out[ks] = (self.sc.scrub(v, sub, field + (".filename" if k == "filename" else ""))
+                               if k in ("filename", "name") and type(v) is str
+                               else self.walk(v, k if isinstance(k, str) else None, sub, depth + 1))
+                return out
             for k, v in obj.items():
                 if isinstance(k, str):
                     ks = k if k in _KNOWN_KEYS else self.sc.scrub(k, loc + ".<key>")

@@ -25,6 +25,7 @@ from ..readers.nsys_sqlite import string_values
 from ..readers.nvtx_pairs import Pair
 from ..readers.sqlite_export import decode_text, list_tables, open_readonly, sqlite_uri, table_columns
 from ..readers.sqlite_export import quote_ident as _q
+from .provenance import Origin, origin_of
 from .rules import KIND_GPU, KIND_SPLIT, REDACTED
 from .scrubber import Scrubber
 from .sqlite_cells import (ARGV_TABLE, argv_pair_findings, NVTX_TABLE, SPLIT_LOCATION, STRING_TABLE, is_numeric, iter_adjacent_nvtx, iter_distinct_cells,
@@ -215,8 +216,8 @@ def _create_sql(table: str, cols: list[tuple[str, str, int, int]]) -> str:
     return f"CREATE TABLE {_q(table)} (" + ", ".join(parts) + ")"
 
 
-def _select_expr(table: str, col: str, decl: str, spec: KeepTable) -> str:
-    loc = "'" + f"{table}.{col}".replace("'", "''") + "'"
+def _select_expr(table: str, col: str, decl: str, spec: KeepTable, suffix: str = "") -> str:
+    loc = "'" + f"{table}.{col}{suffix}".replace("'", "''") + "'"
     qc = _q(col)
     if col in spec.nulled:
         return "NULL"
@@ -282,7 +283,7 @@ def _page_probe(out: sqlite3.Connection, pool: ThreadPoolExecutor, src: Path, ro
 
 def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int, int]], spec: KeepTable,
             where: str, scrubber: Scrubber, xfer: bool, probed: Future[bool | None] | None,
-            changed: dict[str, dict[Any, Any] | None]) -> int:
+            changed: dict[str, dict[Any, Any] | None], suffix: str = "") -> int:
     """Copy the rows of src.`table` (filtered by `where`) into main.`table`; return rows copied.
 
     Why this shape (speed, same rules): each DISTINCT text/blob value of a column is judged once
@@ -290,7 +291,8 @@ def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int,
     temp mapping that SQLite joins in C; columns without any text cell are copied as they are.
     A table with no text at all and no column to drop or rewrite is copied with a bare
     `INSERT INTO t SELECT * FROM src.t`, which SQLite turns into a page-level transfer. What each
-    judged column's values became is noted in `changed` (`SqliteScrubStats.changed`).
+    judged column's values became is noted in `changed` (`SqliteScrubStats.changed`). `suffix`
+    names the field of the rows `where` selects (`StringIds.value[user]`: provenance.FIELDS).
     """
     names = [c[0] for c in cols]
     text_cols = _text_columns(out, table, cols, probed)
@@ -302,7 +304,7 @@ def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int,
         if col not in text_cols:
             exprs.append(_q(col))
             continue
-        exprs.append(_mapped_expr(out, table, col, decl, spec, where, scrubber, i, changed))
+        exprs.append(_mapped_expr(out, table, col, decl, spec, where, scrubber, i, changed, suffix))
     if xfer and not where and exprs == [_q(c) for c in names]:
         # nothing to drop or rewrite: SQLite's transfer optimisation copies the records undecoded
         return out.execute(f"INSERT INTO main.{_q(table)} SELECT * FROM src.{_q(table)}").rowcount
@@ -312,13 +314,13 @@ def _insert(out: sqlite3.Connection, table: str, cols: list[tuple[str, str, int,
 
 
 def _mapped_expr(out: sqlite3.Connection, table: str, col: str, decl: str, spec: KeepTable, where: str,
-                 scrubber: Scrubber, i: int, noted: dict[str, dict[Any, Any] | None]) -> str:
+                 scrubber: Scrubber, i: int, noted: dict[str, dict[Any, Any] | None], suffix: str = "") -> str:
     """SQL expression for text column `col`: its distinct text/blob values judged once each; the
     changed ones looked up in a temp map. Falls back to the per-cell SQL function when a value
     cannot travel back to SQLite as a parameter (undecodable bytes in a TEXT cell). `noted[loc]`:
     the changed values and what they became, or None with the per-cell function."""
     qc = _q(col)
-    loc = f"{table}.{col}"
+    loc = f"{table}.{col}{suffix}"
     tcond = f"typeof({qc}) {_TEXTLIKE}"
     cond = f"{where} AND {tcond}" if where else f" WHERE {tcond}"
     changed: list[tuple[Any, Any]] = []
@@ -351,7 +353,7 @@ def _mapped_expr(out: sqlite3.Connection, table: str, col: str, decl: str, spec:
     except (UnicodeEncodeError, sqlite3.ProgrammingError):
         scrubber.counts = saved
         noted[loc] = None
-        return _select_expr(table, col, decl, spec)
+        return _select_expr(table, col, decl, spec, suffix)
     return (f"CASE WHEN {tcond} THEN coalesce((SELECT o FROM temp.{m} WHERE v = {qc}), {qc}) "
             f"ELSE {qc} END")
 
@@ -435,14 +437,42 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
         names = [c[0] for c in scols]
         if "id" in names:
             wheres[STRING_TABLE] = " WHERE id IN (SELECT id FROM temp.vp_sids)"
-            strings_kept = _insert(out, STRING_TABLE, scols, spec, wheres[STRING_TABLE],
-                                   scrubber, False, strings_probe, changed)
+            # who wrote each string: ids only user-written columns reference (NVTX text, thread
+            # names) are user text; the rest (kernel, API names) toolchain symbols (provenance.py)
+            _user_string_ids(out, plan)
+            strings_kept = _insert(out, STRING_TABLE, scols, spec, wheres[STRING_TABLE] +
+                                   " AND id NOT IN (SELECT id FROM temp.vp_user_sids)", scrubber, False, strings_probe, changed)
+            strings_kept += _insert(out, STRING_TABLE, scols, spec, " WHERE id IN (SELECT id FROM temp.vp_user_sids)",
+                                    scrubber, False, strings_probe, changed, USER_STRINGS)
         strings_total = out.execute(f"SELECT count(*) FROM src.{_q(STRING_TABLE)}").fetchone()[0]
         kept[STRING_TABLE] = strings_kept
     out.commit()
     _count_filtered(out, wheres, scrubber)
     out.execute("DETACH DATABASE src")
     return SqliteScrubStats(kept, dropped, filtered, strings_kept, strings_total, cols_dropped, changed)
+
+
+USER_STRINGS = "[user]"     # StringIds.value[user]: the field of strings only user-written columns reference
+
+
+def _user_string_ids(out: sqlite3.Connection, plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]]) -> None:
+    """temp.vp_user_sids: the kept StringIds ids that columns of user-written origin reference
+    (`origin_of("<table>.<column>")`: NVTX_EVENTS.textId, ThreadNames.nameId ...) and no toolchain
+    column does (a kernel name an NVTX range repeats is still CUPTI's)."""
+    out.execute("CREATE TEMP TABLE vp_user_sids(id INTEGER PRIMARY KEY)")
+    tool: list[str] = []
+    for t, spec, cols in plan:
+        names = {c[0] for c in cols}
+        for c in spec.string_ids:
+            if c not in names:
+                continue
+            sel = f"SELECT {_q(c)} FROM main.{_q(t)} WHERE typeof({_q(c)})='integer'"
+            if origin_of(f"{t}.{c}") is Origin.TOOLCHAIN:
+                tool.append(sel)
+            else:
+                out.execute(f"INSERT OR IGNORE INTO temp.vp_user_sids {sel} AND {_q(c)} IN (SELECT id FROM temp.vp_sids)")
+    for sel in tool:
+        out.execute(f"DELETE FROM temp.vp_user_sids WHERE id IN ({sel})")
 
 
 def _referenced_ids(src: Path, plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]]

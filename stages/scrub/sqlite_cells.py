@@ -194,7 +194,8 @@ def split_halves(pairs: Iterable[Pair], scrubber: Scrubber) -> set[str]:
 # --------------------------------------------------------------------------------------------
 
 def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Path | None = None,
-                        keep: Callable[[str, Any], bool] | None = None, only: Iterable[str] | None = None
+                        keep: Callable[[str, Any], bool] | None = None, only: Iterable[str] | None = None,
+                        keep_in: Callable[[str, str, Any], bool] | None = None
                         ) -> Iterator[tuple[str, str, Any, Any, int]]:
     """(table, column, first rowid, value, cells) of every DISTINCT text/blob value of every column
     (numeric-declared ones too, when a probe finds any text in them), in first-rowid order; only
@@ -206,6 +207,7 @@ def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Pa
     row of a value are counted only for the values kept (the findings). `path` (the database file)
     lets the numeric columns be probed from the pages (sqlite_pages.py, on a thread ahead of the
     value scans). Tables without rowid are read cell by cell. `only`: these tables alone.
+    `keep_in(table, column, value)`: as `keep`, for a caller that judges by table too.
     """
     names = list_tables(conn, schema) if only is None else [t for t in list_tables(conn, schema) if t in set(only)]
     tables = [(t, table_columns(conn, t, schema)) for t in names]
@@ -215,7 +217,8 @@ def iter_distinct_cells(conn: sqlite3.Connection, schema: str = "main", path: Pa
                                 [i for i, c in enumerate(cols) if is_numeric(c[1])])
                  for t, cols in tables if path is not None and isinstance(roots.get(t), int)}
         for t, cols in tables:
-            yield from _distinct_cells_of(conn, schema, t, cols, pages.get(t), keep)
+            k = keep if keep_in is None else (lambda c, v, t=t: keep_in(t, c, v))
+            yield from _distinct_cells_of(conn, schema, t, cols, pages.get(t), k)
 
 
 def _distinct_cells_of(conn: sqlite3.Connection, schema: str, t: str, cols: list[tuple[str, str, int, int]],

@@ -85,6 +85,9 @@ class ScrubResult:
     seconds: float = 0.0
     peak_rss_mb: float = 0.0
     review: dict[str, dict[str, int]] = field(default_factory=dict)   # kept free text -> location -> n
+    # user-written originals published as pseudonyms: original -> (pseudonym, location -> n); for
+    # the owner's review list in WORK (done records) only, never scrub_report.json
+    named: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -251,7 +254,8 @@ def scrub_artifact(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
         rel=task.rel, kind=task.kind, dst=str(dst), status="done",
         detail=f"{sum(n for k in sc.report_counts().values() for n in k.values())} replacements",
         counts=sc.report_counts(), info=info, bytes_in=src.stat().st_size, bytes_out=dst.stat().st_size,
-        seconds=round(time.perf_counter() - t0, 3), peak_rss_mb=round(_peak_rss_mb(), 1), review=sc.review_list())
+        seconds=round(time.perf_counter() - t0, 3), peak_rss_mb=round(_peak_rss_mb(), 1), review=sc.review_list(),
+        named=sc.named_list())
 
 
 def scrub_task(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
@@ -286,7 +290,7 @@ def build_report(results: Iterable[ScrubResult], options: ScrubOptions | None = 
                 slot[f"{r.rel}: {loc}"] = slot.get(f"{r.rel}: {loc}", 0) + n
     rep: dict[str, Any] = {
         "report": "verlprof scrub", "version": REPORT_VERSION,
-        "artifacts": [{k: v for k, v in r.to_report().items() if k != "review"} for r in rs],
+        "artifacts": [{k: v for k, v in r.to_report().items() if k not in ("review", "named")} for r in rs],
         "totals": dict(sorted(totals.items())),
         "by_location": dict(sorted(by_location.items())),
         # every distinct free-text string that was kept, for a person to read before sharing
@@ -320,6 +324,9 @@ class ScrubRun:
     report: Path | None
     findings: list[Any]
     options: ScrubOptions | None
+    named: int = 0                 # user-written names published as pseudonyms
+    review_list: Path | None = None   # WORK/names_review.txt: originals for the owner alone
+    display: dict[str, str] = field(default_factory=dict)   # published rel -> the input's own name (terminal only)
 
     @property
     def exit_code(self) -> int:
@@ -340,10 +347,12 @@ def plan_inputs(inputs: list[Path], out: Path) -> tuple[list[tuple[Path, str, st
 
 
 def finish_scrub(ordered: list[ScrubResult], skipped: list[tuple[str, str]], out: Path, single: bool, namer: Scrubber,
-                 options: ScrubOptions, policy: Policy, verify: bool) -> ScrubRun:
+                 options: ScrubOptions, policy: Policy, verify: bool, work_dir: Path | None = None) -> ScrubRun:
     """Write scrub_report.json, then re-check every written file; anything the check flags is
-    removed, so nothing unsafe stays under its final name."""
+    removed, so nothing unsafe stays under its final name. The originals of the user-written names
+    published as pseudonyms go to WORK/names_review.txt (never OUT), for the owner to approve."""
     from .check import check_paths
+    from .provenance import merge_named, write_review
 
     report = out.with_name(out.name + ".scrub_report.json") if single else out / REPORT_NAME
     rep = build_report(ordered, options)
@@ -357,4 +366,9 @@ def finish_scrub(ordered: list[ScrubResult], skipped: list[tuple[str, str]], out
             for f in {Path(x.path.split("!")[0]) for x in findings}:
                 if f.exists():
                     f.unlink()
-    return ScrubRun(ordered, skipped, report, findings, options)
+    named: dict[str, Any] = {}
+    for r in ordered:
+        merge_named(named, {o: tuple(v) for o, v in r.named.items()}, f"{r.rel}: ")
+    merge_named(named, namer.named_list(), "")
+    review = write_review(work_dir, named) if work_dir is not None else None
+    return ScrubRun(ordered, skipped, report, findings, options, len(named), review)

@@ -35,6 +35,8 @@ from .policy import Policy
 from .rules import KIND_UNKNOWN, REDACTED
 from .deny import denied_flag_items
 from .shapes import flag_value_items
+from .provenance import event_name_field
+from .trace_fields import user_field_events
 from .scrubber import LocationNames, Scrubber
 from .json_batch import event_commas as _event_commas
 from .json_batch import string_quotes as _quotes
@@ -93,14 +95,22 @@ class LiteralFilter:
     BITS = 17
     MAX_PY = 200_000
 
-    def __init__(self, judge: Callable[[str], bool], bad: Callable[[bytes], None] | None = None) -> None:
+    def __init__(self, judge: Callable[[str], bool], bad: Callable[[bytes], None] | None = None,
+                 toolchain: Callable[[str], bool] | None = None) -> None:
         self.judge = judge
         self.bad = bad
+        # `toolchain(text)`: clean where the toolchain wrote it, though not in a user-written field
+        # (issue 39); such literals are placed from the bytes (trace_fields.needs_walk), not walked
+        self.toolchain = toolchain
+        self.tool_py: set[bytes] = set()
+        self.last_tool: list[int] = []   # the toolchain-clean literals of the last `dirty` batch (indices)
+        self.last_literals: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         n = 1 << self.BITS
         self.t_len = np.full(n, -1, np.int64)
         self.t_first = np.zeros(n, np.uint64)
         self.t_last = np.zeros(n, np.uint64)
         self.t_at = np.zeros(n, np.int64)              # where a long literal's bytes lie in _reps
+        self.t_tool = np.zeros(n, bool)                # the literal is toolchain-clean (issue 39)
         self._reps = bytearray()
         self._rep_words = _words(b"")
         self.clean_py: set[bytes] = set()
@@ -110,7 +120,10 @@ class LiteralFilter:
         return ((first ^ last * _K2 ^ length.view(np.uint64)) * _K1 >> np.uint64(64 - self.BITS)).astype(np.int64)
 
     def dirty(self, raw: bytes) -> np.ndarray:
-        """Start offsets (sorted) in `raw` of the literals a rule may change; empty when none."""
+        """Start offsets (sorted) in `raw` of the literals a rule may change; empty when none. The
+        toolchain-clean ones (clean only where the toolchain wrote them) are left in `last_tool`
+        (indices into `last_literals`), for `events_to_walk` to place by their field."""
+        self.last_tool = []
         q = _quotes(raw)
         s, e = q[0::2] + 1, q[1::2]
         if not s.size:
@@ -121,16 +134,35 @@ class LiteralFilter:
         first, last = w[s] & m, w[np.maximum(e - 8, s)] & m
         slot = self._slot(first, last, length)
 
-        def misses(ix: np.ndarray, probe: int) -> np.ndarray:   # the slot, then its neighbour
-            return ix[~self._hit(w, s[ix], length[ix], first[ix], last[ix], slot[ix] ^ probe)]
+        def look(ix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:   # (hit, the slot it hit): the slot, then its neighbour
+            h = self._hit(w, s[ix], length[ix], first[ix], last[ix], slot[ix])
+            at = slot[ix].copy()
+            two = np.flatnonzero(~h)
+            if two.size:
+                h2 = self._hit(w, s[ix[two]], length[ix[two]], first[ix[two]], last[ix[two]], slot[ix[two]] ^ 1)
+                h[two], at[two] = h2, slot[ix[two]] ^ 1
+            return h, at
 
-        miss = misses(np.flatnonzero(~self._hit(w, s, length, first, last, slot)), 1)
+        every = np.arange(s.size)
+        hit, at = look(every)
+        miss = np.flatnonzero(~hit)
         if miss.size > 4096:   # new literals: learn one of each key, then look again
             _, one = np.unique(slot[miss], return_index=True)
             for i in miss[one].tolist():
                 self._learn(raw[s[i]:e[i]])
-            miss = misses(misses(miss, 0), 1)
-        out = [i for i in miss.tolist() if not self._clean(raw[s[i]:e[i]])]
+            h2, at2 = look(miss)
+            hit[miss], at[miss] = h2, at2
+            miss = miss[~h2]
+        tool = np.flatnonzero(hit & self.t_tool[at]).tolist() if self.toolchain is not None else []
+        out = []
+        for i in miss.tolist():
+            state = self._state(raw[s[i]:e[i]])
+            if state == 1:
+                tool.append(i)
+            elif state == 2:
+                out.append(i)
+        if tool:
+            self.last_tool, self.last_literals = tool, (s, e)
         return s[out]
 
     def _hit(self, w: np.ndarray, s: np.ndarray, length: np.ndarray, first: np.ndarray,
@@ -146,21 +178,29 @@ class LiteralFilter:
         return hit
 
     def _clean(self, lit: bytes) -> bool:
+        return self._state(lit) == 0
+
+    def _state(self, lit: bytes) -> int:
+        """0 clean, 1 toolchain-clean (clean where the toolchain wrote it), 2 dirty."""
         if lit in self.clean_py:
-            return True
+            return 0
+        if lit in self.tool_py:
+            return 1
         if lit in self.dirty_py:
-            return False
+            return 2
         return self._learn(lit)
 
-    def _learn(self, lit: bytes) -> bool:
+    def _learn(self, lit: bytes) -> int:
         text = _literal_text(lit)
         if text is None and self.bad is not None:
             self.bad(lit)
-        if text is None or not self.judge(text):
+        state = 2 if text is None else 0 if self.judge(text) else \
+            1 if self.toolchain is not None and self.toolchain(text) else 2
+        if state == 2:
             if len(self.dirty_py) >= self.MAX_PY:
                 self.dirty_py.clear()
             self.dirty_py.add(lit)
-            return False
+            return 2
         n = len(lit)
         first = int.from_bytes(lit[:8], "little")
         last = int.from_bytes(lit[-8:], "little") if n >= 8 else first
@@ -169,29 +209,38 @@ class LiteralFilter:
             slot ^= 1
         if self.t_len[slot] < 0:
             self.t_len[slot], self.t_first[slot], self.t_last[slot] = n, first, last
+            self.t_tool[slot] = state == 1
             self.t_at[slot] = len(self._reps)
             if n > 16:
                 self._reps += lit
         else:
-            if len(self.clean_py) >= self.MAX_PY:
-                self.clean_py.clear()
-            self.clean_py.add(lit)
-        return True
+            box = self.clean_py if state == 0 else self.tool_py
+            if len(box) >= self.MAX_PY:
+                box.clear()
+            box.add(lit)
+        return state
 
     def events_to_walk(self, raw: bytes) -> list[tuple[int, int, int]]:
         """(index in the batch, start, end) of each event of `raw` holding a dirty literal."""
         dirty = self.dirty(raw)
-        if not dirty.size:
+        tool = self.last_tool
+        if not dirty.size and not tool:
             return []
         a = np.frombuffer(raw, np.uint8)
         commas = _event_commas(a, _quotes(raw))
         starts = np.concatenate(([0], commas + 1))
         ends = np.concatenate((commas, [len(raw)]))
-        return [(k, int(starts[k]), int(ends[k])) for k in np.unique(np.searchsorted(commas, dirty)).tolist()]
+        walk = set(np.unique(np.searchsorted(commas, dirty)).tolist())
+        if tool:        # toolchain-clean literals: walk their event only when one sits in a user field
+            s, e = self.last_literals
+            walk |= user_field_events(raw, s, e, tool, np.searchsorted(commas, s))
+        return [(k, int(starts[k]), int(ends[k])) for k in sorted(walk)]
 
 
-def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
-    """True for a string that `sc.scrub` returns as it is and counts nothing for."""
+def unchanged_by(sc: Scrubber, rules_only: bool = False) -> Callable[[str], bool]:
+    """True for a string that `sc.scrub` returns as it is and counts nothing for (judged as
+    user-written text: the strictest field); `rules_only`: by the second net alone (a toolchain
+    field)."""
     def ok(text: str) -> bool:
         if not text:
             return True
@@ -200,7 +249,7 @@ def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
         saved = sc.counts
         sc.counts = Counter()
         try:
-            out = sc.scrub(text, "-")
+            out = sc.scrub_rules(text, "-") if rules_only else sc.scrub(text, "-")
         finally:
             added, sc.counts = sc.counts, saved
         return out == text and not added
@@ -249,10 +298,13 @@ class TraceScrubber:
             raise RecursionError
         sc = self.sc
         out = {}
+        top = depth == 0 and loc == "traceEvents[]"
         for k, v in obj.items():
             ks = k if k in _EVENT_KEYS else sc.scrub(k, loc + ".<key>")
             t = type(v)
-            if t is str:
+            if top and k == "name" and t is str:    # who wrote an event's name: by its category
+                out[ks] = sc.scrub(v, self._loc(loc, ks), event_name_field(obj.get("cat"), obj.get("ph")))
+            elif t is str:
                 out[ks] = sc.scrub_keyed(k, v, self._loc(loc, ks)) if v else v
             elif t is dict:
                 out[ks] = self._dict(v, self._loc(loc, ks), depth + 1)
@@ -360,7 +412,9 @@ def write_scrubbed(stream: ChromeTraceStream, ts: TraceScrubber, out: IO[bytes] 
     def bad(_lit: bytes) -> None:
         raise BadInputError(stream.path, "not UTF-8 JSON (a string in traceEvents)")
 
-    lits = LiteralFilter(lambda t: ok(t) and ts.sc.key_class(t) == 0, bad)
+    rules_ok = unchanged_by(ts.sc, rules_only=True)
+    lits = LiteralFilter(lambda t: ok(t) and ts.sc.key_class(t) == 0, bad,
+                         toolchain=lambda t: rules_ok(t) and ts.sc.key_class(t) == 0)
     n = 0
     for batch in stream:
         if n == 0:

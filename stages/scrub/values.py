@@ -8,6 +8,7 @@ bundle's final `check` still guards publishing.
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,13 +31,14 @@ def scrub_values(obj: Any, scrubber: Scrubber, location: str) -> Any:
     by design (policy `[entropy] allow_keys`: `verlprof.inputs`, `sha256`) skip only the entropy
     rule, as `check` does for them. Strings are cached per call, since names repeat.
     """
-    cache: dict[str, str] = {}
+    cache: dict[tuple[str, str], str] = {}
 
     def one(text: str, where: str) -> str:
-        hit = cache.get(text)
+        # per field too: the same text is a toolchain value in one column and user text in another
+        hit = cache.get((text, where))
         if hit is None:
             hit = scrubber.scrub(text, where)
-            cache[text] = hit
+            cache[(text, where)] = hit
         return hit
 
     def walk(v: Any, where: str) -> Any:
@@ -112,6 +114,12 @@ def _namer(options: Any) -> Scrubber:
     return hit[1]
 
 
+def publish_namer(options: Any) -> Scrubber:
+    """The Scrubber `publish_name` and `publish_manifest` use for `options` (its `named_list()`:
+    the file and folder names published as pseudonyms, for the owner's review list)."""
+    return _namer(options)
+
+
 def publish_name(rel: str, options: Any) -> str:
     """A relative file name as the bundle may show it: each path component through every rule,
     so a host (`<fqdn>_rank0.<ms>.pt.trace.json.gz`, nsys's `%h`) or a user name in it becomes the
@@ -129,12 +137,47 @@ def publish_root(root: str, options: Any) -> str:
     return publish_name(name, options)
 
 
+def _with_published_rels(manifest: dict[str, Any], options: Any) -> dict[str, Any]:
+    """`manifest` with every input's relative name (`rel` of its artifacts, and wherever a message
+    repeats it) as `publish_name` publishes it: a folder or file name is user-written (issue 39)."""
+    rels: set[str] = set()
+
+    def find(v: Any) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in ("rel", "source") and isinstance(x, str) and x:
+                    rels.add(x)
+                else:
+                    find(x)
+        elif isinstance(v, list):
+            for x in v:
+                find(x)
+
+    find(manifest)
+    names = {r: publish_name(r, options) for r in sorted(rels, key=len, reverse=True)}
+    names = {r: p for r, p in names.items() if p != r}
+    if not names:
+        return manifest
+    rx = re.compile("|".join(re.escape(r) for r in names))
+
+    def sub(v: Any) -> Any:
+        if isinstance(v, str):
+            return rx.sub(lambda m: names[m.group(0)], v)
+        if isinstance(v, dict):
+            return {k: sub(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [sub(x) for x in v]
+        return v
+
+    return sub(manifest)
+
+
 def publish_manifest(manifest: dict[str, Any], options: Any) -> dict[str, Any]:
     """manifest.json as published: `sources` reduced to their last component, every other string
     through every rule (file names of artifacts and traces included); content hashes (`sha256`)
     skip only the entropy rule."""
     sc = _namer(options)
-    out = dict(manifest)
+    out = _with_published_rels(dict(manifest), options)
     if isinstance(out.get("sources"), list):
         out["sources"] = [publish_root(s, options) if isinstance(s, str) else s for s in out["sources"]]
     rest = {k: v for k, v in out.items() if k != "sources"}
