@@ -22,6 +22,7 @@ stages. A file name keeps its extensions and is judged on its stem, token by tok
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -259,6 +260,8 @@ def is_toolchain_frame(text: str) -> bool:
     path = m.group("file") if m else text
     if "/" in path and not path.startswith("/") and path.split("/", 1)[0] in _FRAME_PACKAGES:
         return True            # Kineto writes a package's frames relative to site-packages
+    if "/" not in path and path.endswith(".py") and path[:-3] in sys.stdlib_module_names:
+        return True            # ... and the standard library's by their module file (`typing.py`)
     return bool(_STDLIB_RE.search(path)) or bool(PSEUDONYM_RE.fullmatch(path))
 
 
