@@ -52,9 +52,9 @@ def test_fixture_snapshot_paths_are_pseudonymised(tmp_path: Path) -> None:
     assert [e["size"] for e in a["device_traces"][0]] == [e["size"] for e in b["device_traces"][0]]
     assert [len(e["frames"]) for e in a["device_traces"][0]] == [len(e["frames"]) for e in b["device_traces"][0]]
     files = {f["filename"] for e in b["device_traces"][0] for f in e["frames"]}
-    # a frame outside installed packages is the user's own file: one pseudonym for the whole path,
-    # its extension kept (issue 39: by provenance, not path part by path part)
-    assert any(re.fullmatch(r"name-[g-z]{8}\.py", f) for f in files), sorted(files)[:20]
+    # a frame outside installed packages is the user's own file (issue 39): each folder and the
+    # file's stem a pseudonym (or the second net's `user-<n>` / `p-<letters>`), its extension kept
+    assert any(re.fullmatch(r"(?:/(?:name|user|p)-[g-z0-9]+)+/name-[g-z]{8}\.py", f) for f in files), sorted(files)[:20]
     assert not any("rlproj" in f for f in files)
     assert "site-packages/torch/nn/modules/module.py" in files
     # annotations are user-written: each public one unchanged, any other one whole pseudonym (issue 39)

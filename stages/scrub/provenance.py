@@ -22,6 +22,7 @@ stages. A file name keeps its extensions and is judged on its stem, token by tok
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -150,6 +151,7 @@ FIELDS: tuple[Field, ...] = (
     Field("summaries.steps.boundary", T, "verlprof's own"),
     Field("summaries.ranks.*", T, "verlprof's rank tables, built from scrubbed rows"),
     Field("summaries.*.stage", T, "verlprof's stage of a phase (its own mapping, docs/summaries.md)"),
+    Field("summaries.*.role", T, "verlprof's role of a source: verl's role names normalised by readers/naming.py, or `trainer`"),
     Field("summaries.metadata*", T, "verlprof's statements (step choice, tools) built from numbers and versions"),
     Field("summaries.*", U, "phase, stage, role and step labels: range names"),
     Field("manifest.names", FI, "artifact and trace file names"),
@@ -206,6 +208,19 @@ _TOOLCHAIN_RE = re.compile("|".join(f"(?:{rx})" for rx, _why in TOOLCHAIN_TEMPLA
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 _ORIGINS: dict[str, Origin] = {}
+_OWN: list[frozenset[str]] = []
+
+
+def verlprof_names() -> frozenset[str]:
+    """Names verlprof itself writes into what it publishes (a public package too): its role names
+    (readers/naming.py), `trainer` and the `(unattributed)` phase. Until the corpus holds verlprof's
+    own source, they are listed here from the code that writes them."""
+    if not _OWN:
+        from ..readers.naming import ROLE_ALIASES
+        from ..summarize.phases import UNATTRIBUTED
+
+        _OWN.append(frozenset(ROLE_ALIASES.values()) | {"trainer", UNATTRIBUTED})
+    return _OWN[0]
 
 
 def origin_of(location: str) -> Origin:
@@ -245,6 +260,8 @@ def is_toolchain_frame(text: str) -> bool:
     path = m.group("file") if m else text
     if "/" in path and not path.startswith("/") and path.split("/", 1)[0] in _FRAME_PACKAGES:
         return True            # Kineto writes a package's frames relative to site-packages
+    if "/" not in path and path.endswith(".py") and path[:-3] in sys.stdlib_module_names:
+        return True            # ... and the standard library's by their module file (`typing.py`)
     return bool(_STDLIB_RE.search(path)) or bool(PSEUDONYM_RE.fullmatch(path))
 
 
@@ -284,7 +301,8 @@ class UserTextGate:
         self._cache: dict[tuple[str, Origin], str] = {}
 
     def keeps(self, text: str) -> bool:
-        return is_structure(text) or text in self.approved or self._names.is_public(text)
+        return (is_structure(text) or text in self.approved or self._names.is_public(text)
+                or text in verlprof_names())
 
     def judge(self, original: str, scrubbed: str, origin: Origin) -> tuple[str, tuple[tuple[str, str], ...]]:
         """(what is published for a field of class `origin` whose rules produced `scrubbed`, the
@@ -338,7 +356,8 @@ class UserTextGate:
         ext = _FILE_EXT_RE.search(scrubbed)
         stem = scrubbed[:ext.start()] if ext else scrubbed
         rest = PSEUDONYM_RE.sub("0", stem)
-        if all(not t[0].isalpha() or len(t) <= 2 or t.lower() in FILE_NAME_WORDS or self._names.is_public(t)
+        if all(not t[0].isalpha() or len(t) <= 2 or t.lower() in FILE_NAME_WORDS or t in verlprof_names()
+               or self._names.is_public(t)
                for t in _FILE_TOKEN_RE.findall(rest)):
             return scrubbed
         tail = ext.group(0) if ext else ""
