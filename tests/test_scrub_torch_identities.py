@@ -185,16 +185,21 @@ def test_names_only_a_torch_trace_holds_leave_no_byte_of_a_collect(tmp_path: Pat
     for s in _planted() + [*CI_HALVES, *KW_HALVES]:
         assert s in raw, s
 
-    # without the trace that names them, the lone names pass: nothing else marks them
+    # The owner approves the lone names (--keep-names: user-written text they allow out, issue 39).
+    # Without the trace that names them, the approved names pass: nothing else marks them ...
+    approved = tmp_path / "approved.txt"
+    approved.write_text("\n".join((LONE_USER, USERS["kineto_arg"], HOSTS["distributed_info"], LONE_HOST)) + "\n")
     alone = tmp_path / "alone"
     res = runner.invoke(app, ["scrub", str(root / TRACES[1].name), str(next(root.glob("*.sqlite"))),
-                              "-o", str(alone), "--no-local-env"])
+                              "-o", str(alone), "--no-local-env", "--keep-names", str(approved)])
     assert res.exit_code == 0, res.output
     kept = _bundle_texts(alone)
     assert all(n in kept for n in (LONE_USER, USERS["kineto_arg"], HOSTS["distributed_info"])), "control"
 
+    # ... while learned from the trace, they are the run's identities, replaced even where approved
     out = tmp_path / "out"
-    res = runner.invoke(app, ["collect", str(root), "-o", str(out), "--work", str(tmp_path / "work"), "--jobs", "1"])
+    res = runner.invoke(app, ["collect", str(root), "-o", str(out), "--work", str(tmp_path / "work"), "--jobs", "1",
+                              "--keep-names", str(approved)])
     assert res.exit_code == 0, res.output
     assert " 0 summarized" not in res.output, res.output
     blob = _bundle_texts(out)
@@ -231,15 +236,20 @@ def test_a_token_split_across_consecutive_ops_is_redacted_whole_and_checked(tmp_
     assert report["totals"].get("split_value", 0) >= 4, report["totals"]
     assert runner.invoke(app, ["check", str(out), "--no-local-env"]).exit_code == 0
 
-    # the pairing is what finds them: with it off, every piece passes scrub and check
+    # the pairing is what finds them: with it off, every piece the owner approved (user-written
+    # op inputs leave only so, issue 39) passes scrub and check
     policy = tmp_path / "p.toml"
     policy.write_text("[context]\njoin_adjacent_nvtx = false\n")
+    approved = tmp_path / "approved.txt"
+    approved.write_text("\n".join((*CI_HALVES, *KW_HALVES)) + "\n")
     off = tmp_path / "off.json.gz"
-    res = runner.invoke(app, ["scrub", str(src), "-o", str(off), "--no-local-env", "--policy", str(policy)])
+    res = runner.invoke(app, ["scrub", str(src), "-o", str(off), "--no-local-env", "--policy", str(policy),
+                              "--keep-names", str(approved)])
     assert res.exit_code == 0, res.output
     text = gzip.decompress(off.read_bytes()).decode()
     assert all(h in text for h in (*CI_HALVES, *KW_HALVES))
-    assert runner.invoke(app, ["check", str(src), "--no-local-env", "--policy", str(policy)]).exit_code == 0
+    assert runner.invoke(app, ["check", str(off), "--no-local-env", "--policy", str(policy),
+                               "--keep-names", str(approved)]).exit_code == 0
 
 
 def _reference_inputs(doc: dict[str, Any]) -> dict[tuple[str, str], list[tuple[str, ...]]]:
