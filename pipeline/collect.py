@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from ..stages.core import atomic
-from ..stages.scrub.provenance import write_review
+from ..stages.scrub import write_review
 from ..stages.core.errors import VerlprofError
 from . import signals
 from .collect_manifest import after_run_findings, bundle_salt

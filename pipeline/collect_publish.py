@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ..stages import doctor as doctor_stage
 from ..stages import scrub as scrub_stage
-from ..stages.scrub.provenance import merge_named
+from ..stages.scrub import merge_named
 from ..stages import summarize as summarize_stage
 from ..stages.core import atomic
 from ..stages.core.errors import IncompleteRunError, NothingSummarizedError, RefusedError, VerlprofError, plain_reason

@@ -92,7 +92,7 @@ def collect(
     step_arg: int | str = "auto" if step == "auto" else _int_step(step)
     # --ray: the same collect; each node's own nsight folder (plus any SOURCE that exists there) is
     # gathered on that node, and every input is read only on the node that holds it.
-    from ...stages.scrub.provenance import closing_line as names_line, read_keep_names
+    from ...stages.scrub import closing_line as names_line, read_keep_names
 
     opts = CollectOptions(sources=srcs, out=out, work_dir=work_dir, jobs=jobs, nsys=nsys,
                           step=step_arg, top=top, html=html, pack=pack, strict=strict,

@@ -23,7 +23,7 @@ from .words import plural
 def _policy(policy: Optional[Path], values_file: Optional[Path], local_env: Optional[bool],
             keep_names: Optional[Path] = None):
     from ...stages.scrub import load_policy, read_values_file
-    from ...stages.scrub.provenance import read_keep_names
+    from ...stages.scrub import read_keep_names
 
     extra = read_values_file(values_file) if values_file else None
     pol = load_policy(policy, extra_values=extra, use_local_environment=local_env)
@@ -57,7 +57,7 @@ def scrub_command(
 
     from ...stages.core.done_records import default_work_dir
     from ..output_places import OutputPlace, check_not_inputs, check_output_places
-    from ...stages.scrub.provenance import closing_line
+    from ...stages.scrub import closing_line
 
     one_file = len(inputs) == 1 and inputs[0].is_file() and not out.is_dir()
     places = (OutputPlace(out, "-o", inside=not one_file), OutputPlace(work or default_work_dir(), "--work"))

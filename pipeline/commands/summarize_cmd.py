@@ -189,7 +189,7 @@ def _reveal_html(paths: object, own: dict[str, str]) -> None:
     import html as html_lib
 
     from ...stages.core import atomic
-    from ...stages.scrub.provenance import reveal
+    from ...stages.scrub import reveal
 
     safe = {p: html_lib.escape(o) for p, o in own.items()}
     for p in paths:   # type: ignore[attr-defined]
@@ -237,7 +237,7 @@ def register(app: typer.Typer) -> None:
         work_dir = work or default_work_dir()
         check_not_inputs(inputs, OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
         check_output_places(OutputPlace(out, "-o"), OutputPlace(work_dir, "--work"))
-        from ...stages.scrub.provenance import read_review_map
+        from ...stages.scrub import read_review_map
 
         own = read_review_map(names) if names is not None else {}   # pseudonym -> the owner's name
 
@@ -246,7 +246,7 @@ def register(app: typer.Typer) -> None:
             if not own:
                 console.print(part, highlight=False)
                 return
-            from ...stages.scrub.provenance import reveal
+            from ...stages.scrub import reveal
 
             with console.capture() as cap:
                 console.print(part, highlight=False)

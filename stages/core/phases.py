@@ -9,6 +9,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+#: The phase of time inside a step that no stage range covers (summaries' `path`): one spelling,
+#: shared by the summarizer and the scrub, which publishes it as verlprof's own name.
+UNATTRIBUTED = "(unattributed)"
+
 STAGES: tuple[str, ...] = (
     "step", "generation", "reward", "old_log_prob", "ref_log_prob", "values", "advantage",
     "actor_update", "critic_update", "weight_sync", "checkpoint", "validation", "other",

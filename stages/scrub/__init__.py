@@ -3,6 +3,7 @@ and `check` (re-scan) anything before it is shared."""
 from .check import Checker, check_paths, class_totals, format_findings
 from .identities import local_identities, Pseudonyms
 from .policy import load_policy, Policy, read_values_file
+from .provenance import closing_line, merge_named, read_keep_names, read_review_map, reveal, write_review
 from .scrubber import Scrubber
 from .tasks import (
     SCRUBBABLE,
@@ -36,5 +37,6 @@ __all__ = [
     "Checker", "check_paths", "class_totals", "format_findings", "Policy", "Pseudonyms", "Scrubber", "load_policy",
     "local_identities", "read_values_file", "SCRUBBABLE", "ScrubOptions", "ScrubResult", "ScrubRun",
     "ScrubTask", "build_options", "bundle_salt", "config_task", "finish_scrub", "identities_task", "output_name",
-    "plan_inputs", "scrub_task", "write_report",
+    "plan_inputs", "scrub_task", "write_report", "write_review",
+    "closing_line", "merge_named", "read_keep_names", "read_review_map", "reveal",
 ]

@@ -28,7 +28,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Iterable
 
+from ..core import atomic
 from ..core.errors import BadInputError
+from ..core.phases import UNATTRIBUTED
+from ..readers.naming import ROLE_ALIASES
 from .identities import fallback_pseudonym
 from .public_names import escape_text, public_names, unescape_text
 from .rules import REDACTED
@@ -216,9 +219,6 @@ def verlprof_names() -> frozenset[str]:
     (readers/naming.py), `trainer` and the `(unattributed)` phase. Until the corpus holds verlprof's
     own source, they are listed here from the code that writes them."""
     if not _OWN:
-        from ..readers.naming import ROLE_ALIASES
-        from ..summarize.phases import UNATTRIBUTED
-
         _OWN.append(frozenset(ROLE_ALIASES.values()) | {"trainer", UNATTRIBUTED})
     return _OWN[0]
 
@@ -414,8 +414,6 @@ def merge_named(into: dict[str, tuple[str, dict[str, int]]], part: dict[str, tup
 
 def write_review(work_dir: str | Path, named: dict[str, tuple[str, dict[str, int]]]) -> Path:
     """WORK/names_review.txt (atomically): the owner's list of originals and their pseudonyms."""
-    from ..core import atomic
-
     path = Path(work_dir) / REVIEW_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, "\n".join(review_lines(named)) + "\n")

@@ -34,7 +34,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..core.phases import autograd_seq, canonical_stage, normalize_range_name
+from ..core.phases import UNATTRIBUTED, autograd_seq, canonical_stage, normalize_range_name
 from ..readers.events import (
     KIND_KERNEL,
     KIND_MEMCPY,
@@ -52,7 +52,6 @@ from ..window import is_phase_range
 from . import intervals
 from .kernel_category import categorize
 
-UNATTRIBUTED = "(unattributed)"
 OTHER_KERNELS = "other"
 
 
