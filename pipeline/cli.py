@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import importlib
 import sys
+from importlib import metadata
 from typing import Optional
 
 import typer
 import typer.core
+
+from ..stages.core.errors import VerlprofError
+from .signals import Interrupted
 
 app = typer.Typer(
     name="verlprof",
@@ -60,11 +64,9 @@ for _name in _COMMAND_MODULES:
 
 def installed_version() -> str:
     """verlprof's version as installed (the wheel's or the editable install's metadata)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        return version("verlprof")
-    except PackageNotFoundError:   # run from a source tree that was never installed
+        return metadata.version("verlprof")
+    except metadata.PackageNotFoundError:   # run from a source tree that was never installed
         return "unknown (not installed)"
 
 
@@ -88,14 +90,13 @@ def version() -> None:
     typer.echo(f"verlprof {installed_version()}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Console entry point: one-line errors, non-zero exit, never a traceback for bad input; a run
-    stopped by SIGINT/SIGTERM says so in one line and exits 130/143 (pipeline/signals.py)."""
-    from ..stages.core.errors import VerlprofError
-    from .signals import Interrupted
-
+    stopped by SIGINT/SIGTERM says so in one line and exits 130/143 (pipeline/signals.py).
+    `argv` (default: the command line) lets the tests run a command in-process exactly as the
+    console script does (tests/conftest.py `run_cli`)."""
     try:
-        app()
+        app(args=argv, prog_name="verlprof") if argv is not None else app()
     except Interrupted as stop:
         typer.echo(str(stop), err=True)
         sys.exit(stop.exit_code)

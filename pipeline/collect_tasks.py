@@ -37,7 +37,7 @@ from ..stages.readers.nsys_sqlite import NsysExport
 from ..stages.readers.report_identity import identify_report
 from . import merged_trace
 from .rank_inputs import step_phase_rows
-from .work import one_line
+from .work import attempt
 
 #: kinds of `RawInput.kind` (a config is read for its secret values only)
 NSYS, TORCH, MEMORY, CONFIG = "nsys", "torch", "memory", "config"
@@ -94,6 +94,7 @@ class Survey:
     identities: Any = None                     # stages.scrub identities, for the run's pseudonym map
     steps: window_stage.SourceSteps | None = None   # nsys and torch sources
     steps_error: str | None = None
+    identities_error: str | None = None   # the identities scan failed (this input adds none to the map)
     versions: dict[str, str] = field(default_factory=dict)   # CUDA runtime / CUPTI of a torch trace
 
 
@@ -108,7 +109,7 @@ def _survey(item: RawInput, options: SurveyOptions, export: NsysExport | str) ->
     art = item.artifact
     out = Survey(art)
     if item.part == "identities":
-        out.identities = _identities(item, art, options, export)
+        out.identities, out.identities_error = attempt(_identities, item, art, options, export)
         return out
     if item.identify:
         try:
@@ -120,13 +121,11 @@ def _survey(item: RawInput, options: SurveyOptions, export: NsysExport | str) ->
         except VerlprofError as exc:
             out.identify_error = str(exc)
     if item.part != "steps":
-        out.identities = _identities(item, art, options, export)
+        out.identities, out.identities_error = attempt(_identities, item, art, options, export)
     if item.kind in (NSYS, TORCH):
-        try:
-            out.steps = window_stage.source_steps_item((export, window_stage.identity_from_artifact(art)),
-                                                         options.summarize)
-        except Exception as exc:  # noqa: BLE001 - this input's summarize row says why
-            out.steps_error = one_line(exc)
+        # a failure: this input's summarize row says why
+        out.steps, out.steps_error = attempt(
+            window_stage.source_steps_item, (export, window_stage.identity_from_artifact(art)), options.summarize)
     if item.kind == TORCH and out.steps is not None:   # rank / world size the trace states (distributedInfo)
         got = out.steps.ident
         out.artifact = art = art.replace(rank=art.rank if art.rank is not None else got.rank,
@@ -137,13 +136,11 @@ def _survey(item: RawInput, options: SurveyOptions, export: NsysExport | str) ->
 
 
 def _identities(item: RawInput, art: Artifact, options: SurveyOptions, export: NsysExport | str) -> Any:
-    """The identities scan of one raw input (None when it cannot be read: its summarize row says why)."""
-    try:
-        task = scrub_stage.config_task(item.path, art.rel) if item.kind == CONFIG else scrub_stage.ScrubTask(
-            item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
-        return scrub_stage.identities_task(task, options.policy, getattr(export, "con", None))
-    except Exception:  # noqa: BLE001 - an unreadable input fails in its own summarize row instead
-        return None
+    """The identities scan of one raw input (the caller keeps a failure as `identities_error`: an
+    unreadable input fails in its own summarize row, and adds nothing to the pseudonym map)."""
+    task = scrub_stage.config_task(item.path, art.rel) if item.kind == CONFIG else scrub_stage.ScrubTask(
+        item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
+    return scrub_stage.identities_task(task, options.policy, getattr(export, "con", None))
 
 
 def _trace_versions(path: str) -> dict[str, str]:
@@ -223,21 +220,14 @@ def summarize_and_publish(item: SourceWork, options: PublishOptions) -> Publishe
     out = Published(item.rel)
     cut = None
     with item.source.opened(options.summarize.ranges_cache) as db:
-        if item.summary is not None:
-            try:
-                out.rows, out.counts, out.review = _scrubbed_rows(item, options, db)
-            except Exception as exc:  # noqa: BLE001 - reported as this source's summarize row
-                out.rows_error = one_line(exc)
-        if item.trace is not None:
-            try:
-                cut = traces_stage.cut_window(item.trace, db=db)
-            except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
-                out.trace_error = one_line(exc)
+        if item.summary is not None:   # a failure: reported as this source's summarize row
+            rows, out.rows_error = attempt(_scrubbed_rows, item, options, db)
+            if rows is not None:
+                out.rows, out.counts, out.review = rows
+        if item.trace is not None:     # a failure: reported as this source's traces row
+            cut, out.trace_error = attempt(traces_stage.cut_window, item.trace, db=db)
     if cut is not None:
-        try:
-            _publish_window(item, cut, options, out)
-        except Exception as exc:  # noqa: BLE001 - reported as this source's traces row
-            out.trace_error = one_line(exc)
+        _, out.trace_error = attempt(_publish_window, item, cut, options, out)
     return out
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Iterator
 
+from ..stages.core import atomic
+
 LINE = "interrupted: nothing published; a re-run resumes"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -67,8 +69,6 @@ def stopped_cleanly(*folders: Path | str) -> Iterator[None]:
     """`interruptible`, and on the way out of an interrupt the temp files of killed writers in
     `folders` are removed (an executor entered inside the block has killed its workers by then).
     Every command that runs workers (scrub, window, summarize) stops through this, as collect does."""
-    from ..stages.core import atomic
-
     try:
         with interruptible():
             yield

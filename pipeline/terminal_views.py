@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
+from rich.text import Text
 
 from ..stages.core.errors import cut_at_word
 from . import compare, ranks
+from .commands.wrap import fit_lines
+from .headline import headline, headline_roles
 
 #: Phase rows per role table.
 TOP_PHASES = 12
@@ -77,8 +80,6 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
     table = ranks.chosen_rows(full)   # the step of phases.parquet; recurrence rows speak of every step
     across = table[table["row_kind"] == "ranks"] if not table.empty else table
     totals = compare.stage_totals(df)
-    from .headline import headline_roles
-
     out: list[str] = headline_lines(df, full, width)
     stated = set(headline_roles(full))   # their culprit and recurrence are in the headline already
     name_w = max(16, width - 52)
@@ -120,8 +121,6 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
 def headline_lines(phases: Any, ranks_rows: Any, width: int = 80) -> list[str]:
     """The answer at a glance, first (pipeline/headline.py: the same facts as the report's
     headline): the step and what bounds it, the culprit, its recurrence, the GPU's largest idle."""
-    from .headline import headline
-
     facts = headline(phases, ranks_rows)
     if not facts:
         return []
@@ -173,10 +172,6 @@ def fit(line: str, width: int, indent: int = 4) -> list[str]:
     """One plain line in lines of at most `width` columns (continuations indented by `indent`),
     broken at words, never between a number and its unit (commands/wrap.py); a word wider than
     the line (a long name) stays whole."""
-    from rich.text import Text
-
-    from .commands.wrap import fit_lines
-
     return [t.plain.rstrip() for t in fit_lines(Text(line), width, indent)]
 
 

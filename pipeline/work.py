@@ -35,13 +35,24 @@ def one_line(exc: BaseException) -> str:
     return " ".join((str(exc) or type(exc).__name__).split())
 
 
+def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, str | None]:
+    """`(fn(*args, **kwargs), None)`, or `(None, its one-line error)`: the one failure policy.
+
+    Used by `run_item` for a whole item and by an item whose parts fail alone (pass 1's steps and
+    identities, pass 2's rows and window: collect_tasks.py), so a part's failure is data exactly
+    as an item's is, and a KeyboardInterrupt or the signal interrupt still stops the run."""
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - reported per item or part, never swallowed silently
+        return None, one_line(exc)
+
+
 def run_item(fn: Callable[[Any, Any], Any], index: int, item: Any, options: Any) -> TaskResult:
     """`fn(item, options)` as a TaskResult: the one place where per-item failures become data."""
     start = time.time() if JOB_LOG else 0.0
     try:
-        return TaskResult(index, fn(item, options))
-    except Exception as exc:  # noqa: BLE001 - reported per item, never swallowed silently
-        return TaskResult(index, error=one_line(exc))
+        value, error = attempt(fn, item, options)
+        return TaskResult(index, value, error)
     finally:
         if JOB_LOG:
             _log_job(getattr(item, "fn", fn), start)

@@ -1,5 +1,10 @@
 """Shared test fixtures.
 
+`run_cli`: a `verlprof` command run in this process, through the console script's own `main`
+(same exit code, stdout and stderr), for tests about a command's behaviour rather than about the
+process (signals, the wheel and a fresh environment keep their subprocess). `collect_once`: each
+(input, options, COLUMNS) collected once per test run and shared, read-only (`made_once`).
+
 nsys fixtures (`nsys_exe`, `nsys_reports`, `nsys_qdstrm`): real, small Nsight Systems reports made
 by the local nsys from a tiny python program with `nvtx` ranges (nsys 2022.4 records the python
 `nvtx` package up to 0.2.10). No GPU is needed: `--trace=nvtx,osrt --sample=none --cpuctxsw=none`.
@@ -7,19 +12,25 @@ The reports hold this machine's environment, so they live only in pytest's temp 
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 # Tests import `testdata` (tests/data through data_path/data_dir); pytest's importlib mode does not
 # put tests/ on sys.path, so conftest, loaded first, does.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from inprocess import Collected, run_cli  # noqa: E402 - found through the path set just above
 
 
 
@@ -67,15 +78,36 @@ def _uses_ray(request: pytest.FixtureRequest) -> bool:
     return False
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `ray` run last, in their collected order.
+#: Markers of the tests that run a real outside tool at length (a wheel build, the sample's
+#: regeneration, a Ray cluster, nsys): each such test is also `slow`, so `-m "not slow"` is the
+#: quick run and the full run starts them first (see `pytest_collection_modifyitems`).
+REAL_TOOL_MARKS = ("ray", "nsys")
 
-    Why: once this process has been a Ray driver (tests/test_ray.py's `ray.init`), a process pool
-    forked from it later is not safe: a later in-process pooled collect (test_report_chromium's
-    bundle) lost a worker to SIGSEGV in pass 2, reproducibly, with nothing in faulthandler's
-    output (Ray's native state survives `ray.shutdown`). verlprof's own commands never fork after
-    being a Ray driver (one command, one executor); only a test process does both."""
-    items.sort(key=lambda item: item.get_closest_marker("ray") is not None)
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order and group the run: modules holding a slow test first, tests marked `ray` last.
+
+    Why ray last: once this process has been a Ray driver (tests/test_ray.py's `ray.init`), a
+    process pool forked from it later is not safe: a later in-process pooled collect
+    (test_report_chromium's bundle) lost a worker to SIGSEGV in pass 2, reproducibly, with nothing
+    in faulthandler's output (Ray's native state survives `ray.shutdown`). verlprof's own commands
+    never fork after being a Ray driver (one command, one executor); only a test process does both.
+
+    Why slow first: with pytest-xdist (`.ci/run`: `-n <cores> --dist loadfile --no-loadscope-reorder`)
+    every module is one unit (its module fixtures run once, on one worker) and the units are dealt
+    in the order of their first test here, so the long modules start early and the workers end
+    together. The one module of in-process Ray tests (tests/test_ray.py, all `ray`) is dealt last:
+    one Ray cluster at a time, and the worker that ran it takes nothing after it. (test_samples.py's
+    `ray` test runs its cluster in a child process, so it stays in its module's unit, at its end.)
+    Not `--dist loadgroup`: pytest-xdist 3.8 groups by rewriting `item._nodeid`, which pytest 9
+    no longer reads, so every test became its own unit and module fixtures ran on every worker."""
+    for item in items:
+        if any(item.get_closest_marker(m) is not None for m in REAL_TOOL_MARKS):
+            item.add_marker(pytest.mark.slow)
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (item.get_closest_marker("ray") is not None,
+                                 item.path not in slow_modules, order[id(item)]))
 
 
 def stop_ray() -> None:
@@ -94,6 +126,38 @@ def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
             Path(path).write_text(nodeid + "\n")
         except OSError:
             pass
+
+
+# ----------------------------------------------------------------------------------------------
+# Made once per test run, shared by every xdist worker
+# ----------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
+    """`(folder, made)`: the run-wide folder `name` (beside every xdist worker's own temp folder),
+    held under an exclusive lock; `made` says whether an earlier holder finished it (its
+    `.done` marker). The caller fills it when not made; the marker is written when the block
+    ends without an error, so a failed attempt is redone by the next asker, never half-reused.
+
+    Why: with `-n <cores>` each worker is its own pytest session, so a session fixture (three nsys
+    profiles, a collect of the sample) would run once per worker, at the same time; nsys 2022.4
+    even loses races on its semaphore when several profile at once."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent                  # the run's folder, shared by the workers
+    folder = base / "shared" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / ".done"
+        made = done.is_file()
+        if not made:                        # what a failed earlier attempt left is not reused
+            shutil.rmtree(folder)
+            folder.mkdir()
+        yield folder, made
+        if not made:
+            done.touch()
 
 
 NSYS_PROFILE_FLAGS = ["--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true"]
@@ -128,11 +192,18 @@ def _profile_cmd(nsys: Path | str, out_base: Path, program: Path, steps: int) ->
 
 @pytest.fixture(scope="session")
 def nsys_reports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Three real `.nsys-rep` files (1, 2 and 3 NVTX "step" ranges), profiled in parallel.
+    """Three real `.nsys-rep` files (1, 2 and 3 NVTX "step" ranges), profiled in parallel, once
+    per test run (shared by the xdist workers: `made_once`).
 
     Read-only by convention: tests copy them into tmp_path before changing anything.
     """
-    folder = tmp_path_factory.mktemp("nsys_reports")
+    with made_once(tmp_path_factory, "nsys_reports") as (folder, made):
+        if not made:
+            _profile_three(nsys_exe, folder)
+        return [folder / f"report_steps{steps}.nsys-rep" for steps in (1, 2, 3)]
+
+
+def _profile_three(nsys_exe: Path, folder: Path) -> None:
     program = folder / "nvtx_steps.py"
     program.write_text(_NVTX_PROGRAM)
     procs = []
@@ -140,7 +211,6 @@ def nsys_reports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> li
         base = folder / f"report_steps{steps}"
         procs.append((base, subprocess.Popen(_profile_cmd(nsys_exe, base, program, steps), cwd=folder,
                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-    reports = []
     for base, proc in procs:
         out, _ = proc.communicate(timeout=300)
         rep = base.with_name(base.name + ".nsys-rep")
@@ -152,8 +222,6 @@ def nsys_reports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> li
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if retry.returncode != 0 or not rep.is_file():
                 pytest.fail(f"nsys profile failed (exit {retry.returncode}): {retry.stdout[-2000:]}")
-        reports.append(rep)
-    return reports
 
 
 @pytest.fixture(scope="session")
@@ -182,3 +250,38 @@ def nsys_qdstrm(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     if not qd.is_file():
         pytest.skip(f"this nsys layout did not leave a .qdstrm (exit {out.returncode}): {out.stdout[-500:]}")
     return qd
+
+
+# ----------------------------------------------------------------------------------------------
+# Commands in this process, and collects shared by the whole session
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def collect_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Collected]:
+    """`collect_once(source, *options, columns=80)`: `verlprof collect SOURCE -o <folder>/<name of
+    SOURCE> OPTIONS` (in-process, `run_cli`), run the first time a test of the run asks for that
+    input, options and width, and shared with every later test, on every xdist worker
+    (`made_once`).
+
+    Why: the shipped sample and the runs of tests/data were collected again by test after test
+    (the same sample ~10 times); a collect is deterministic (every bundle byte-identical on the
+    same input and options, which tests/test_collect*.py check), so one run serves every test that
+    only reads its bundle or its output. The bundle's folder is named after the input (run ids of
+    `summarize` come from it). Read-only by convention: a test that changes a bundle copies it."""
+    done: dict[str, Collected] = {}
+
+    def collect(source: str | Path, *options: str | Path, columns: int = 80) -> Collected:
+        key = json.dumps([str(Path(source).resolve()), [str(o) for o in options], columns])
+        if key not in done:
+            name = "collect-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+            with made_once(tmp_path_factory, name) as (base, made):
+                out, facts = base / Path(source).name, base / "collected.json"
+                if not made:
+                    res = run_cli("collect", source, "-o", out, "--work", base / "work", *options, columns=columns)
+                    facts.write_text(json.dumps([res.returncode, res.stdout, res.stderr]))
+                code, stdout, stderr = json.loads(facts.read_text())
+            done[key] = Collected(code, stdout, stderr, out)
+        return done[key]
+
+    return collect

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inprocess import run_cli
 from verlprof.stages.gather import gather, unreadable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,8 +23,8 @@ GOOD_TRACE = next((SAMPLE / "outputs" / "profile").glob("*step2_rank0*.json.gz")
 
 
 def verlprof(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    """The command, in-process through the console script's `main` (exit code, stdout, stderr)."""
+    return run_cli(*args, columns=200)
 
 
 def _noise(n: int, seed: int) -> bytes:

@@ -4,7 +4,6 @@ the end of every command's help, and `window` skipping what `collect` skips.
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from inprocess import run_cli
 from typer.testing import CliRunner
 from verlprof.pipeline.cli import app
 
@@ -85,9 +85,7 @@ def test_kernels_per_phase_and_kernel_changes_have_their_own_names() -> None:
 def test_window_on_the_shipped_sample_skips_what_collect_skips() -> None:
     """The sample holds `sample_manifest.json` (no chrome trace): collect skips it, so does window."""
     assert (SAMPLE / "sample_manifest.json").is_file()
-    out = subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", "window", str(SAMPLE)],
-                         capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "COLUMNS": "200"})
+    out = run_cli("window", SAMPLE, columns=200)
     assert out.returncode == 0, out.stderr
     assert "sample_manifest" not in out.stdout + out.stderr
     assert re.search(r"^window: step 2 ", out.stdout, re.M)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from inprocess import run_cli
 from testdata import fixtures_dir
 from verlprof.pipeline.cli import app
 from verlprof.stages.core.hashing import sha256_file
@@ -133,8 +133,7 @@ def test_bad_inputs_are_reported_not_fatal(nsys_reports: list[Path], nsys_qdstrm
 def test_single_bad_file_is_a_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "notes.txt"
     bad.write_text("hello")
-    res = subprocess.run(["verlprof", "collect", str(bad), "-o", str(tmp_path / "b"), "--work", str(tmp_path / "w")],
-                         capture_output=True, text=True, timeout=120)
+    res = run_cli("collect", bad, "-o", tmp_path / "b", "--work", tmp_path / "w")   # as the console script
     assert res.returncode != 0
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "notes.txt" in lines[0] and "Traceback" not in res.stderr
@@ -159,11 +158,11 @@ def test_collect_prints_after_run_doctor_findings(tmp_path: Path) -> None:
     assert "after-empty-report" in out and "worker_process_999" in out
 
 
-def test_roles_and_ranks_of_ray_worker_reports_come_from_inside_them(tmp_path: Path) -> None:
+def test_roles_and_ranks_of_ray_worker_reports_come_from_inside_them(collect_once) -> None:
     truth = json.loads((SAMPLE / "sample_manifest.json").read_text())
-    code, out = _collect(str(SAMPLE), "-o", str(tmp_path / "b"), work=tmp_path / "work")
-    assert code == 0, out
-    by_pid = {a["pid"]: a for a in _manifest(tmp_path / "b")["artifacts"] if a["kind"] == "nsys_report"}
+    res = collect_once(SAMPLE)
+    assert res.code == 0, res.stdout + res.stderr
+    by_pid = {a["pid"]: a for a in _manifest(res.out)["artifacts"] if a["kind"] == "nsys_report"}
     assert by_pid[truth["controller"]["pid"]]["role"] == "trainer"
     for w in truth["workers"]:
         got = by_pid[w["pid"]]

@@ -122,12 +122,11 @@ def test_second_collect_reuses_exports_and_scrubs_only_what_is_published(tmp_pat
     assert a == b
 
 
-def test_sample_bundle_is_clean(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["collect", str(REPO / "samples" / "tiny_run"), "-o", str(tmp_path / "b"),
-                              "--work", str(tmp_path / "work")])
-    assert res.exit_code == 0, res.output
-    blob = _all_bytes(tmp_path / "b")
+def test_sample_bundle_is_clean(collect_once) -> None:
+    res = collect_once(REPO / "samples" / "tiny_run")
+    assert res.code == 0, res.stdout + res.stderr
+    blob = _all_bytes(res.out)
     for secret in SAMPLE_PLANTED:
         assert secret.encode() not in blob
-    stages = {r["stage"] for r in pq.read_table(tmp_path / "b" / "summaries" / "phases.parquet").to_pylist()}
+    stages = {r["stage"] for r in pq.read_table(res.out / "summaries" / "phases.parquet").to_pylist()}
     assert {"generation", "reward", "old_log_prob", "ref_log_prob", "advantage", "actor_update"} <= stages

@@ -4,14 +4,13 @@ noun; `--pack` says where it wrote; two unrelated runs given to one collect get 
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inprocess import run_cli
 from verlprof.pipeline.commands.wrap import fit_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,17 +20,16 @@ SAMPLE_STEP2 = next((SAMPLE / "outputs" / "profile").glob("*step2_rank0*.json.gz
 
 
 def verlprof(*args: str | Path, columns: int = 80) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": str(columns)})
+    """The command, in-process through the console script's `main` (exit code, stdout, stderr)."""
+    return run_cli(*args, columns=columns)
 
 
 @pytest.fixture(scope="module")
-def sample_out(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
-    base = tmp_path_factory.mktemp("cols")
+def sample_out(collect_once) -> dict[int, str]:
     out = {}
     for cols in (80, 60):
-        res = verlprof("collect", SAMPLE, "-o", base / f"out{cols}", "--work", base / "work", columns=cols)
-        assert res.returncode == 0, res.stdout + res.stderr
+        res = collect_once(SAMPLE, columns=cols)
+        assert res.code == 0, res.stdout + res.stderr
         out[cols] = res.stdout
     return out
 

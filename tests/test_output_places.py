@@ -14,11 +14,11 @@ import os
 import pickle
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+from inprocess import run_cli
 from verlprof.pipeline.output_places import why_not_writable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,8 +27,8 @@ IS_ROOT = os.geteuid() == 0
 
 
 def verlprof(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "100"})
+    """The command, in-process through the console script's `main` (exit code, stdout, stderr)."""
+    return run_cli(*args, columns=100, cwd=cwd)
 
 
 def refused(res: subprocess.CompletedProcess[str], option: str, path: Path | str, why: str) -> None:
@@ -61,13 +61,11 @@ def ro_mount(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real bundle of the shipped sample (the input of `summarize` and `pack`)."""
-    base = tmp_path_factory.mktemp("bundle")
-    out = base / "sample"
-    res = verlprof("collect", SAMPLE, "-o", out, "--work", base / "work", "--jobs", "1")
-    assert res.returncode == 0, res.stdout + res.stderr
-    return out
+def bundle(collect_once) -> Path:
+    """A real bundle of the shipped sample (the input of `summarize` and `pack`; read only)."""
+    res = collect_once(SAMPLE)
+    assert res.code == 0, res.stdout + res.stderr
+    return res.out
 
 
 @pytest.fixture

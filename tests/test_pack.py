@@ -11,13 +11,13 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from inprocess import run_cli
 from testdata import fixtures_dir
 from packed_bundle import is_bundle_archive, iter_members, unpack_bundle, verify_archive
 from verlprof.pipeline.pack import SUMS_NAME, bundle_files, default_archive_path, pack_bundle
@@ -171,11 +171,10 @@ def test_truncated_archive_is_a_clean_error(bundle: Path, tmp_path: Path) -> Non
 
 
 def test_cli_pack(bundle: Path, tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "verlprof.pipeline.cli", "pack"]
-    ok = subprocess.run(cmd + [str(bundle), "-o", str(tmp_path / "cli.tar.gz")], capture_output=True, text=True)
+    ok = run_cli("pack", bundle, "-o", tmp_path / "cli.tar.gz")
     assert ok.returncode == 0, ok.stderr
     assert "cli.tar.gz" in ok.stdout and verify_archive(tmp_path / "cli.tar.gz") == []
-    bad = subprocess.run(cmd + [str(tmp_path / "missing")], capture_output=True, text=True)
+    bad = run_cli("pack", tmp_path / "missing")
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "missing" in bad.stderr
 
 

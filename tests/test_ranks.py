@@ -310,7 +310,7 @@ def _nvtx_walls(sqlite: Path, name: str) -> list[int]:
         con.close()
 
 
-def test_controller_against_workers_dispatch(tmp_path: Path) -> None:
+def test_controller_against_workers_dispatch(collect_once) -> None:
     """The shipped Ray sample: a TaskRunner controller (`step > gen`, marked_timer) and two
     workers (`generate_sequences`, DistProfiler.annotate). Expected from plain SQL on the
     sample's exports: the controller's 2nd `gen` minus the slower worker's 2nd
@@ -318,9 +318,8 @@ def test_controller_against_workers_dispatch(tmp_path: Path) -> None:
     import json
 
     sample = REPO / "samples" / "tiny_run"
-    res = runner.invoke(app, ["collect", str(sample), "-o", str(tmp_path / "b"), "--work", str(tmp_path / "w"),
-                              "--html"], env={"COLUMNS": "80"})
-    assert res.exit_code == 0, res.output[-3000:]
+    res = collect_once(sample, "--html")
+    assert res.code == 0, (res.stdout + res.stderr)[-3000:]
     who = json.loads((sample / "sample_manifest.json").read_text())
     nsight = sample / "ray_logs" / "nsight"
     walls = {int(p.name.split("_")[2].split(".")[0]): p for p in nsight.glob("worker_process_*.sqlite")}
@@ -330,12 +329,12 @@ def test_controller_against_workers_dispatch(tmp_path: Path) -> None:
     workers = [_nvtx_walls(p, "generate_sequences") for p in walls.values()]
     workers = [w for w in workers if w]
     want = ctl[0][1] - max(w[1] for w in workers)
-    ranks = pd.read_parquet(tmp_path / "b" / "summaries" / "ranks.parquet")
+    ranks = pd.read_parquet(res.out / "summaries" / "ranks.parquet")
     d = ranks[(ranks["row_kind"] == "dispatch") & (ranks["stage"] == "generation") & (ranks["step"] == 2)]
     assert len(d) == 1 and abs(int(d["dispatch_ns"].iloc[0]) - want) <= 0.01 * ctl[0][1], (d.T, want)
-    assert "controller (trainer) vs workers (actor_rollout_ref)" in res.output
-    assert f"dispatch {want / 1e6:,.1f}" in res.output
-    assert "Controller and workers" in (tmp_path / "b" / "report.html").read_text()
+    assert "controller (trainer) vs workers (actor_rollout_ref)" in res.stdout
+    assert f"dispatch {want / 1e6:,.1f}" in res.stdout
+    assert "Controller and workers" in (res.out / "report.html").read_text()
     # the RL step as a critical path across roles: the controller's longest stage bounds the step,
     # busy + idle = the step for every role, the dispatch gap is the controller's over the worker
     cp = ranks[(ranks["row_kind"] == "critical_path")]
@@ -349,8 +348,8 @@ def test_controller_against_workers_dispatch(tmp_path: Path) -> None:
         assert set(c["bound_stage"]) == {top["stage"]} and set(c["bound_ns"]) == {top["wall_ns"]}
         assert set(c["dispatch_ns"]) == {top["dispatch_ns"]}
     chosen = cp[cp["chosen"] == True]["statement"].iloc[0]   # noqa: E712
-    assert chosen in " ".join(res.output.split())
-    assert html.escape(chosen, quote=False) in (tmp_path / "b" / "report.html").read_text()
+    assert chosen in " ".join(res.stdout.split())
+    assert html.escape(chosen, quote=False) in (res.out / "report.html").read_text()
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

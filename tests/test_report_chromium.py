@@ -41,8 +41,6 @@ from urllib.parse import unquote
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-from verlprof.pipeline.cli import app
 from verlprof.pipeline.report import render_bundle_report
 from verlprof.pipeline.report_html import STAGE_COLORS
 
@@ -54,13 +52,11 @@ PLANTED = ("http://probe-img.invalid/x.png", "https://probe-css.invalid/bg.png",
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real bundle with its report: `verlprof collect samples/tiny_run --html`."""
-    tmp = tmp_path_factory.mktemp("report_bundle")
-    res = CliRunner().invoke(app, ["collect", str(SAMPLE), "-o", str(tmp / "b"), "--work", str(tmp / "w"),
-                                   "--html"], env={"COLUMNS": "200"})
-    assert res.exit_code == 0, res.output
-    return tmp / "b"
+def bundle(collect_once) -> Path:
+    """A real bundle with its report: `verlprof collect samples/tiny_run --html` (read only)."""
+    res = collect_once(SAMPLE, "--html")
+    assert res.code == 0, res.stdout + res.stderr
+    return res.out
 
 
 def _hrefs(page: str) -> list[str]:

@@ -12,15 +12,11 @@ def test_schema_doc_is_current() -> None:
         "regenerate with: python -m verlprof.stages.schema > docs/schema.md"
 
 
-def test_written_summaries_follow_the_declared_schema(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-    from verlprof.pipeline.cli import app
-
-    res = CliRunner().invoke(app, ["collect", str(REPO / "samples" / "tiny_run"), "-o", str(tmp_path / "b"),
-                                   "--work", str(tmp_path / "w")])
-    assert res.exit_code == 0, res.output
+def test_written_summaries_follow_the_declared_schema(collect_once) -> None:
+    res = collect_once(REPO / "samples" / "tiny_run")
+    assert res.code == 0, res.stdout + res.stderr
     for name in schema.SCHEMAS:
-        table = pq.read_table(tmp_path / "b" / "summaries" / f"{name}.parquet")
+        table = pq.read_table(res.out / "summaries" / f"{name}.parquet")
         assert table.schema.names == [c.name for c in schema.SCHEMAS[name]]
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         assert meta["verlprof.schema_version"] == schema.SCHEMA_VERSION

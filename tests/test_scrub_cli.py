@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
+from inprocess import run_cli
 from testdata import fixtures_dir
 from verlprof.pipeline.cli import app
 
@@ -57,8 +56,7 @@ def test_scrub_single_file_and_bad_input_one_line(tmp_path: Path) -> None:
     assert b"hf_kQ7ZpLm2XvB9tR4sWc8YnD1eUfA6gHjK3o" not in out.read_bytes()
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"not sqlite at all")
-    p = subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", "scrub", str(bad), "-o", str(tmp_path / "o.sqlite"),
-                        "--work", str(tmp_path / "w"), "--no-local-env"], capture_output=True, text=True, timeout=120)
+    p = run_cli("scrub", bad, "-o", tmp_path / "o.sqlite", "--work", tmp_path / "w", "--no-local-env")
     assert p.returncode == 4                        # nothing could be scrubbed
     assert "bad.sqlite" in p.stderr and not (tmp_path / "o.sqlite").exists()
     assert "Traceback" not in p.stderr

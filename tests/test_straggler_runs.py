@@ -25,15 +25,14 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
-    """scenario -> (bundle, collect's terminal output at 80 columns), collected with --html."""
-    root = tmp_path_factory.mktemp("straggler")
+def runs(collect_once) -> dict[str, tuple[Path, str]]:
+    """scenario -> (bundle, collect's terminal output at 80 columns), collected with --html (once
+    per session: tests/test_summarize_terminal.py summarizes the same bundles)."""
     out = {}
     for name in ("gen_slow", "update_slow", "even"):
-        res = runner.invoke(app, ["collect", str(DATA / name), "-o", str(root / name), "--work", str(root / "work"),
-                                  "--html"], env={"COLUMNS": "80"})
-        assert res.exit_code == 0, (name, res.output[-3000:])
-        out[name] = (root / name, res.output)
+        res = collect_once(DATA / name, "--html", columns=80)
+        assert res.code == 0, (name, (res.stdout + res.stderr)[-3000:])
+        out[name] = (res.out, res.stdout + res.stderr)
     return out
 
 

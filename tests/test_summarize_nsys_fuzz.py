@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from inprocess import run_cli
 from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError, VerlprofError
 from nsys_summaries import project_ranges, summarize_nsys
@@ -137,12 +138,8 @@ def assert_steps_consistent(src) -> None:
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path):
-    import subprocess
-    import sys
-
     p = tmp_path / "bad.sqlite"
     p.write_bytes(b"not sqlite at all")
-    out = subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", "window", str(p)],
-                         capture_output=True, text=True, timeout=60)
+    out = run_cli("window", p)
     assert out.returncode == BadInputError.exit_code
     assert out.stderr.strip().count("\n") == 0 and str(p) in out.stderr and "Traceback" not in out.stderr

@@ -10,16 +10,15 @@ reason is wrapped under its line).
 from __future__ import annotations
 
 import gzip
-import os
 import random
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from inprocess import run_cli
 
 DATA = Path(__file__).resolve().parent / "data" / "straggler_runs"
 RUNS = ("even", "gen_slow", "update_slow")
@@ -27,18 +26,18 @@ INCOMPLETE = "even_beside_two_corrupt_files"
 
 
 def verlprof(*args: str | Path, columns: int = 80) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": str(columns)})
+    """The command, in-process through the console script's `main` (exit code, stdout, stderr)."""
+    return run_cli(*args, columns=columns)
 
 
 @pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def bundles(tmp_path_factory: pytest.TempPathFactory, collect_once) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("sumcols")
     out = {}
-    for name in RUNS:
-        res = verlprof("collect", DATA / name, "-o", base / name, "--work", base / "work")
-        assert res.returncode == 0, res.stdout + res.stderr
-        out[name] = base / name
+    for name in RUNS:   # the same collects as tests/test_straggler_runs.py's (with --html), shared
+        res = collect_once(DATA / name, "--html")
+        assert res.code == 0, res.stdout + res.stderr
+        out[name] = res.out
     run = shutil.copytree(DATA / "even", base / "in" / "even")
     (run / "worker_process_4242.sqlite").write_bytes(random.Random(1).randbytes(5000))
     (run / "words.json.gz").write_bytes(gzip.compress(b"plain text, not JSON\n" * 20))

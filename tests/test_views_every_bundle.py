@@ -33,6 +33,7 @@ GROUPS = ("captures", "gpu_captures", "straggler_runs", "h200-nsys-2025.3")
 #: Files that are no profiler input.
 _NOT_INPUT = re.compile(r"(\.md|\.py|\.sh|^LICENSE.*)$")
 WIDTH = 80
+pytestmark = pytest.mark.slow   # ~25 s: collects every run of tests/data once (the module fixture)
 
 
 def _inputs(folder: Path) -> list[Path]:

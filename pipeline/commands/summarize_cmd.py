@@ -24,8 +24,6 @@ from ...stages.core.errors import IncompleteRunError, NothingSummarizedError, Ve
 from .words import plural
 from .wrap import fit_lines
 
-console = Console()
-
 
 def _none_of(n: int) -> str:
     return "the input could not be summarized" if n == 1 else f"none of the {n} inputs could be summarized"
@@ -254,6 +252,7 @@ def register(app: typer.Typer) -> None:
                 close = getattr(executor, "close", None)
                 if close:
                     close(kill=True) if stopped else close()
+        console = Console()   # made per run, as collect's: the terminal's width now, not at import
         width = console.width
         if result.compare is not None:
             for part in comparison_view(result, metric, width=width):

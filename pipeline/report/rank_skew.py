@@ -7,6 +7,7 @@ the median and a red dot at the straggler's wall; its size does not grow with th
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -87,8 +88,6 @@ def dispatch_section(df: pd.DataFrame) -> str:
 
 def _statement_html(text: str) -> str:
     """A culprit statement with its culprit rank marked (`<b class="straggler-rank">rank R</b>`)."""
-    import re
-
     m = re.match(r"rank (\d+) ", text)
     if not m:
         return esc(text)

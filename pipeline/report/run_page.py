@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from ...stages.core.errors import BadInputError
 from .. import compare, ranks
@@ -336,8 +337,6 @@ def render_bundle_report(bundle: str | Path, *, title: str | None = None, top: i
         p = b / "summaries" / f"{name}.parquet"
         if not p.is_file():
             return pd.DataFrame()
-        import pyarrow.parquet as pq
-
         df = pq.read_table(p).to_pandas()
         for c in df.columns:
             if str(df[c].dtype) in ("str", "string"):

@@ -14,7 +14,6 @@ from .config import (
     ProfileConfig,
     build_profile_config,
     enabled_roles,
-    load_verl_reference,
     load_yaml,
     nsys_supports_discard_environment,
     verl_reference_path,
@@ -40,7 +39,7 @@ from .profiler_keys import check_profiler_keys
 __all__ = [
     "RunFolder", "after_run_checks", "load_run_folder", "scan_run_folder", "CONFIG_CHECKS",
     "config_checks", "BaseKind", "ProfileConfig", "build_profile_config", "enabled_roles",
-    "load_verl_reference", "load_yaml", "nsys_supports_discard_environment", "verl_reference_path",
+    "load_yaml", "nsys_supports_discard_environment", "verl_reference_path",
     "Finding", "has_errors", "sort_findings", "check_capture_range_end", "check_discard_environment",
     "check_nsys_entrypoint", "check_startup_step", "parse_overrides", "check_overrides",
     "check_phase_owners", "check_pins", "Composition", "OverrideProblem", "did_you_mean",

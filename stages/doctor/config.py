@@ -4,6 +4,7 @@ profiler keys (which roles profile, which tool, which steps).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -80,8 +81,6 @@ def load_yaml(path: str) -> Any:
 
 def verl_reference_path(entrypoint: Optional[str] = None) -> Optional[str]:
     """verl's stock composed trainer config, if verl is installed (found without importing it)."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec("verl")
     except (ImportError, ValueError):
@@ -94,14 +93,6 @@ def verl_reference_path(entrypoint: Optional[str] = None) -> Optional[str]:
         if os.path.isfile(path):
             return path
     return None
-
-
-def load_verl_reference(entrypoint: Optional[str] = None) -> Optional[dict]:
-    path = verl_reference_path(entrypoint)
-    if path is None:
-        return None
-    data = load_yaml(path)
-    return data if isinstance(data, dict) else None
 
 
 @functools.lru_cache(maxsize=8)

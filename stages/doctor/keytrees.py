@@ -18,7 +18,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .composition import Composition, OverrideProblem
+import yaml
+
+from .composition import Composition, OverrideProblem, flat_keys
 from .entrypoints import DEFAULT_ENTRYPOINT, module_path
 
 KEYTREE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keytrees")
@@ -148,14 +150,10 @@ def _value_kind(value: str) -> str:
 
 def _dict_children(value: str, key: str) -> dict[str, str]:
     """Keys a ``key={a: 1, b: {c: 2}}`` value adds (read as YAML)."""
-    import yaml
-
     try:
         data = yaml.safe_load(re.sub(r":(?=\S)", ": ", value))
     except yaml.YAMLError:
         return {}
-    from .composition import flat_keys
-
     return flat_keys(data, key) if isinstance(data, dict) else {}
 
 

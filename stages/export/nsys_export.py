@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..core.atomic import clean_stale_temps
 from ..core.done_records import DoneRecords, default_work_dir
 from ..core.errors import ToolMissingError, VerlprofError
 from ..core.hashing import sha256_file
@@ -336,8 +337,6 @@ def check_work_outside_out(options: ExportOptions) -> None:
 def clean_dead_temps(folder: Path) -> int:
     """Remove temp files of crashed runs whose writer is gone; a live verlprof exporting into the
     same cache keeps its temps (see `atomic.clean_stale_temps`)."""
-    from ..core.atomic import clean_stale_temps
-
     return clean_stale_temps(folder)
 
 

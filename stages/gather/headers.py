@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ..core.model import ArtifactKind
 from ..readers.naming import NameInfo
+from ..readers.sqlite_header import parse_header
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_BYTES = 256 << 10
 #: Reason prefix of a skipped file that looked like an artifact but could not be read.
@@ -55,7 +55,11 @@ def check_header(path: Path, info: NameInfo) -> str | None:
     """None if the first bytes fit the kind, else a one-phrase reason (nothing is parsed)."""
     try:
         if info.kind == ArtifactKind.NSYS_SQLITE:
-            return None if read_head(path, 16) == SQLITE_MAGIC else "not an SQLite database (bad header)"
+            try:
+                parse_header(read_head(path, 100))
+            except ValueError as exc:
+                return str(exc)
+            return None
         if info.kind == ArtifactKind.TORCH_TRACE:
             if info.needs_sniff:
                 return sniff_json(path)

@@ -17,14 +17,18 @@ import orjson
 DecodeError = ValueError
 
 
-def loads(data: "bytes | bytearray | memoryview | str") -> Any:
+def loads(data: "bytes | bytearray | memoryview | str", invalid_utf8: str = "replace") -> Any:
     """The value of a JSON text: orjson, else the standard library's tolerant parser (NaN,
-    Infinity, integers of any size; invalid UTF-8 replaced). ValueError (or RecursionError, nested
-    beyond the standard library's limit) when it is not JSON at all."""
+    Infinity, integers of any size, lone surrogates). ValueError (or RecursionError, nested
+    beyond the standard library's limit) when it is not JSON at all.
+
+    `invalid_utf8`: what bytes that are not UTF-8 become: "replace" (U+FFFD: the readers, which
+    only measure) or "strict" (a ValueError: the scrub, which never rewrites bytes it cannot read
+    into an output meant for sharing, and says so instead)."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        text = data if isinstance(data, str) else bytes(data).decode("utf-8", errors="replace")
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8", errors=invalid_utf8)
         return json.loads(text)
 
 

@@ -28,7 +28,8 @@ from .events import NVTX_PUSHPOP, PID_SHIFT, TID_MASK, NvtxRanges, pid_of_gtid, 
 from .nvtx_pairs import Pair, adjacent_pairs
 from .nvtx_tree import same_thread_parents
 from .ranges_cache import RangeColumns
-from .sqlite_export import decode_text, open_export, rowid_windows
+from .sqlite_export import decode_text, open_export, rowid_windows, table_columns, table_statements
+from .sqlite_export import quote_ident as qi   # table and column names come from the file, never trusted
 
 # the event model's names this reader fills, re-exported for its callers
 __all__ = ["NvtxRanges", "NVTX_PUSHPOP", "PID_SHIFT", "TID_MASK", "pid_of_gtid", "tid_of_gtid", "NsysExport"]
@@ -71,11 +72,6 @@ _COPY_KIND_BY_ENUM = {"HTOD": "h2d", "DTOH": "d2h", "DTOD": "d2d", "PTOP": "d2d"
 CHUNK_ROWS = 1 << 18
 
 
-def qi(name: str) -> str:
-    """Quote an SQL identifier (table and column names come from the file, never trusted)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def in_list(ids: Sequence[int]) -> str:
     """`(1,2,3)` for an SQL IN clause of integer ids (never empty)."""
     return "(" + ",".join(str(int(i)) for i in ids) + ")" if ids else "(NULL)"
@@ -98,14 +94,11 @@ def probe_tables(con: sqlite3.Connection, schema: str = "main") -> dict[str, Tab
     """Every table of the database `schema` with its columns (in order) and string columns: the
     one schema probe of nsys exports (2022-2026 differ: probe, never assume)."""
     out: dict[str, TableInfo] = {}
-    rows = con.execute(
-        f"SELECT name, sql FROM {qi(schema)}.sqlite_master WHERE type = 'table' "
-        "AND name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
-    for name, sql in rows:
-        cols = tuple(r[1] for r in con.execute(f"PRAGMA {qi(schema)}.table_info({qi(name)})"))
+    for name, sql in table_statements(con, schema).items():
+        cols = tuple(c[0] for c in table_columns(con, name, schema))
         refs = set() if name == "StringIds" else (
-            {m.group(1) for m in _REF_RE.finditer(sql or "")} | (_STRING_REF_NAMES & set(cols)))
-        out[name] = TableInfo(name, sql or "", cols, tuple(c for c in cols if c in refs))
+            {m.group(1) for m in _REF_RE.finditer(sql)} | (_STRING_REF_NAMES & set(cols)))
+        out[name] = TableInfo(name, sql, cols, tuple(c for c in cols if c in refs))
     return out
 
 
@@ -451,9 +444,9 @@ class NsysExport:
             return
         cond = f" AND ({where})" if where else ""
         agg = ", ".join(f"group_concat(ifnull({e}, -1))" for e in exprs)
-        sql = f'SELECT count(*), {agg} FROM "{table}" WHERE rowid BETWEEN ? AND ?{cond}'
-        plain = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid BETWEEN ? AND ?{cond}'
-        windows = rowid_windows(self.con, f'"{table}"', chunk_rows)
+        sql = f'SELECT count(*), {agg} FROM {qi(table)} WHERE rowid BETWEEN ? AND ?{cond}'
+        plain = f'SELECT {", ".join(exprs)} FROM {qi(table)} WHERE rowid BETWEEN ? AND ?{cond}'
+        windows = rowid_windows(self.con, qi(table), chunk_rows)
         while True:
             try:
                 window = next(windows, None)

@@ -13,7 +13,6 @@ metadata table, whose name changed across nsys releases (`EXPORT_META_DATA` in 2
 from __future__ import annotations
 
 import sqlite3
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -21,9 +20,8 @@ from urllib.parse import quote
 
 from ..core.errors import BadInputError
 from .files import require_nonempty_file
+from .sqlite_header import HEADER_LEN, SQLITE_MAGIC, parse_header  # SQLITE_MAGIC: re-exported (scrub sniffs with it)
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-_HEADER_LEN = 100
 # Metadata tables of nsys exports, newest name first (renamed around 2024).
 META_TABLES: tuple[str, ...] = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
@@ -51,22 +49,13 @@ def check_header(path: Path) -> int:
     size = require_nonempty_file(path, "not an SQLite export")
     try:
         with open(path, "rb") as f:
-            head = f.read(_HEADER_LEN)
+            head = f.read(HEADER_LEN)
     except OSError as exc:
         raise BadInputError(path, f"cannot read it ({exc.strerror or exc})") from None
-    if not head.startswith(SQLITE_MAGIC):
-        raise BadInputError(path, "not an SQLite database (bad header)")
-    if len(head) < _HEADER_LEN:
-        raise BadInputError(path, f"truncated SQLite file ({size} bytes, shorter than its header)")
-    page_size = struct.unpack(">H", head[16:18])[0]
-    page_size = 65536 if page_size == 1 else page_size
-    if page_size < 512 or page_size & (page_size - 1):
-        raise BadInputError(path, f"corrupt SQLite header (page size {page_size})")
-    change_counter, pages = struct.unpack(">II", head[24:32])
-    valid_for = struct.unpack(">I", head[92:96])[0]
-    if pages and change_counter == valid_for and size < pages * page_size:
-        raise BadInputError(
-            path, f"truncated SQLite file ({size} bytes, its header says {pages * page_size})")
+    try:
+        parse_header(head, size)
+    except ValueError as exc:
+        raise BadInputError(path, str(exc)) from None
     return size
 
 
@@ -112,14 +101,20 @@ def open_readonly(path: str | Path, text_factory: Callable[[bytes], Any] | None 
 
 def list_tables(con: sqlite3.Connection, schema: str = "main") -> list[str]:
     """Names of the tables of database `schema` (SQLite's own excluded), sorted."""
-    return [r[0] for r in con.execute(
-        f"SELECT name FROM {quote_ident(schema)}.sqlite_master WHERE type='table' "
-        "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    return list(table_statements(con, schema))
+
+
+def table_statements(con: sqlite3.Connection, schema: str = "main") -> dict[str, str]:
+    """The CREATE statement of every table of database `schema` (SQLite's own excluded), by name,
+    sorted: with `table_columns`, the one schema probe (nsys_sqlite.probe_tables builds on both)."""
+    return {name: sql or "" for name, sql in con.execute(
+        f"SELECT name, sql FROM {quote_ident(schema)}.sqlite_master WHERE type='table' "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name")}
 
 
 def table_columns(con: sqlite3.Connection, table: str, schema: str = "main") -> list[tuple[str, str, int, int]]:
-    """(name, declared type, notnull, pk) of every column of `table`: the schema probe (column sets
-    differ by nsys version: probe, never assume)."""
+    """(name, declared type, notnull, pk) of every column of `table`: the one column probe (column
+    sets differ by nsys version: probe, never assume)."""
     return [(r[1], r[2] or "", r[3], r[5])
             for r in con.execute(f"PRAGMA {quote_ident(schema)}.table_info({quote_ident(table)})")]
 
@@ -168,13 +163,14 @@ def _read_meta(con: sqlite3.Connection, tables: tuple[str, ...]) -> dict[str, st
         if name not in tables:
             continue
         try:
-            cols = [r[1] for r in con.execute(f'PRAGMA table_info("{name}")')]
+            cols = [c[0] for c in table_columns(con, name)]
             if len(cols) < 2:
                 continue
             key_col, val_col = ("name", "value") if {"name", "value"} <= set(cols) else (cols[0], cols[1])
             # as bytes: nsys 2022 wrote the user name in the host's encoding (`Gei\xe1`), which
             # sqlite3's UTF-8 text decoding refuses for the whole query
-            rows = con.execute(f'SELECT CAST("{key_col}" AS BLOB), CAST("{val_col}" AS BLOB) FROM "{name}"').fetchall()
+            rows = con.execute(f"SELECT CAST({quote_ident(key_col)} AS BLOB), CAST({quote_ident(val_col)} AS BLOB) "
+                               f"FROM {quote_ident(name)}").fetchall()
         except sqlite3.DatabaseError:
             continue  # metadata is a nicety; a damaged meta table must not hide a usable export
         return {text_of(k): text_of(v) for k, v in rows if k is not None}

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..readers.sqlite_header import parse_header
+
 _LEAF, _INTERIOR = 0x0D, 0x05        # table b-tree page types
 _INDEX_TYPES = (0x02, 0x0A)
 
@@ -39,17 +41,12 @@ class _File:
         with open(path, "rb") as fh:
             self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         self.buf = np.frombuffer(self.mm, dtype=np.uint8)      # a plain array: fast fancy indexing
-        head = self.mm[:100]
-        if not head.startswith(b"SQLite format 3\x00"):
-            raise ValueError("not SQLite")
-        ps = int.from_bytes(head[16:18], "big")
-        self.page_size = 65536 if ps == 1 else ps
-        if self.page_size < 512 or self.page_size & (self.page_size - 1):
-            raise ValueError("bad page size")
-        self.usable = self.page_size - head[20]
+        head = parse_header(self.mm[:100], size)
+        self.page_size = head.page_size
+        self.usable = self.page_size - head.reserved
         self.pages = size // self.page_size
         self.size = size
-        if head[18] == 2 and Path(str(path) + "-wal").exists():
+        if head.wal and Path(str(path) + "-wal").exists():
             raise ValueError("a write-ahead log holds newer pages")
         self.u16s = np.frombuffer(self.mm, dtype=">u2", count=size // 2)   # big-endian 16-bit words
 

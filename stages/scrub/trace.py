@@ -20,16 +20,15 @@ that is passed through.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import IO, Any, Callable
 
 import numpy as np
-import orjson
 
 from ..core.errors import BadInputError
 from ..core.gzip_pipe import GzipPipe
+from ..readers import json_codec
 from ..readers.chrome_trace import Batch, ChromeTraceStream, byte_chunks
 from .identities import Identities, IdentityCollector
 from .policy import Policy
@@ -65,13 +64,10 @@ def _words(buf: bytes) -> np.ndarray:
 
 def _literal_text(lit: bytes) -> str | None:
     """The string a literal's raw bytes (between its quotes) stand for; None if not UTF-8 JSON."""
-    try:
-        return lit.decode("utf-8") if b"\\" not in lit else orjson.loads(b'"' + lit + b'"')
-    except (UnicodeDecodeError, orjson.JSONDecodeError):
-        try:   # lone surrogates (`\ud800`): the standard library reads them
-            return json.loads('"' + lit.decode("utf-8") + '"')
-        except (UnicodeDecodeError, ValueError):
-            return None
+    try:   # lone surrogates (`\ud800`) included: the codec's standard-library fallback reads them
+        return lit.decode("utf-8") if b"\\" not in lit else json_codec.loads(b'"' + lit + b'"', "strict")
+    except ValueError:
+        return None
 
 
 def _middles(length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -212,15 +208,12 @@ def unchanged_by(sc: Scrubber) -> Callable[[str], bool]:
 
 
 def loads_event(text: bytes, path: Path) -> Any:
-    """One event's raw text decoded: orjson, else the standard library (NaN, integers beyond 64
+    """One event's raw text decoded by the one codec (NaN, integers beyond 64
     bits, lone surrogates); BadInputError when it is neither."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        try:
-            return json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadInputError(path, f"invalid JSON in traceEvents ({' '.join(str(exc).split())[:80]})") from None
+        return json_codec.loads(text, "strict")
+    except ValueError as exc:
+        raise BadInputError(path, f"invalid JSON in traceEvents ({' '.join(str(exc).split())[:80]})") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,14 +311,6 @@ class TraceScrubber:
         return value
 
 
-def _dumps(obj: Any) -> bytes:
-    try:
-        return orjson.dumps(obj)
-    except (orjson.JSONEncodeError, TypeError):
-        # >64-bit integers or lone surrogates: the standard library copes (ASCII-escaped).
-        return json.dumps(obj, ensure_ascii=True, allow_nan=True).encode("ascii")
-
-
 def scrub_trace(src: Path, dst_tmp: Path, scrubber: Scrubber, policy: Policy) -> dict[str, int]:
     """Stream `src` into `dst_tmp` (gzip when its name ends in .gz); return simple counts."""
     ts = TraceScrubber(scrubber, policy)
@@ -347,7 +332,7 @@ def _members(ts: TraceScrubber, members: dict[str, Any]) -> list[bytes]:
     out = []
     for key, value in members.items():
         k2, v2 = ts.meta(key, value)
-        out.append(_dumps(k2) + b": " + _dumps(v2))
+        out.append(json_codec.dumps(k2) + b": " + json_codec.dumps(v2))
     return out
 
 
@@ -355,11 +340,11 @@ def _scrub_batch(batch: Batch, ts: TraceScrubber, lits: LiteralFilter, path: Pat
     """The output bytes of a batch: as read, but for the events holding a literal some rule may
     change, which are decoded, walked and re-encoded in place."""
     if batch.tolerant:   # the fast decoders refused these (NaN, Infinity, >64-bit ints): walk all
-        return b",\n".join(_dumps(ts.event(ev)) for ev in batch.events or ())
+        return b",\n".join(json_codec.dumps(ts.event(ev)) for ev in batch.events or ())
     raw = batch.raw
     pieces, at = [], 0
     for _k, s, e in lits.events_to_walk(raw):
-        pieces += [raw[at:s], _dumps(ts.event(loads_event(raw[s:e], path)))]
+        pieces += [raw[at:s], json_codec.dumps(ts.event(loads_event(raw[s:e], path)))]
         at = e
     if not pieces:
         return raw

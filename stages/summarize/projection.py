@@ -29,6 +29,7 @@ import numpy as np
 from ..readers.events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, PID_SHIFT, GpuOps, pid_of_gtid
 from ..readers.nsys_sqlite import DRIVER, KERNEL, MEMCPY, MEMSET, RUNTIME, NsysExport
 from ..readers.nvtx_tree import RangeIndex
+from ..readers.sqlite_export import quote_ident
 _I64_MAX = np.iinfo(np.int64).max
 _CORR_BITS = 32
 _DUR_BITS = 40
@@ -365,7 +366,7 @@ def _narrow(db: NsysExport, index: RangeIndex, selected: np.ndarray | None, wind
     kmin, kmax = _I64_MAX, -1
     for table in (KERNEL, MEMCPY, MEMSET):
         if db.has(table, "start", "correlationId"):
-            got = db.query(f'SELECT min(correlationId), max(correlationId) FROM "{table}" '
+            got = db.query(f'SELECT min(correlationId), max(correlationId) FROM {quote_ident(table)} '
                            "WHERE start >= ? AND start <= ?", (int(window[0]), int(window[1])))
             if got and got[0][0] is not None:
                 kmin, kmax = min(kmin, int(got[0][0])), max(kmax, int(got[0][1]))

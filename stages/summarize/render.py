@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
+from rich.table import Table
+
 from .phases import PATH_SEP, UNATTRIBUTED
 from .types import DEFAULT_TOP_PHASES
 
@@ -66,9 +69,6 @@ def render_phase_table(phases_rows: "list[dict[str, Any]] | pa.Table", console: 
     time is shown twice: NVIDIA's same-thread figure and the inherited one (what the phase caused,
     backward kernels of autograd's thread included); the `(unattributed)` row's inherited figure is
     what no rule could place."""
-    from rich.console import Console
-    from rich.table import Table
-
     rows = phases_rows.to_pylist() if hasattr(phases_rows, "to_pylist") else list(phases_rows)
     if console is None:
         console = Console()

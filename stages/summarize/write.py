@@ -7,6 +7,7 @@ imported only here, where Parquet is written (a summary needs neither it nor the
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -40,8 +41,6 @@ def summary_metadata(inputs: Iterable[tuple[str, str]] = (), tools: dict[str, It
                      choice: WindowChoice | None = None) -> dict[str, str]:
     """Parquet key-value metadata: verlprof version, input hashes, tool versions, window choice."""
     try:
-        from importlib.metadata import version
-
         ver = version("verlprof")
     except Exception:  # noqa: BLE001 - an uninstalled checkout still writes summaries
         ver = "unknown"

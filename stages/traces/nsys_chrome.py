@@ -32,7 +32,8 @@ import numpy as np
 from ..core.atomic import atomic_path, temp_sibling
 from ..core.errors import BadInputError, VerlprofError
 from ..readers.json_codec import dumps
-from ..readers.nsys_sqlite import PID_DIV, PID_SHIFT, NsysExport, TableInfo, in_list, qi, tid_of_gtid
+from ..readers.nsys_sqlite import PID_DIV, PID_SHIFT, NsysExport, TableInfo, in_list, tid_of_gtid
+from ..readers.sqlite_export import quote_ident as qi
 from .jsonout import ChromeTraceWriter
 from .nsys_window import window_nsys_sqlite
 

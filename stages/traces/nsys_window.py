@@ -44,7 +44,8 @@ from urllib.parse import quote
 
 from ..core.atomic import atomic_path
 from ..core.errors import BadInputError, VerlprofError
-from ..readers.nsys_sqlite import PID_DIV, NsysExport, NvtxTypes, TableInfo, in_list, qi
+from ..readers.nsys_sqlite import PID_DIV, NsysExport, NvtxTypes, TableInfo, in_list
+from ..readers.sqlite_export import quote_ident as qi
 
 WINDOW_TABLE = "VERLPROF_WINDOW"
 RULE = "overlap+correlation"

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..readers.naming import classify_name
 from .series import process_key
 from .types import SourceIdentity
 
@@ -26,8 +27,6 @@ def identity_from_path(path: str | Path, source_kind: str | None = None) -> Sour
     """A best-effort identity from a file name alone: verl's naming patterns
     (`stages/readers/naming.py`: role, rank, pid, capture range, step), else `<base>.<k>` ->
     capture range k and a trailing number -> pid."""
-    from ..readers.naming import classify_name
-
     name = Path(path).name
     if source_kind is None:
         source_kind = "torch" if name.endswith((".json", ".json.gz")) else (
