@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..stages import doctor as doctor_stage
+from ..stages import formats
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
 from ..stages.core import atomic
@@ -24,8 +25,6 @@ from .collect_manifest import after_run_findings, artifact_statuses, build_manif
 from .collect_run import CollectResult, Progress, Run, Window, plain
 from .collect_survey import splits_lone_source
 from .collect_tasks import (
-    CONFIG,
-    MEMORY,
     MemoryWork,
     PublishOptions,
     Published,
@@ -94,7 +93,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
             run.checked.update(p.checked)
             run.pieces += [p.piece] if p.piece is not None else []
     rows = summarize_stage.merge_rows([p.rows for p in published if p.rows is not None])
-    rows = _add_memory(run, rows, [(i, s) for i, s in surveys if i.kind == MEMORY], step, popts)
+    rows = _add_memory(run, rows, [(i, s) for i, s in surveys if i.format.attaches_memory], step, popts)
     run.outcomes += _source_outcomes(run, window, published, rows)
     traces = []
     for w, p in zip(window.work, published):
@@ -193,7 +192,7 @@ def _source_outcomes(run: Run, window: Window, published: list[Published], rows:
     # A torch trace read without error but with no event verlprof reads (every one lacked a numeric
     # "ts", or the trace holds none): a broken file, not one outside the window.
     untimed = {src.ident.source for src in window.resolved
-               if src.ident.source_kind == "torch" and src.span is None and not src.steps}
+               if formats.get(src.ident.source_kind).no_event_is_broken and src.span is None and not src.steps}
     readable = {rel for rel in steps_of} | set(errors)
     out = []
     for art in run.artifacts:
@@ -254,7 +253,7 @@ def scrub_run_values(run: Run, window: Window, surveys: list[tuple[RawInput, Sur
         for k, v in s.versions.items():
             versions[k].append(v)
     meta = summarize_stage.summary_metadata(
-        inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.kind != CONFIG],
+        inputs=[(i.artifact.rel, i.artifact.sha256) for i, _s in surveys if i.format.profile],
         tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
                **versions},
         choice=window.choice)

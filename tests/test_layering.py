@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGE_PKGS = {"gather", "export", "scrub", "window", "summarize", "traces", "doctor"}
+STAGE_PKGS = {"gather", "export", "scrub", "window", "summarize", "traces", "doctor", "formats"}
 
 
 def _module_name(path: Path) -> str:

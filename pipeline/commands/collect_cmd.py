@@ -330,7 +330,7 @@ def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
         status = st.status if st else "-"
         who = whos[a.rel] if len(whos[a.rel]) <= who_w else whos[a.rel][:who_w - 1] + "…"
         row = (f"[{_STYLE.get(status, 'default')}]{status:7}[/] {_size(a.size):>9} "
-               f"{_KIND.get(a.kind.value, a.kind.value):6} {_esc(who):{who_w}}")
+               f"{_KIND.get(str(a.kind), str(a.kind)):6} {_esc(who):{who_w}}")
         shown = _esc(shorten(name, name_w - 2 if parent != '.' else name_w))
         lines += [row.rstrip(), f"    {shown}"] if narrow else [f"{row}   {shown}"]
         why = ([st.reason] if st and st.reason and st.status != DONE else []) + notes.get(a.rel, [])

@@ -126,7 +126,7 @@ def export_one(artifact: Artifact, options: ExportOptions) -> ExportResult:
             res = _export_qdstrm(artifact, options)
         else:
             res = ExportResult(artifact.rel, "skipped", detail=f"{artifact.rel}: not an nsys artifact "
-                                                               f"({artifact.kind.value})")
+                                                               f"({artifact.kind})")
     except VerlprofError as exc:
         res = ExportResult(artifact.rel, "failed", detail=_redact(str(exc), artifact, options),
                            sha256=artifact.sha256)

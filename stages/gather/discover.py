@@ -29,10 +29,11 @@ from ..readers.hydra_config import (
     is_hydra_config,
     load_run_config,
 )
+from ..core import formats
 from ..core.cores import usable_cores
 from ..core.own_outputs import own_output_reason
 from .headers import UNREADABLE, check_header, named_bad
-from ..readers.naming import NameInfo, classify_name
+from ..readers.naming import NameInfo
 
 #: Folders never worth walking (VCS, caches); verlprof's own temp files are skipped by name.
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", "node_modules"})
@@ -238,7 +239,7 @@ def _classify(path: Path, rel: str, root_name: str) -> NameInfo | None:
         return NameInfo(ArtifactKind.HYDRA_CONFIG, "hydra_config")
     if path.name in HYDRA_SIBLINGS and path.parent.name == ".hydra":
         return None
-    return classify_name(f"{root_name}/{rel}" if root_name else rel)
+    return formats.classify(f"{root_name}/{rel}" if root_name else rel)
 
 
 def _skip_reason(path: Path) -> str:
@@ -491,7 +492,7 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 bad = check_header(path, info)
                 if bad is not None:
                     if single:
-                        raise BadInputError(path, f"{info.kind.value}: {bad.removeprefix(UNREADABLE)}")
+                        raise BadInputError(path, f"{info.kind}: {bad.removeprefix(UNREADABLE)}")
                     why = bad if bad.startswith(UNREADABLE) or not named_bad(bad) else UNREADABLE + bad
                     skipped.append((rel, why))
                     if why.startswith(UNREADABLE):

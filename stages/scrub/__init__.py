@@ -37,3 +37,15 @@ __all__ = [
     "ScrubTask", "build_options", "bundle_salt", "config_task", "finish_scrub", "identities_task", "output_name",
     "plan_inputs", "scrub_task", "write_report",
 ]
+
+# The per-format scrubbers and identity scans, called by the format folders (stages/formats/<kind>/).
+from .identities import find_config_identities
+from .snapshot import find_snapshot_identities, scrub_snapshot
+from .sqlite import scrub_sqlite
+from .sqlite_cells import find_sqlite_identities
+from .trace import find_trace_identities, scrub_trace
+
+__all__ += [
+    "find_config_identities", "find_snapshot_identities", "scrub_snapshot", "scrub_sqlite",
+    "find_sqlite_identities", "find_trace_identities", "scrub_trace",
+]

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..core import formats
 from ..readers.naming import classify_name
 from .series import process_key
 from .types import SourceIdentity
@@ -63,8 +64,7 @@ def identity_from_path(path: str | Path, source_kind: str | None = None) -> Sour
 
 def identity_from_artifact(a: Any) -> SourceIdentity:
     """SourceIdentity of a gathered `Artifact` (stages/core/model.py)."""
-    kind = getattr(a.kind, "value", str(a.kind))
-    source_kind = "torch" if kind == "torch_trace" else "memory" if kind == "memory_snapshot" else "nsys"
+    source_kind = formats.for_file_kind(a.kind).kind
     steps = getattr(a, "steps", None)
     notes = dict(n.split("=", 1) for n in getattr(a, "notes", ()) if "=" in n)
     profiled = tuple(range(steps[0], steps[1] + 1)) if steps else None

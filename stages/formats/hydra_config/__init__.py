@@ -1,0 +1,40 @@
+"""The run's composed Hydra config (`.hydra/config.yaml`): no profiler output, but an input all the
+same. Gather finds it by its content (stages/readers/hydra_config.py) and reads the run's roles
+and profiled steps from it; collect reads it once more in pass 1 for the secret values it holds
+(API keys, tokens), which become known values of the run's one pseudonym map. Nothing of it is
+summarized or published.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...core.formats import register
+from ...readers.naming import NameInfo
+from ...scrub import config_task, find_config_identities, identities_task
+from ..base import BaseFormat
+
+CONFIG = "hydra_config"
+
+
+class HydraConfigFormat(BaseFormat):
+    kind = "config"
+    file_kinds = (CONFIG,)
+    profile = False
+    #: why it has no summarize row (manifest.json's statuses)
+    unread_reason = "the run's config: read for roles and steps, not summarized"
+
+    def classify(self, rel: str) -> NameInfo | None:
+        return None   # found by its content, not its name (gather/discover.py `_classify`)
+
+    def reads_in_place(self, artifact: Any) -> bool:
+        return True
+
+    def identities(self, handle: Any, path: str, rel: str, policy: Any) -> Any:
+        return identities_task(config_task(path, rel), policy)
+
+    def find_identities(self, path: Path, policy: Any) -> Any:
+        return find_config_identities(path, policy)
+
+
+FORMAT = register(HydraConfigFormat())
