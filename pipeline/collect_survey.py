@@ -77,7 +77,7 @@ def export(run: Run) -> list[export_stage.ExportResult]:
     opts = run.opts
     task = run.progress.add_task("export", total=len(inputs), last="")
     tool = None
-    if opts.ray is None and any(a.kind != ArtifactKind.NSYS_SQLITE for a in inputs):
+    if opts.ray is None and any(export_stage.needs_tool(a) for a in inputs):
         try:
             tool = export_stage.find_nsys(opts.nsys)   # on Ray each node finds its own nsys
         except VerlprofError:

@@ -114,6 +114,11 @@ class ExportResult:
 # One artifact
 # ------------------------------------------------------------------------------------------------
 
+def needs_tool(artifact: Artifact) -> bool:
+    """Whether exporting it runs `nsys` (an SQLite given alone is used as it is)."""
+    return artifact.kind != ArtifactKind.NSYS_SQLITE
+
+
 def export_one(artifact: Artifact, options: ExportOptions) -> ExportResult:
     """Make (or find) the SQLite export of one nsys artifact. Never raises for bad input."""
     t0 = time.monotonic()
