@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 
 from ..core.errors import BadInputError
 from ..readers.naming import NameInfo, classify_name
-from ..scrub import ScrubTask, scrub_task
+from ..scrub import ScrubTask, identities_task, scrub_task
 from ..summarize import empty_rows
 from ..window import SourceIdentity, SourceSteps, identity_from_artifact, window_spans
 
@@ -64,8 +64,9 @@ class BaseFormat:
         return artifact
 
     def identities(self, handle: Any, path: str, rel: str, policy: Any) -> Any:
-        """Hosts, users and secret values the file reveals, for the run's one pseudonym map."""
-        return self.find_identities(Path(path), policy)
+        """Hosts, users and secret values the file reveals (its `find_identities`) and the account
+        that owns it, for the run's one pseudonym map."""
+        return identities_task(ScrubTask(path, "", self.file_kinds[0], rel), policy)
 
     def identity(self, artifact: Any) -> SourceIdentity:
         return identity_from_artifact(artifact)
@@ -107,7 +108,8 @@ class BaseFormat:
         raise BadInputError(None, f"no window trace is published of a {self.kind} input")
 
     def find_identities(self, path: Path, policy: Any) -> Any:
-        raise BadInputError(path, f"cannot scrub a file of kind {self.kind!r}")
+        """What the content names (scrub.Identities); None: nothing (its owner still counts)."""
+        return None
 
     def scrub_file(self, src: Path, tmp: Path, dst: Path, scrubber: Any, options: Any) -> dict[str, Any]:
         """Write the scrubbed copy of `src` to `tmp` (renamed to `dst` by the caller); the facts."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...core.formats import register
 from ...readers.naming import NameInfo
-from ...scrub import config_task, find_config_identities, identities_task
+from ...scrub import find_config_identities
 from ..base import BaseFormat
 
 CONFIG = "hydra_config"
@@ -29,9 +29,6 @@ class HydraConfigFormat(BaseFormat):
 
     def reads_in_place(self, artifact: Any) -> bool:
         return True
-
-    def identities(self, handle: Any, path: str, rel: str, policy: Any) -> Any:
-        return identities_task(config_task(path, rel), policy)
 
     def find_identities(self, path: Path, policy: Any) -> Any:
         return find_config_identities(path, policy)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from ...core.formats import register
 from ...readers.naming import NameInfo
-from ...scrub import ScrubTask, find_trace_identities, identities_task, scrub_trace
+from ...scrub import ScrubTask, find_trace_identities, scrub_trace
 from ...summarize import TorchItem, empty_rows, summarize_torch_item, summarize_torch_steps
 from ...traces import trace_file_name, window_chrome_trace_utc, window_gzip
 from ...window import SourceIdentity, SourceSteps, torch_source_steps
@@ -85,9 +85,6 @@ class KinetoFormat(BaseFormat):
             return None if _head(path, 2) == GZIP_MAGIC else "not gzip data (bad header)"
         first = _head(path, 4096).lstrip()[:1]
         return None if first in (b"{", b"[") else "not JSON (bad header)"
-
-    def identities(self, handle: Any, path: str, rel: str, policy: Any) -> Any:
-        return identities_task(ScrubTask(path, "", TRACE, rel), policy)
 
     def source_steps(self, handle: Any, ident: SourceIdentity, options: Any) -> SourceSteps:
         return torch_source_steps(handle, ident, getattr(options, "step_range", None))

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ...core.formats import register
 from ...readers.naming import NameInfo
-from ...scrub import ScrubTask, find_snapshot_identities, identities_task, scrub_snapshot
+from ...scrub import find_snapshot_identities, scrub_snapshot
 from ...summarize import MemoryItem, StepSummaries, summarize_memory_item
 from ...window import SourceIdentity, SourceSteps, memory_source_steps
 from ..base import BaseFormat, spans_of
@@ -31,9 +31,6 @@ class MemorySnapshotFormat(BaseFormat):
     def check_header(self, path: Path, info: NameInfo) -> str | None:
         with open(path, "rb") as f:
             return None if f.read(1) == b"\x80" else "not a pickle (bad header)"
-
-    def identities(self, handle: Any, path: str, rel: str, policy: Any) -> Any:
-        return identities_task(ScrubTask(path, "", SNAPSHOT, rel), policy)
 
     def source_steps(self, handle: Any, ident: SourceIdentity, options: Any) -> SourceSteps:
         return memory_source_steps(handle, ident)
