@@ -32,6 +32,8 @@ class BaseFormat:
     no_event_is_broken: bool = False  # read without error but no event at all: a damaged file
     unread_reason: str = ""       # why it has no summarize row though it is no part of the window
     profile: bool = True          # profiler output (a summary's `inputs`); the run's config is not
+    run_config: bool = False      # the run's config: gather reads roles and profiled steps from it
+    labels: dict[str, str] = {}   # file kind -> the short word collect's table prints
 
     # ---- gather ----------------------------------------------------------------------------
     def classify(self, rel: str) -> NameInfo | None:
@@ -40,8 +42,22 @@ class BaseFormat:
         info = classify_name(rel)
         return info if info is not None and str(info.kind) in self.file_kinds else None
 
+    def claim(self, path: Path) -> NameInfo | None:
+        """A file this format recognises by its content before any name is read (the run's
+        config); None for formats known by their names."""
+        return None
+
     def check_header(self, path: Path, info: NameInfo) -> str | None:
         return None
+
+    def paired(self, artifacts: list[Any], skipped: list[tuple[str, str]]) -> list[Any]:
+        """The gathered artifacts after this format links its files that belong together (a
+        report and its export) or drops one another supersedes (said in `skipped`)."""
+        return artifacts
+
+    def from_config(self, artifact: Any, config: Any) -> Any:
+        """The artifact with what the run's config (readers/hydra_config.RunConfig) says of it."""
+        return artifact
 
     def reads_in_place(self, artifact: Any) -> bool:
         """collect reads the file where it lies (an empty file is failed by gather instead)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.formats import register
+from ...readers.hydra_config import is_hydra_config
 from ...readers.naming import NameInfo
 from ...scrub import find_config_identities
 from ..base import BaseFormat
@@ -21,11 +22,16 @@ class HydraConfigFormat(BaseFormat):
     kind = "config"
     file_kinds = (CONFIG,)
     profile = False
+    run_config = True
+    labels = {CONFIG: "config"}
     #: why it has no summarize row (manifest.json's statuses)
     unread_reason = "the run's config: read for roles and steps, not summarized"
 
     def classify(self, rel: str) -> NameInfo | None:
-        return None   # found by its content, not its name (gather/discover.py `_classify`)
+        return None   # found by its content, not its name (`claim`)
+
+    def claim(self, path: Path) -> NameInfo | None:
+        return NameInfo(CONFIG, "hydra_config") if path.name == "config.yaml" and is_hydra_config(path) else None
 
     def reads_in_place(self, artifact: Any) -> bool:
         return True

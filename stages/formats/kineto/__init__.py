@@ -76,6 +76,7 @@ def trace_versions(path: str) -> dict[str, str]:
 class KinetoFormat(BaseFormat):
     kind = "torch"
     file_kinds = (TRACE,)
+    labels = {TRACE: "trace"}
     summarized = has_steps = traced = no_event_is_broken = True
 
     def check_header(self, path: Path, info: NameInfo) -> str | None:
@@ -85,6 +86,13 @@ class KinetoFormat(BaseFormat):
             return None if _head(path, 2) == GZIP_MAGIC else "not gzip data (bad header)"
         first = _head(path, 4096).lstrip()[:1]
         return None if first in (b"{", b"[") else "not JSON (bad header)"
+
+    def from_config(self, artifact: Any, config: Any) -> Any:
+        """A trace that names no step is the k-th of its process's series: the k-th profiled step
+        (stages/window/series.py numbers it; the config's list is all it needs)."""
+        if artifact.step is None and config.steps:
+            return artifact.replace(notes=artifact.notes + (f"profiled_steps={','.join(map(str, config.steps))}",))
+        return artifact
 
     def source_steps(self, handle: Any, ident: SourceIdentity, options: Any) -> SourceSteps:
         return torch_source_steps(handle, ident, getattr(options, "step_range", None))

@@ -25,6 +25,7 @@ SNAPSHOT = "memory_snapshot"
 class MemorySnapshotFormat(BaseFormat):
     kind = "memory"
     file_kinds = (SNAPSHOT,)
+    labels = {SNAPSHOT: "memory"}
     #: its peak is attached to the phase rows of its process (collect_publish's memory pass)
     attaches_memory = True
 

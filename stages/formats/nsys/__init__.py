@@ -37,9 +37,16 @@ REPORT, QDSTRM, SQLITE = "nsys_report", "nsys_qdstrm", "nsys_sqlite"
 _RAW_REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")
 
 
+def _base(a: Any, suffix: str) -> str | None:
+    """The artifact's path without `suffix` (files pair up only in the same folder)."""
+    s = str(a.path)
+    return s[: -len(suffix)] if s.endswith(suffix) else None
+
+
 class NsysFormat(BaseFormat):
     kind = "nsys"
     file_kinds = (REPORT, QDSTRM, SQLITE)
+    labels = {REPORT: "report", QDSTRM: "qdstrm", SQLITE: "sqlite"}
     summarized = has_steps = traced = opens_once = True
 
     def check_header(self, path: Path, info: NameInfo) -> str | None:
@@ -52,6 +59,41 @@ class NsysFormat(BaseFormat):
         except ValueError as exc:
             return str(exc)
         return None
+
+    def paired(self, artifacts: list[Any], skipped: list[tuple[str, str]]) -> list[Any]:
+        """Link `X.sqlite` to `X.nsys-rep` beside it; drop `X.qdstrm` that `X.nsys-rep` supersedes."""
+        reports = {_base(a, ".nsys-rep"): a for a in artifacts if a.kind == REPORT}
+        sqlites = {_base(a, ".sqlite"): a for a in artifacts if a.kind == SQLITE}
+        reports.pop(None, None)
+        sqlites.pop(None, None)
+        out: list[Any] = []
+        for a in artifacts:
+            if a.kind == QDSTRM:
+                rep = reports.get(_base(a, ".qdstrm"))
+                if rep is not None and "empty" not in rep.notes:
+                    skipped.append((a.rel, f"superseded by the finished report {rep.rel}"))
+                    continue
+            elif a.kind == REPORT:
+                sq = sqlites.get(_base(a, ".nsys-rep"))
+                if sq is not None and "empty" not in sq.notes:
+                    a = a.replace(notes=a.notes + (f"sqlite_export={sq.rel}",))
+            elif a.kind == SQLITE:
+                rep = reports.get(_base(a, ".sqlite"))
+                if rep is not None and "empty" not in a.notes:
+                    a = a.replace(notes=a.notes + (f"export_of={rep.rel}",))
+            out.append(a)
+        return out
+
+    def from_config(self, artifact: Any, config: Any) -> Any:
+        """Capture range k of a continuous-mode worker report holds the k-th profiled window."""
+        a = artifact
+        if a.capture_range is not None and a.step is None and a.steps is None:
+            win = config.capture_range_steps(a.capture_range)
+            if win is not None:
+                first, last = win
+                a = a.replace(step=first if first == last else None, steps=None if first == last else win,
+                              notes=a.notes + ("step_from_config",))
+        return a
 
     def reads_in_place(self, artifact: Any) -> bool:
         return False   # its export (WORK dir) is the raw input: `needs_export`
