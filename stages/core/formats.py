@@ -40,6 +40,9 @@ class Format(Protocol):
 
     kind: str
     file_kinds: tuple[str, ...]
+    suffixes: tuple[str, ...]
+    capture_suffixes: tuple[str, ...]
+    fallback: bool
     summarized: bool
     has_steps: bool
     traced: bool
@@ -144,6 +147,22 @@ def for_file_kind(file_kind: Any) -> Format:
         return _BY_FILE_KIND[str(file_kind)]
     except KeyError:
         raise KeyError(f"no input format owns file kind {file_kind!r}") from None
+
+
+def for_name(name: str) -> Format:
+    """The format a bare file name most likely is, by the endings formats declare (`suffixes`);
+    a name of no known ending is taken for the `fallback` format's (an nsys export, as the
+    `window` command always read one)."""
+    formats = all_formats()
+    for fmt in formats:
+        if fmt.suffixes and name.endswith(tuple(fmt.suffixes)):
+            return fmt
+    return next(f for f in formats if f.fallback)
+
+
+def capture_suffixes() -> tuple[str, ...]:
+    """Endings of files whose name may carry a capture range (`<base>.<k>.nsys-rep`)."""
+    return tuple(s for f in all_formats() for s in f.capture_suffixes)
 
 
 def classify(rel: str) -> Any:

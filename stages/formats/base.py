@@ -34,6 +34,9 @@ class BaseFormat:
     profile: bool = True          # profiler output (a summary's `inputs`); the run's config is not
     run_config: bool = False      # the run's config: gather reads roles and profiled steps from it
     labels: dict[str, str] = {}   # file kind -> the short word collect's table prints
+    suffixes: tuple[str, ...] = ()  # file-name endings: the format of a bare name (`window FILE`)
+    capture_suffixes: tuple[str, ...] = ()  # endings after which `.<k>` is a capture range
+    fallback: bool = False        # a bare name of no known ending is taken for this format's
 
     # ---- gather ----------------------------------------------------------------------------
     def classify(self, rel: str) -> NameInfo | None:
@@ -86,6 +89,10 @@ class BaseFormat:
 
     def identity(self, artifact: Any) -> SourceIdentity:
         return identity_from_artifact(artifact)
+
+    def refine_identity(self, ident: SourceIdentity, artifact: Any) -> SourceIdentity:
+        """What this format adds to a gathered file's identity (window.identity_from_artifact)."""
+        return ident
 
     def source_steps(self, handle: Any, ident: SourceIdentity, options: Any) -> SourceSteps:
         raise BadInputError(ident.source, f"a {self.kind} input has no steps")

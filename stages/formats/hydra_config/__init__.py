@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ...core.formats import register
+from ...core.model import ArtifactKind
 from ...readers.hydra_config import is_hydra_config
 from ...readers.naming import NameInfo
 from ...scrub import find_config_identities
 from ..base import BaseFormat
 
-CONFIG = "hydra_config"
+CONFIG = ArtifactKind.HYDRA_CONFIG
 
 
 class HydraConfigFormat(BaseFormat):

@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...core.formats import register
+from ...core.model import ArtifactKind
 from ...readers.naming import NameInfo
 from ...scrub import ScrubTask, find_trace_identities, scrub_trace
 from ...summarize import TorchItem, empty_rows, summarize_torch_item, summarize_torch_steps
 from ...traces import trace_file_name, window_chrome_trace_utc, window_gzip
-from ...window import SourceIdentity, SourceSteps, torch_source_steps
+from ...window import SourceIdentity, SourceSteps, process_key, torch_source_steps
 from ..base import BaseFormat, scrub_window, spans_of
 
-TRACE = "torch_trace"
+TRACE = ArtifactKind.TORCH_TRACE
 GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_BYTES = 256 << 10
 #: Reason prefix of a file that looked like a trace but could not be read (gather/headers.py).
@@ -77,6 +78,7 @@ class KinetoFormat(BaseFormat):
     kind = "torch"
     file_kinds = (TRACE,)
     labels = {TRACE: "trace"}
+    suffixes = (".json", ".json.gz")
     summarized = has_steps = traced = no_event_is_broken = True
 
     def check_header(self, path: Path, info: NameInfo) -> str | None:
@@ -86,6 +88,10 @@ class KinetoFormat(BaseFormat):
             return None if _head(path, 2) == GZIP_MAGIC else "not gzip data (bad header)"
         first = _head(path, 4096).lstrip()[:1]
         return None if first in (b"{", b"[") else "not JSON (bad header)"
+
+    def refine_identity(self, ident: SourceIdentity, artifact: Any) -> SourceIdentity:
+        """The process whose series of traces it is one of (window/series.py)."""
+        return dataclasses.replace(ident, process=process_key(artifact))
 
     def from_config(self, artifact: Any, config: Any) -> Any:
         """A trace that names no step is the k-th of its process's series: the k-th profiled step

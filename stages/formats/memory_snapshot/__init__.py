@@ -9,29 +9,36 @@ scrub/snapshot.py.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
 from ...core.formats import register
+from ...core.model import ArtifactKind
 from ...readers.naming import NameInfo
 from ...scrub import find_snapshot_identities, scrub_snapshot
 from ...summarize import MemoryItem, StepSummaries, summarize_memory_item
 from ...window import SourceIdentity, SourceSteps, memory_source_steps
 from ..base import BaseFormat, spans_of
 
-SNAPSHOT = "memory_snapshot"
+SNAPSHOT = ArtifactKind.MEMORY_SNAPSHOT
 
 
 class MemorySnapshotFormat(BaseFormat):
     kind = "memory"
     file_kinds = (SNAPSHOT,)
     labels = {SNAPSHOT: "memory"}
+    suffixes = (".pickle", ".pkl")
     #: its peak is attached to the phase rows of its process (collect_publish's memory pass)
     attaches_memory = True
 
     def check_header(self, path: Path, info: NameInfo) -> str | None:
         with open(path, "rb") as f:
             return None if f.read(1) == b"\x80" else "not a pickle (bad header)"
+
+    def refine_identity(self, ident: SourceIdentity, artifact: Any) -> SourceIdentity:
+        """verl's OOM observer's snapshot (`oom_<ts>/`): the memory at a failure, no step."""
+        return dataclasses.replace(ident, scope="oom") if "oom" in artifact.notes else ident
 
     def source_steps(self, handle: Any, ident: SourceIdentity, options: Any) -> SourceSteps:
         return memory_source_steps(handle, ident)

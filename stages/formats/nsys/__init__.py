@@ -18,6 +18,7 @@ from typing import Any, Iterator, Sequence
 
 from ...core.errors import VerlprofError
 from ...core.formats import register
+from ...core.model import ArtifactKind
 from ...readers.naming import NameInfo
 from ...readers.nsys_sqlite import NsysExport
 from ...readers.report_identity import identify_report
@@ -33,7 +34,7 @@ from ...traces import (
 from ...window import SourceIdentity, SourceSteps, nsys_source_steps
 from ..base import BaseFormat, scrub_window, spans_of
 
-REPORT, QDSTRM, SQLITE = "nsys_report", "nsys_qdstrm", "nsys_sqlite"
+REPORT, QDSTRM, SQLITE = ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE
 _RAW_REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")
 
 
@@ -47,6 +48,8 @@ class NsysFormat(BaseFormat):
     kind = "nsys"
     file_kinds = (REPORT, QDSTRM, SQLITE)
     labels = {REPORT: "report", QDSTRM: "qdstrm", SQLITE: "sqlite"}
+    suffixes = capture_suffixes = (".sqlite", ".nsys-rep", ".qdstrm")
+    fallback = True
     summarized = has_steps = traced = opens_once = True
 
     def check_header(self, path: Path, info: NameInfo) -> str | None:
