@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ..stages import formats
+from ..stages.core import formats
 from ..stages import gather as gather_stage
 from ..stages.doctor import Finding, after_run_checks
 from ..stages.core import atomic

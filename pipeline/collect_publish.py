@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..stages import doctor as doctor_stage
-from ..stages import formats
+from ..stages.core import formats
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
 from ..stages.core import atomic

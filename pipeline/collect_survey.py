@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..stages import export as export_stage
-from ..stages import formats
+from ..stages.core import formats
 from ..stages import gather as gather_stage
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage

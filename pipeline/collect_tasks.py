@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..stages import formats
+from ..stages.core import formats
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
 from ..stages import traces as traces_stage
@@ -297,16 +297,17 @@ def oom_note(item: RawInput, options: Any = None) -> str:
 def summarize_memory(item: MemoryWork, options: PublishOptions) -> tuple[list[dict[str, Any]], Counter]:
     """`mem_peak_bytes` of the process's phases (the rows come back updated), or, without phase
     rows of its process, the snapshot's own phase rows, scrubbed. Returns (rows, counts)."""
-    ident = item.source.format.identity(item.source.artifact)
+    fmt = item.source.format
+    ident = fmt.identity(item.source.artifact)
     path = Path(item.source.path)
     if item.same_pid:
-        rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize, list(item.same_pid))
+        rows = fmt.memory_rows(path, ident, options.summarize, list(item.same_pid))
         phases, n = list(rows.get("phases", [])), len(item.same_pid)
         if len(phases) == n:
             return phases, Counter()   # numbers filled in rows already scrubbed
         new_rows, counts = _scrubbed_phases(phases[n:], options)   # an untimed snapshot's own rows
         return phases[:n] + new_rows, counts
-    rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize)
+    rows = fmt.memory_rows(path, ident, options.summarize, None)
     return _scrubbed_phases(list(rows.get("phases", [])), options)
 
 

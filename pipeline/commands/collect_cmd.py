@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ...stages import formats
+from ...stages.core import formats
 from ...stages.core.done_records import default_work_dir
 from ...stages.core.errors import NothingSummarizedError, RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED

@@ -43,6 +43,7 @@ class Format(Protocol):
     suffixes: tuple[str, ...]
     capture_suffixes: tuple[str, ...]
     fallback: bool
+    timing: bool
     summarized: bool
     has_steps: bool
     traced: bool
@@ -163,6 +164,18 @@ def for_name(name: str) -> Format:
 def capture_suffixes() -> tuple[str, ...]:
     """Endings of files whose name may carry a capture range (`<base>.<k>.nsys-rep`)."""
     return tuple(s for f in all_formats() for s in f.capture_suffixes)
+
+
+def preference() -> dict[str, int]:
+    """Kind -> rank when two formats saw one process (lower first): the registration order, so
+    the built-in formats go nsys, torch, memory (their rows are read in that order of trust)."""
+    return {fmt.kind: i for i, fmt in enumerate(all_formats())}
+
+
+def untimed_kinds() -> tuple[str, ...]:
+    """Kinds whose rows time nothing (a memory snapshot's allocator phases): left out of the
+    timing figures that read a bundle (ranks, headline, compare)."""
+    return tuple(fmt.kind for fmt in all_formats() if not fmt.timing)
 
 
 def classify(rel: str) -> Any:

@@ -31,9 +31,11 @@ class BaseFormat:
     attaches_memory: bool = False  # its figures join the phase rows of the same process (memory)
     no_event_is_broken: bool = False  # read without error but no event at all: a damaged file
     unread_reason: str = ""       # why it has no summarize row though it is no part of the window
+    timing: bool = True           # its rows time ranges (a memory snapshot's rows time nothing)
     profile: bool = True          # profiler output (a summary's `inputs`); the run's config is not
     run_config: bool = False      # the run's config: gather reads roles and profiled steps from it
     labels: dict[str, str] = {}   # file kind -> the short word collect's table prints
+    empty_hints: dict[str, str] = {}  # file kind -> why such a file is empty (a failed row's hint)
     suffixes: tuple[str, ...] = ()  # file-name endings: the format of a bare name (`window FILE`)
     capture_suffixes: tuple[str, ...] = ()  # endings after which `.<k>` is a capture range
     fallback: bool = False        # a bare name of no known ending is taken for this format's
@@ -118,6 +120,11 @@ class BaseFormat:
         if not item.chosen:
             return empty_rows()
         return self.summarize_steps(dataclasses.replace(item, other_steps=()), options, handle).chosen or empty_rows()
+
+    def memory_rows(self, path: Path, ident: SourceIdentity, options: Any,
+                    phases_rows: list[dict[str, Any]] | None) -> Any:
+        """An `attaches_memory` format's figures joined to the phase rows of its process."""
+        raise BadInputError(path, f"a {self.kind} input has no memory figures")
 
     def split_value_sources(self, handle: Any, path: str) -> list[Any]:
         """Inputs whose adjacent texts may split a secret (publish_scrubber's `raw_exports`)."""

@@ -466,7 +466,7 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
             # relative to the source, minus the climb out of it: no names from above the source
             up = Path(os.path.relpath(near, Path(raw_src).expanduser().resolve())).parts
             rel = "/".join(p for p in up if p != "..")
-            a = _artifact(near, rel, nst, NameInfo(_config_format().file_kinds[0], "hydra_config"), index, None)
+            a = _artifact(near, rel, nst, _config_format().found_near(near), index, None)
             a = a.replace(notes=a.notes + ("found_near_source",))
             arts.append(a)
             configs.append(a)

@@ -32,7 +32,11 @@ class HydraConfigFormat(BaseFormat):
         return None   # found by its content, not its name (`claim`)
 
     def claim(self, path: Path) -> NameInfo | None:
-        return NameInfo(CONFIG, "hydra_config") if path.name == "config.yaml" and is_hydra_config(path) else None
+        return self.found_near(path) if path.name == "config.yaml" and is_hydra_config(path) else None
+
+    def found_near(self, path: Path) -> NameInfo:
+        """The config gather found beside a source (`find_config_near` read it already)."""
+        return NameInfo(CONFIG, "hydra_config")
 
     def reads_in_place(self, artifact: Any) -> bool:
         return True

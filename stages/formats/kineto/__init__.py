@@ -79,6 +79,7 @@ class KinetoFormat(BaseFormat):
     file_kinds = (TRACE,)
     labels = {TRACE: "trace"}
     suffixes = (".json", ".json.gz")
+    empty_hints = {TRACE: "the profiler never wrote it (the process was killed before the trace was saved?)"}
     summarized = has_steps = traced = no_event_is_broken = True
 
     def check_header(self, path: Path, info: NameInfo) -> str | None:

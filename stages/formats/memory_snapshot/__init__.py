@@ -17,7 +17,7 @@ from ...core.formats import register
 from ...core.model import ArtifactKind
 from ...readers.naming import NameInfo
 from ...scrub import find_snapshot_identities, scrub_snapshot
-from ...summarize import MemoryItem, StepSummaries, summarize_memory_item
+from ...summarize import MemoryItem, StepSummaries, summarize_memory_item, summarize_memory_snapshot
 from ...window import SourceIdentity, SourceSteps, memory_source_steps
 from ..base import BaseFormat, spans_of
 
@@ -29,8 +29,10 @@ class MemorySnapshotFormat(BaseFormat):
     file_kinds = (SNAPSHOT,)
     labels = {SNAPSHOT: "memory"}
     suffixes = (".pickle", ".pkl")
+    empty_hints = {SNAPSHOT: "the snapshot was never written (the process was killed before the dump?)"}
     #: its peak is attached to the phase rows of its process (collect_publish's memory pass)
     attaches_memory = True
+    timing = False
 
     def check_header(self, path: Path, info: NameInfo) -> str | None:
         with open(path, "rb") as f:
@@ -53,6 +55,11 @@ class MemorySnapshotFormat(BaseFormat):
 
     def summarize_steps(self, item: MemoryItem, options: Any, handle: Any) -> StepSummaries:
         return StepSummaries(summarize_memory_item(item, options))
+
+    def memory_rows(self, path: Path, ident: SourceIdentity, options: Any,
+                    phases_rows: list[dict[str, Any]] | None) -> Any:
+        """`mem_peak_bytes` filled into the phase rows of its process, or (None) its own rows."""
+        return summarize_memory_snapshot(path, ident, options, phases_rows)
 
     def find_identities(self, path: Path, policy: Any) -> Any:
         return find_snapshot_identities(path, policy)
