@@ -384,10 +384,6 @@ KIND_MENTIONS_ALLOWED = {
                                          "point at; it stamps the rows of a memory snapshot with its own kind",
     "stages/window/torch_steps.py": "the kineto and memory formats' step readers, which the folders point at; "
                                     "they stamp the identity with their own kind",
-    "stages/window/series.py": "step numbering: an nsys capture series and a torch per-step file series are "
-                               "numbered by two rules of the one window algorithm (to become format attributes)",
-    "stages/window/steps.py": "step numbering (as series.py): an nsys export's steps are numbered across its "
-                              "capture series, a torch trace's come numbered",
     "stages/scrub/tasks.py": "the `scrub` command's own sniffing of any file given to it (sniff_kind, "
                              "output_name, the refusal of raw reports); being rewritten on branch provscrub",
     "stages/doctor/after_run.py": "`doctor`'s after-run check lists a run folder with its own suffix classifier "

@@ -43,6 +43,8 @@ class Format(Protocol):
     suffixes: tuple[str, ...]
     capture_suffixes: tuple[str, ...]
     fallback: bool
+    numbers_steps: bool
+    file_series: bool
     timing: bool
     summarized: bool
     has_steps: bool

@@ -39,6 +39,9 @@ class BaseFormat:
     suffixes: tuple[str, ...] = ()  # file-name endings: the format of a bare name (`window FILE`)
     capture_suffixes: tuple[str, ...] = ()  # endings after which `.<k>` is a capture range
     fallback: bool = False        # a bare name of no known ending is taken for this format's
+    numbers_steps: bool = False   # its steps are numbered by the window (markers, capture series);
+                                  # else they come numbered (a trace per step, a snapshot's folder)
+    file_series: bool = False     # a file that names no step is one of its process's series of files
 
     # ---- gather ----------------------------------------------------------------------------
     def classify(self, rel: str) -> NameInfo | None:

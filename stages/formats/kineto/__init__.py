@@ -79,6 +79,7 @@ class KinetoFormat(BaseFormat):
     file_kinds = (TRACE,)
     labels = {TRACE: "trace"}
     suffixes = (".json", ".json.gz")
+    file_series = True
     empty_hints = {TRACE: "the profiler never wrote it (the process was killed before the trace was saved?)"}
     summarized = has_steps = traced = no_event_is_broken = True
 

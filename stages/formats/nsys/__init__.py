@@ -50,6 +50,7 @@ class NsysFormat(BaseFormat):
     labels = {REPORT: "report", QDSTRM: "qdstrm", SQLITE: "sqlite"}
     suffixes = capture_suffixes = (".sqlite", ".nsys-rep", ".qdstrm")
     fallback = True
+    numbers_steps = True
     empty_hints = {REPORT: "nsys never finished writing it (the process died, or no capture range opened)",
                    QDSTRM: "nsys never finished writing it (the process died before the import)"}
     summarized = has_steps = traced = opens_once = True
