@@ -35,7 +35,8 @@ class Format(Protocol):
 
     Attributes: `kind` (the registry key), `file_kinds` (the Artifact.kind values its files are
     gathered as), `summarized` (its files get a summarize row), `has_steps` (pass 1 reads its
-    steps and it takes part in the run's one window), `traced` (a window trace is cut of it).
+    steps and it takes part in the run's one window), `traced` (a window trace is cut of it); the
+    others are described on `BaseFormat` (docs/DESIGN.md "Adding an input format").
     """
 
     kind: str
@@ -49,31 +50,47 @@ class Format(Protocol):
     summarized: bool
     has_steps: bool
     traced: bool
+    opens_once: bool
+    attaches_memory: bool
+    no_event_is_broken: bool
+    unread_reason: str
+    profile: bool
+    run_config: bool
+    labels: dict[str, str]
+    empty_hints: dict[str, str]
 
     # gather: naming, sniffing, what is read where it lies
     def classify(self, rel: str) -> Any: ...                       # NameInfo | None, by name alone
+    def claim(self, path: Any) -> Any: ...                         # NameInfo | None, by content
     def check_header(self, path: Any, info: Any) -> str | None: ...  # None, or why the bytes don't fit
+    def paired(self, artifacts: list[Any], skipped: list[tuple[str, str]]) -> list[Any]: ...
+    def from_config(self, artifact: Any, config: Any) -> Any: ...  # what the run's config says of it
     def reads_in_place(self, artifact: Any) -> bool: ...           # collect reads it where it lies
     def needs_export(self, artifact: Any) -> bool: ...             # the export stage converts it first
 
     # pass 1 (survey): identity, identities, steps
     def open(self, path: str, ranges_cache: str | None) -> ContextManager[Any]: ...
+    def wants_identify(self, artifact: Any) -> bool: ...
     def identify(self, handle: Any, artifact: Any) -> Any: ...     # Artifact with role/rank from content
     def identities(self, handle: Any, path: str, rel: str, policy: Any) -> Any: ...
     def identity(self, artifact: Any) -> Any: ...                  # window.SourceIdentity
+    def refine_identity(self, ident: Any, artifact: Any) -> Any: ...
     def source_steps(self, handle: Any, ident: Any, options: Any) -> Any: ...   # window.SourceSteps
     def surveyed(self, artifact: Any, steps: Any, path: str) -> tuple[Any, dict[str, str]]: ...
 
     # pass 2: summary (event model -> phase rows), window cut, scrub and check
     def summary_identity(self, artifact: Any, steps: Any) -> Any: ...
     def summarize_job(self, path: str, ident: Any, steps: Any, step: int | None, others: Any) -> Any: ...
-    def summarize_steps(self, item: Any, options: Any, handle: Any) -> Any: ...
+    def summarize_steps(self, item: Any, options: Any, handle: Any) -> Any: ...   # StepSummaries
+    def summarize_chosen(self, item: Any, options: Any, handle: Any) -> Any: ...  # SummaryRows
+    def memory_rows(self, path: Any, ident: Any, options: Any, phases_rows: Any) -> Any: ...
     def split_value_sources(self, handle: Any, path: str) -> list[Any]: ...
-    def cut_window(self, job: Any, handle: Any) -> dict[str, Any]: ...
+    def make_window(self, job: Any, out: dict[str, Any], flows: bool) -> None: ...
+    def cut_window(self, job: Any, stem: Any, handle: Any) -> tuple[Any, dict[str, Any]]: ...
     def publish_window(self, job: Any, cut: dict[str, Any], scrub: Any, out: dict[str, Any],
-                       on_scrubbed: Any) -> None: ...
-    def find_identities(self, path: Any, policy: Any) -> Any: ...   # scrub: identities of a file of this format
-    def scrub_file(self, src: Any, dst: Any, scrubber: Any, options: Any) -> dict[str, Any]: ...
+                       on_scrubbed: Any, flows: bool = True) -> None: ...
+    def find_identities(self, path: Any, policy: Any) -> Any: ...   # scrub: what a file of this format names
+    def scrub_file(self, src: Any, tmp: Any, dst: Any, scrubber: Any, options: Any) -> dict[str, Any]: ...
 
 
 _REGISTRY: dict[str, Format] = {}

@@ -133,11 +133,17 @@ class BaseFormat:
         """Inputs whose adjacent texts may split a secret (publish_scrubber's `raw_exports`)."""
         return []
 
-    def cut_window(self, job: Any, handle: Any) -> dict[str, Any]:
+    def make_window(self, job: Any, out: dict[str, Any], flows: bool) -> None:
+        """Write the window traces of an already scrubbed source (traces.make_window_traces)."""
+        raise BadInputError(None, f"no window trace is made of a {self.kind} input")
+
+    def cut_window(self, job: Any, stem: Path, handle: Any) -> tuple[Path, dict[str, Any]]:
+        """Cut the raw window into the WORK dir (`stem` + the format's ending); its counts."""
         raise BadInputError(None, f"no window trace is cut of a {self.kind} input")
 
     def publish_window(self, job: Any, cut: dict[str, Any], scrub: Any, out: dict[str, Any],
-                       on_scrubbed: Any) -> None:
+                       on_scrubbed: Any, flows: bool = True) -> None:
+        """Scrub the cut window into the bundle (and convert it); its facts into `out`."""
         raise BadInputError(None, f"no window trace is published of a {self.kind} input")
 
     def find_identities(self, path: Path, policy: Any) -> Any:

@@ -15,7 +15,7 @@ from ..core.errors import VerlprofError
 from ..window import SourceIdentity, SourceSteps, WindowChoice
 from .nsys import NsysItem
 from .torch_profile import MemoryItem, TorchItem
-from .types import StepSummaries, SummarizeOptions, SummaryRows, empty_rows
+from .types import StepSummaries, SummarizeOptions, SummaryRows
 
 #: what `summarize_job` makes and `summarize_any_item` / `summarize_steps` run
 SummaryItem = Union[NsysItem, TorchItem, MemoryItem]
