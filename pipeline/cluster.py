@@ -138,7 +138,8 @@ def merge_gathers(per_node: list[tuple[str, gather_stage.GatherResult]], rows: l
 
     Every field of each node's `GatherResult` is carried (one node's listing comes back equal to
     itself, tests/test_cluster_merge.py): the unreadable candidates (`rejected`, and their reasons
-    in `skipped`) are what collect reports as failed artifacts, by the same path as a local run.
+    in `skipped`) are what collect reports as failed artifacts, by the same path as a local run;
+    verlprof's own outputs found on a node (`own_outputs`) are said once each, as locally.
     A name found on two nodes becomes `<node>/<name>` (node = the salted pseudonym) wherever it
     appears: artifact, unreadable candidate and its skip reason alike.
     """
@@ -151,6 +152,7 @@ def merge_gathers(per_node: list[tuple[str, gather_stage.GatherResult]], rows: l
         return f"{salted_hash(nid, salt)}/{rel}" if count.get(rel, 0) > 1 else rel
 
     artifacts, rejected, skipped, roots, config, node_of = [], [], [], [], None, {}
+    own: list[tuple[str, str]] = []
     for nid, got in per_node:
         for a in got.artifacts:
             a = a.replace(rel=on_node(nid, a.rel))
@@ -158,11 +160,12 @@ def merge_gathers(per_node: list[tuple[str, gather_stage.GatherResult]], rows: l
             node_of[a.rel] = nid
         rejected += [a.replace(rel=on_node(nid, a.rel)) for a in got.rejected]
         skipped += [(on_node(nid, rel), why) for rel, why in got.skipped]
+        own += [(rel if len(per_node) == 1 else f"{salted_hash(nid, salt)}/{rel}", why) for rel, why in got.own_outputs]
         roots += [r for r in got.roots if r not in roots]
         config = config or got.config
     order = {"ok": 0, "nothing": 1, "failed": 2, "dead": 3}
     rows.sort(key=lambda r: (order.get(r.status, 9), r.node))
-    return ClusterGather(gather_stage.GatherResult(artifacts, config, skipped, roots, rejected), node_of, rows)
+    return ClusterGather(gather_stage.GatherResult(artifacts, config, skipped, roots, rejected, own), node_of, rows)
 
 
 __all__ = ["NSIGHT_ENV", "ClusterGather", "GatherNodeOptions", "NodeRow", "gather_node", "gather_on_nodes",

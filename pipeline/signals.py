@@ -69,6 +69,7 @@ def stopped_cleanly(*folders: Path | str) -> Iterator[None]:
     """`interruptible`, and on the way out of an interrupt the temp files of killed writers in
     `folders` are removed (an executor entered inside the block has killed its workers by then).
     Every command that runs workers (scrub, window, summarize) stops through this, as collect does."""
+
     try:
         with interruptible():
             yield

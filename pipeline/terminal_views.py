@@ -16,11 +16,11 @@ from typing import Any, Iterable
 import pandas as pd
 from rich.text import Text
 
+from ..stages.core import formats
 from ..stages.core.errors import cut_at_word
 from . import compare, ranks
 from .commands.wrap import fit_lines
 from .headline import headline, headline_roles
-from ..stages.core import formats
 
 #: Phase rows per role table.
 TOP_PHASES = 12
@@ -81,6 +81,7 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
     table = ranks.chosen_rows(full)   # the step of phases.parquet; recurrence rows speak of every step
     across = table[table["row_kind"] == "ranks"] if not table.empty else table
     totals = compare.stage_totals(df)
+
     out: list[str] = headline_lines(df, full, width)
     stated = set(headline_roles(full))   # their culprit and recurrence are in the headline already
     name_w = max(16, width - 52)
@@ -122,6 +123,7 @@ def role_tables(phases: Any, ranks_rows: Any = None, top: int = TOP_PHASES, widt
 def headline_lines(phases: Any, ranks_rows: Any, width: int = 80) -> list[str]:
     """The answer at a glance, first (pipeline/headline.py: the same facts as the report's
     headline): the step and what bounds it, the culprit, its recurrence, the GPU's largest idle."""
+
     facts = headline(phases, ranks_rows)
     if not facts:
         return []

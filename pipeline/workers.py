@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import typer
-
 from ..stages.core.cores import usable_cores
 from ..stages.core.errors import VerlprofError
 
@@ -48,5 +46,7 @@ def check_jobs(value: Optional[int]) -> Optional[int]:
 
 def jobs_option(default: Optional[int] = None, default_said: str = "usable cores") -> Any:
     """The `--jobs/-j` option of every command that runs workers (one wording, one check)."""
+    import typer
+
     return typer.Option(default, "--jobs", "-j", callback=check_jobs, metavar="JOBS",
                         help=JOBS_HELP.format(default=default_said))

@@ -322,6 +322,8 @@ LAZY_IMPORTS = {
        "for `doctor` on a launch line" for m in (
            "hydra", "hydra.core.override_parser.overrides_parser", "hydra._internal.config_loader_impl",
            "hydra.core.global_hydra", "hydra.errors", "hydra.types", "omegaconf", "omegaconf.errors")},
+    "pipeline/workers.py typer": "the CLI library, only where an option is declared: executors.py imports workers.py "
+       "on every pool worker, which never parses options",
     "pipeline/ray_executor.py ray": "Ray: an optional dependency (`pip install verlprof[ray]`), ~1 s to import",
     "pipeline/ray_executor.py ray.util.scheduling_strategies": "Ray (as above)",
     "stages/gather/discover.py concurrent.futures": "on `verlprof --help`'s import path; only a gather "

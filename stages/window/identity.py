@@ -27,6 +27,7 @@ def identity_from_path(path: str | Path, source_kind: str | None = None) -> Sour
     """A best-effort identity from a file name alone: verl's naming patterns
     (`stages/readers/naming.py`: role, rank, pid, capture range, step), else `<base>.<k>` ->
     capture range k and a trailing number -> pid."""
+
     name = Path(path).name
     fmt = formats.get(source_kind) if source_kind is not None else formats.for_name(name)
     source_kind = fmt.kind
