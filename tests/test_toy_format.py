@@ -106,3 +106,14 @@ def test_the_toy_format_is_gone_once_unregistered(tmp_path: Path) -> None:
     res = runner.invoke(app, ["collect", str(tmp_path / "run"), "-o", str(tmp_path / "out"),
                               "--work", str(tmp_path / "work")])
     assert res.exit_code != 0 and "no profiler artifacts found" in str(res.exception)
+
+
+def test_nothing_outside_the_toy_folder_knows_it() -> None:
+    """"Without touching any other file", checked: no module of the project names the toy format,
+    its kind or its file kind; the folder and one `register` call are all there is."""
+    root = Path(__file__).resolve().parents[1]
+    sources = [p for top in ("stages", "pipeline") for p in (root / top).rglob("*") if p.is_file()]
+    assert len(sources) > 100
+    for p in sources:
+        text = p.read_bytes()
+        assert b"toy_ranges" not in text and b"ToyRanges" not in text and b"toy_format" not in text, p
