@@ -67,6 +67,7 @@ class Format(Protocol):
     def from_config(self, artifact: Any, config: Any) -> Any: ...  # what the run's config says of it
     def reads_in_place(self, artifact: Any) -> bool: ...           # collect reads it where it lies
     def needs_export(self, artifact: Any) -> bool: ...             # the export stage converts it first
+    def reads_directly(self, artifact: Any) -> bool: ...           # `window FOLDER` reads it as it lies
 
     # pass 1 (survey): identity, identities, steps
     def open(self, path: str, ranges_cache: str | None) -> ContextManager[Any]: ...

@@ -74,6 +74,11 @@ class BaseFormat:
     def needs_export(self, artifact: Any) -> bool:
         return False
 
+    def reads_directly(self, artifact: Any) -> bool:
+        """The stage commands (`window FOLDER`) read it as it lies and find its steps: an export or
+        a trace, never a report that needs exporting, nor a file without steps."""
+        return False
+
     # ---- pass 1 ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def open(self, path: str, ranges_cache: str | None) -> Iterator[Any]:

@@ -91,6 +91,9 @@ class KinetoFormat(BaseFormat):
         first = _head(path, 4096).lstrip()[:1]
         return None if first in (b"{", b"[") else "not JSON (bad header)"
 
+    def reads_directly(self, artifact: Any) -> bool:
+        return True
+
     def refine_identity(self, ident: SourceIdentity, artifact: Any) -> SourceIdentity:
         """The process whose series of traces it is one of (window/series.py)."""
         return dataclasses.replace(ident, process=process_key(artifact))

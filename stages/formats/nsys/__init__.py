@@ -127,11 +127,15 @@ class NsysFormat(BaseFormat):
         return artifact.role is None or artifact.rank is None
 
     def identify(self, handle: Any, artifact: Any) -> Any:
+        """Role, rank and world size from inside the report (an Artifact or a SourceIdentity)."""
         ident = identify_report(handle, artifact.pid)
-        return artifact.replace(role=artifact.role or ident.role,
-                                rank=artifact.rank if artifact.rank is not None else ident.rank,
-                                world_size=artifact.world_size if artifact.world_size is not None
-                                else ident.world_size)
+        return dataclasses.replace(artifact, role=artifact.role or ident.role,
+                                   rank=artifact.rank if artifact.rank is not None else ident.rank,
+                                   world_size=artifact.world_size if artifact.world_size is not None
+                                   else ident.world_size)
+
+    def reads_directly(self, artifact: Any) -> bool:
+        return artifact.kind == SQLITE   # a report is exported first
 
     def identities(self, handle: Any, path: str, rel: str, policy: Any) -> Any:
         return identities_task(ScrubTask(path, "", SQLITE, rel), policy, getattr(handle, "con", None))
