@@ -390,8 +390,6 @@ KIND_MENTIONS_ALLOWED = {
                              "output_name, the refusal of raw reports); being rewritten on branch provscrub",
     "stages/doctor/after_run.py": "`doctor`'s after-run check lists a run folder with its own suffix classifier "
                                   "(no gather, no header reads); to be rewired to formats.classify",
-    "pipeline/report/gpu_lanes.py": "the report reads the bundle's window files (outputs, not inputs) by the kind "
-                                    "manifest.json records for each: an SQLite window or a Chrome one",
 }
 
 
