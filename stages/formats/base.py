@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -17,6 +18,11 @@ from ..readers.naming import NameInfo, classify_name
 from ..scrub import ScrubTask, identities_task, scrub_task
 from ..summarize import empty_rows
 from ..window import SourceIdentity, SourceSteps, identity_from_artifact, window_spans
+
+
+#: verl's naming table read once per name, however many formats ask (gather asks each in turn);
+#: NameInfo is frozen, so one answer is shared safely.
+_verl_name = functools.lru_cache(maxsize=1 << 14)(classify_name)
 
 
 class BaseFormat:
@@ -47,7 +53,7 @@ class BaseFormat:
     def classify(self, rel: str) -> NameInfo | None:
         """What a file is by its name: verl's naming (stages/readers/naming.py), when it says one
         of this format's file kinds."""
-        info = classify_name(rel)
+        info = _verl_name(rel)
         return info if info is not None and str(info.kind) in self.file_kinds else None
 
     def claim(self, path: Path) -> NameInfo | None:
