@@ -10,6 +10,9 @@ planted token and a user's name never published), and the bundle passes `verlpro
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -117,3 +120,24 @@ def test_nothing_outside_the_toy_folder_knows_it() -> None:
     for p in sources:   # (docstrings may point at this test by its file name; no code names the format)
         text = p.read_text(encoding="utf-8")
         assert "toy_ranges" not in text and "ToyRanges" not in text and '"toy"' not in text, p
+
+
+def test_a_plugin_package_is_found_by_its_entry_point(tmp_path: Path) -> None:
+    """The same folder installed as a package that publishes its format under the
+    `verlprof.formats` entry point group: a fresh `verlprof collect` (its workers too) finds it
+    with no `register` call at all."""
+    site = tmp_path / "site"
+    shutil.copytree(TOY, site / "toyplug", ignore=shutil.ignore_patterns("__pycache__"))
+    info = site / "toyplug-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplug\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[verlprof.formats]\ntoy = toyplug:FORMAT\n", encoding="utf-8")
+    run, out = tmp_path / "run", tmp_path / "out"
+    _write_run(run)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run([sys.executable, "-c", "from verlprof.pipeline.cli import main; main()", "collect",
+                           str(run), "-o", str(out), "--work", str(tmp_path / "work"), "--jobs", "2"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    phases = pq.read_table(out / "summaries" / "phases.parquet").to_pylist()
+    assert {r["source_kind"] for r in phases} == {"toy"} and {r["step"] for r in phases} == {2}
