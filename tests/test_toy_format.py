@@ -5,7 +5,9 @@ What it proves, on the real collect (CLI, in this process, workers forked from i
 the CSVs by the format's naming and header check, pass 1 reads their steps and the window picks
 step 2 across both ranks, summarize writes phases rows made by the one summarizer from the
 format's event model, the rows go through the run's one scrubber (a public verl name kept, a
-planted token and a user's name never published), and the bundle passes `verlprof check`.
+planted token never published), and the bundle passes `verlprof check`. The same folder,
+installed as a package under the `verlprof.formats` entry point group, is found by a fresh
+process with no call at all.
 """
 from __future__ import annotations
 
