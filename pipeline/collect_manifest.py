@@ -13,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ..stages.core import formats
 from ..stages import gather as gather_stage
 from ..stages.doctor import Finding, after_run_checks
 from ..stages.core import atomic
@@ -24,7 +25,6 @@ from ..stages.core.model import (
     REUSED,
     SKIPPED,
     Artifact,
-    ArtifactKind,
     ArtifactStatus,
     StageOutcome,
     final_status,
@@ -36,7 +36,7 @@ def after_run_findings(gathered: gather_stage.GatherResult | None) -> list[Findi
     profiled roles that produced nothing, stale reports). Printed by the CLI, not put in OUT."""
     if gathered is None:
         return []
-    arts = [{"kind": a.kind.value, "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
+    arts = [{"kind": str(a.kind), "rel": a.rel, "size": a.size, "mtime": a.mtime, "role": a.role}
             for a in gathered.artifacts]
     cfg = gathered.config.raw if gathered.config is not None else None
     try:
@@ -61,7 +61,7 @@ def artifact_statuses(artifacts: list[Artifact], outcomes: list[StageOutcome]) -
             if why:
                 outcomes.append(StageOutcome("summarize", a.rel, "skipped", why))
                 mine = [outcomes[-1]]
-        empty = plain_reason("empty file", size=0, kind=a.kind.value) if a.size == 0 and not mine else None
+        empty = plain_reason("empty file", size=0, kind=str(a.kind)) if a.size == 0 and not mine else None
         # gather found it unreadable (a corrupt file in a folder): it failed before any stage
         unread = next((o.detail for o in mine if o.stage == "gather" and o.status == "failed"), None)
         out.append(final_status(a.rel, mine, unread or empty))
@@ -69,8 +69,9 @@ def artifact_statuses(artifacts: list[Artifact], outcomes: list[StageOutcome]) -
 
 
 def _unread_reason(a: Artifact) -> str:
-    if a.kind == ArtifactKind.HYDRA_CONFIG:
-        return "the run's config: read for roles and steps, not summarized"
+    unread = formats.for_file_kind(a.kind).unread_reason
+    if unread:
+        return unread
     report = next((n.split("=", 1)[1] for n in a.notes if n.startswith("export_of=")), None)
     if report:
         return f"the export of {Path(report).name}: summarized as that report"

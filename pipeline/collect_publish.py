@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..stages import doctor as doctor_stage
+from ..stages.core import formats
 from ..stages import scrub as scrub_stage
 from ..stages.scrub import merge_named
 from ..stages import summarize as summarize_stage
@@ -25,8 +26,6 @@ from .collect_manifest import after_run_findings, artifact_statuses, build_manif
 from .collect_run import CollectResult, Progress, Run, Window, plain
 from .collect_survey import splits_lone_source
 from .collect_tasks import (
-    CONFIG,
-    MEMORY,
     MemoryWork,
     PublishOptions,
     Published,
@@ -96,7 +95,7 @@ def summarize_and_cut(run: Run, window: Window, surveys: list[tuple[RawInput, Su
             run.checked.update(p.checked)
             run.pieces += [p.piece] if p.piece is not None else []
     rows = summarize_stage.merge_rows([p.rows for p in published if p.rows is not None])
-    rows = _add_memory(run, rows, [(i, s) for i, s in surveys if i.kind == MEMORY], step, popts)
+    rows = _add_memory(run, rows, [(i, s) for i, s in surveys if i.format.attaches_memory], step, popts)
     run.outcomes += _source_outcomes(run, window, published, rows)
     traces = []
     for w, p in zip(window.work, published):
@@ -196,7 +195,7 @@ def _source_outcomes(run: Run, window: Window, published: list[Published], rows:
     # A torch trace read without error but with no event verlprof reads (every one lacked a numeric
     # "ts", or the trace holds none): a broken file, not one outside the window.
     untimed = {src.ident.source for src in window.resolved
-               if src.ident.source_kind == "torch" and src.span is None and not src.steps}
+               if formats.get(src.ident.source_kind).no_event_is_broken and src.span is None and not src.steps}
     readable = {rel for rel in steps_of} | set(errors)
     out = []
     for art in run.artifacts:
@@ -258,7 +257,7 @@ def scrub_run_values(run: Run, window: Window, surveys: list[tuple[RawInput, Sur
             versions[k].append(v)
     meta = summarize_stage.summary_metadata(
         inputs=[(scrub_stage.publish_name(i.artifact.rel, scrub_options), i.artifact.sha256)   # names as published
-                for i, _s in surveys if i.kind != CONFIG],
+                for i, _s in surveys if i.format.profile],
         tools={"nsys": [o.info.get("nsys_version", "") for o in run.outcomes if o.stage == "export"],
                **versions},
         choice=window.choice)

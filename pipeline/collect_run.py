@@ -147,4 +147,4 @@ def plain(detail: str, art: Artifact | None) -> str:
     """A failure's detail in plain words (errors.plain_reason), sized and kinded by its artifact."""
     if art is None:
         return plain_reason(detail)
-    return plain_reason(detail, path=art.rel, size=art.size, kind=art.kind.value)
+    return plain_reason(detail, path=art.rel, size=art.size, kind=str(art.kind))

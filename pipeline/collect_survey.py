@@ -11,20 +11,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..stages import export as export_stage
+from ..stages.core import formats
 from ..stages import gather as gather_stage
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
 from ..stages import traces as traces_stage
 from ..stages import window as window_stage
 from ..stages.core.errors import NothingSummarizedError, VerlprofError
-from ..stages.core.model import Artifact, ArtifactKind, StageOutcome
+from ..stages.core.model import Artifact, StageOutcome
 from .cluster import gather_on_nodes
 from .collect_run import Run, Window, plain
 from .collect_tasks import (
-    CONFIG,
-    MEMORY,
-    NSYS,
-    TORCH,
     RawInput,
     SourceWork,
     Survey,
@@ -33,9 +30,6 @@ from .collect_tasks import (
 )
 from .executors import TaskResult, run_jobs
 from .progress import say_own_outputs
-
-NSYS_KINDS = (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
-
 
 def gather(run: Run) -> None:
     """Find the artifacts: in the SOURCE folders here, or (`--ray`) on every node of the cluster."""
@@ -58,7 +52,7 @@ def gather(run: Run) -> None:
         expect(n)
     why = dict(run.gathered.unreadable)
     for bad in run.gathered.rejected:   # a corrupt file beside good ones: a failed artifact, as given alone
-        run.outcomes.append(StageOutcome("gather", bad.rel, "failed", f"{bad.kind.value}: {why.get(bad.rel, 'unreadable')}"))
+        run.outcomes.append(StageOutcome("gather", bad.rel, "failed", f"{bad.kind}: {why.get(bad.rel, 'unreadable')}"))
     if not run.artifacts:
         where = ", ".join(run.gathered.roots) or ("the Ray nodes" if opts.ray is not None else "the default locations")
         bad = gather_stage.unreadable(run.gathered.skipped)   # files named like artifacts, unreadable
@@ -69,13 +63,10 @@ def gather(run: Run) -> None:
 
 
 def nsys_inputs(artifacts: list[Artifact]) -> list[Artifact]:
-    """nsys artifacts to export: reports, leftover .qdstrm, and SQLite given alone.
-
-    A SQLite lying beside its report (`export_of=`) is not a separate input: the export stage picks
-    it up for the report.
-    """
-    return [a for a in artifacts if a.kind in NSYS_KINDS
-            and not any(n.startswith("export_of=") for n in a.notes)]
+    """Artifacts the export stage converts first (their format says so: nsys reports, leftover
+    .qdstrm, and SQLite given alone; an export lying beside its report is picked up for the
+    report)."""
+    return [a for a in artifacts if formats.for_file_kind(a.kind).needs_export(a)]
 
 
 def export(run: Run) -> list[export_stage.ExportResult]:
@@ -86,7 +77,7 @@ def export(run: Run) -> list[export_stage.ExportResult]:
     opts = run.opts
     task = run.progress.add_task("export", total=len(inputs), last="")
     tool = None
-    if opts.ray is None and any(a.kind != ArtifactKind.NSYS_SQLITE for a in inputs):
+    if opts.ray is None and any(export_stage.needs_tool(a) for a in inputs):
         try:
             tool = export_stage.find_nsys(opts.nsys)   # on Ray each node finds its own nsys
         except VerlprofError:
@@ -123,12 +114,12 @@ def raw_inputs(artifacts: list[Artifact], exports: list[export_stage.ExportResul
         if r.sqlite is None or r.status in ("failed", "skipped"):
             continue
         art = by_rel[r.artifact]
-        out.append(RawInput(art, str(r.sqlite), NSYS, identify=art.role is None or art.rank is None))
+        fmt = formats.for_file_kind(art.kind)
+        out.append(RawInput(art, str(r.sqlite), fmt.kind, identify=fmt.wants_identify(art)))
     for art in artifacts:
-        if art.kind in (ArtifactKind.TORCH_TRACE, ArtifactKind.MEMORY_SNAPSHOT) and art.size > 0:
-            out.append(RawInput(art, str(art.path), TORCH if art.kind == ArtifactKind.TORCH_TRACE else MEMORY))
-        elif art.kind == ArtifactKind.HYDRA_CONFIG:      # its secret values become known values
-            out.append(RawInput(art, str(art.path), CONFIG))
+        fmt = formats.for_file_kind(art.kind)
+        if fmt.reads_in_place(art):   # a config too: its secret values become known values
+            out.append(RawInput(art, str(art.path), fmt.kind, identify=fmt.wants_identify(art)))
     return out
 
 
@@ -170,7 +161,7 @@ def _pass1_parts(run: Run, inputs: list[RawInput]) -> list[RawInput]:
     """The jobs of pass 1: one per raw input, except a lone nsys export on several cores: its steps
     (identify, NVTX read, nesting) and its identities scan run as two jobs side by side, each
     opening the export once. Pass 2 splits a lone source the same way."""
-    if splits_lone_source(run, len(inputs)) and inputs[0].kind == NSYS:
+    if splits_lone_source(run, len(inputs)) and inputs[0].format.opens_once:
         return [replace(inputs[0], part="steps"), replace(inputs[0], part="identities")]
     return inputs
 
@@ -195,7 +186,7 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
     errors: dict[str, str] = {}
     found: list[tuple[RawInput, window_stage.SourceSteps]] = []
     for item, s in surveys:
-        if item.kind not in (NSYS, TORCH):
+        if not item.format.has_steps:
             continue
         if s.steps is None:
             errors[item.rel] = s.steps_error or "no steps could be read"
@@ -209,13 +200,14 @@ def choose_window(run: Run, surveys: list[tuple[RawInput, Survey]], scrub_option
     work = []
     for k, ((item, _s), src) in enumerate(zip(found, resolved)):
         spans = win.spans_of(k)
-        ident = src.ident if item.kind == TORCH else window_stage.identity_from_artifact(item.artifact)
+        ident = item.format.summary_identity(item.artifact, src)
         # issue 32: the other profiled steps too, for ranks.parquet's culprit per step (phases.parquet
         # keeps the chosen step only), read in the same scan as the chosen step; only where there
         # are ranks to compare, and the OTHER_STEPS nearest the chosen one
         others = _other_steps(src, choice.step) if compares else []
-        summary = summarize_stage.summarize_job(item.path, ident, src, choice.step, others)
-        trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans else None
+        summary = item.format.summarize_job(item.path, ident, src, choice.step, others)
+        trace = _trace_job(run, item, spans, scrub_options) if run.opts.traces and spans and item.format.traced \
+            else None
         wanted = summary.spans or getattr(summary, "other_steps", ())
         work.append(SourceWork(item, summary if wanted else None, trace, len(work)))
     return Window(choice, resolved, work, errors)
@@ -250,7 +242,7 @@ def _trace_job(run: Run, item: RawInput, spans: list[window_stage.StepSpan],
     """The chosen step of one source as small scrubbed SQLite + Chrome JSON under traces/: the
     window is cut from the raw input into the WORK dir; only the scrubbed window enters the bundle,
     under the source's published name (a host or user in the file name becomes its pseudonym)."""
-    return traces_stage.TraceJob("torch" if item.kind == TORCH else "nsys", Path(item.path),
+    return traces_stage.TraceJob(item.kind, Path(item.path),
                                  scrub_stage.publish_name(item.rel, scrub_options), run.staging,
                                  min(s.start_ns for s in spans), max(s.end_ns for s in spans),
                                  work_dir=run.opts.work_dir)

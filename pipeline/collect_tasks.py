@@ -15,9 +15,7 @@ The same functions run inline, in a process pool or as Ray tasks pinned to the i
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
-import re
 import shutil
 import tempfile
 from collections import Counter
@@ -26,22 +24,17 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..stages.core import formats
 from ..stages import scrub as scrub_stage
 from ..stages import summarize as summarize_stage
 from ..stages import traces as traces_stage
 from ..stages import window as window_stage
 from ..stages.core.errors import VerlprofError
 from ..stages.core.hashing import sha256_file
-from ..stages.core.model import Artifact, ArtifactKind
-from ..stages.readers.nsys_sqlite import NsysExport
-from ..stages.readers.report_identity import identify_report
+from ..stages.core.model import Artifact
 from . import merged_trace
 from .rank_inputs import step_phase_rows
 from .work import attempt
-
-#: kinds of `RawInput.kind` (a config is read for its secret values only)
-NSYS, TORCH, MEMORY, CONFIG = "nsys", "torch", "memory", "config"
-
 
 @dataclass(frozen=True)
 class RawInput:
@@ -50,7 +43,7 @@ class RawInput:
 
     artifact: Artifact
     path: str
-    kind: str                    # nsys | torch | memory
+    kind: str                    # its format (stages/core/formats.py: the registry's keys)
     identify: bool = False       # fill role/rank from inside the report (worker_process_<pid>)
     # which part of pass 1 this job does: None all; "identities" that scan alone; "steps" all but it
     # (a lone source on several cores runs the two side by side: `collect_survey.identify`)
@@ -60,23 +53,18 @@ class RawInput:
     def rel(self) -> str:
         return self.artifact.rel
 
+    @property
+    def format(self) -> formats.Format:
+        return formats.get(self.kind)
+
     @contextlib.contextmanager
-    def opened(self, ranges_cache: str | None) -> Iterator[NsysExport | None]:
-        """The raw export, opened once for one pass of one job and closed after it (None for a
-        torch trace, a memory snapshot or a config, and for an export that cannot be opened: each
-        reader then opens the path alone and says why in its own field). The handle itself stays
-        a path, so it travels to a worker or a Ray node."""
-        db = None
-        if self.kind == NSYS:
-            try:
-                db = NsysExport.open(self.path, ranges_cache=ranges_cache, scrub_text=True)
-            except VerlprofError:
-                db = None
-        try:
-            yield db
-        finally:
-            if db is not None:
-                db.close()
+    def opened(self, ranges_cache: str | None) -> Iterator[Any]:
+        """The raw input, opened by its format once for one pass of one job and closed after it
+        (None where its format opens nothing ahead, or it cannot be opened: each reader then
+        opens the path alone and says why in its own field). The handle itself stays a path, so
+        it travels to a worker or a Ray node."""
+        with self.format.open(self.path, ranges_cache) as handle:
+            yield handle
 
 
 @dataclass(frozen=True)
@@ -92,7 +80,7 @@ class Survey:
     artifact: Artifact                         # role/rank/world filled from the report when asked
     identify_error: str | None = None
     identities: Any = None                     # stages.scrub identities, for the run's pseudonym map
-    steps: window_stage.SourceSteps | None = None   # nsys and torch sources
+    steps: window_stage.SourceSteps | None = None   # sources whose format has steps
     steps_error: str | None = None
     identities_error: str | None = None   # the identities scan failed (this input adds none to the map)
     versions: dict[str, str] = field(default_factory=dict)   # CUDA runtime / CUPTI of a torch trace
@@ -101,63 +89,35 @@ class Survey:
 def survey_input(item: RawInput, options: SurveyOptions) -> Survey:
     """Identify, find identities and find steps of one raw input (pass 1). Each part fails alone.
     An nsys export is opened and probed once for the identity, the identities and the steps."""
-    with item.opened(options.summarize.ranges_cache) as db:
-        return _survey(item, options, db or item.path)
+    with item.opened(options.summarize.ranges_cache) as handle:
+        return _survey(item, options, handle or item.path)
 
 
-def _survey(item: RawInput, options: SurveyOptions, export: NsysExport | str) -> Survey:
-    art = item.artifact
+def _survey(item: RawInput, options: SurveyOptions, handle: Any) -> Survey:
+    """`handle`: the input its format opened for this pass, else its path."""
+    fmt, art = item.format, item.artifact
     out = Survey(art)
     if item.part == "identities":
-        out.identities, out.identities_error = attempt(_identities, item, art, options, export)
+        out.identities, out.identities_error = attempt(_identities, item, art, options, handle)
         return out
     if item.identify:
         try:
-            ident = identify_report(export, art.pid)
-            art = art.replace(role=art.role or ident.role,
-                              rank=art.rank if art.rank is not None else ident.rank,
-                              world_size=art.world_size if art.world_size is not None else ident.world_size)
-            out.artifact = art
+            out.artifact = art = fmt.identify(handle, art)
         except VerlprofError as exc:
             out.identify_error = str(exc)
     if item.part != "steps":
-        out.identities, out.identities_error = attempt(_identities, item, art, options, export)
-    if item.kind in (NSYS, TORCH):
-        # a failure: this input's summarize row says why
-        out.steps, out.steps_error = attempt(
-            window_stage.source_steps_item, (export, window_stage.identity_from_artifact(art)), options.summarize)
-    if item.kind == TORCH and out.steps is not None:   # rank / world size the trace states (distributedInfo)
-        got = out.steps.ident
-        out.artifact = art = art.replace(rank=art.rank if art.rank is not None else got.rank,
-                                         world_size=art.world_size if art.world_size is not None else got.world_size)
-    if item.kind == TORCH:
-        out.versions = _trace_versions(item.path)
+        out.identities, out.identities_error = attempt(_identities, item, art, options, handle)
+    if fmt.has_steps:   # a failure: this input's summarize row says why
+        out.steps, out.steps_error = attempt(fmt.source_steps, handle, fmt.identity(art), options.summarize)
+        # what its steps state of the artifact (a torch trace's distributedInfo), its tool versions
+        out.artifact, out.versions = fmt.surveyed(art, out.steps, item.path)
     return out
 
 
-def _identities(item: RawInput, art: Artifact, options: SurveyOptions, export: NsysExport | str) -> Any:
+def _identities(item: RawInput, art: Artifact, options: SurveyOptions, handle: Any) -> Any:
     """The identities scan of one raw input (the caller keeps a failure as `identities_error`: an
     unreadable input fails in its own summarize row, and adds nothing to the pseudonym map)."""
-    task = scrub_stage.config_task(item.path, art.rel) if item.kind == CONFIG else scrub_stage.ScrubTask(
-        item.path, "", {NSYS: "nsys_sqlite", TORCH: "torch_trace", MEMORY: "memory_snapshot"}[item.kind], art.rel)
-    return scrub_stage.identities_task(task, options.policy, getattr(export, "con", None))
-
-
-def _trace_versions(path: str) -> dict[str, str]:
-    """CUDA runtime / CUPTI versions a torch trace states in its header (torch's own version is not
-    recorded in a chrome trace), for the Parquet metadata."""
-    try:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
-            head = f.read(16 << 10).decode("utf-8", "replace")
-    except (OSError, EOFError):
-        return {}
-    found = {}
-    for key, name in (("cuda_runtime_version", "cuda_runtime"), ("cupti_version", "cupti")):
-        m = re.search(rf'"{key}"\s*:\s*(\d+)', head)
-        if m:
-            found[name] = m.group(1)
-    return found
+    return item.format.identities(handle, item.path, art.rel, options.policy)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -247,7 +207,7 @@ def _as_dicts(rows: Any) -> list[dict[str, Any]]:
 
 
 def _scrubbed_rows(item: SourceWork, options: PublishOptions,
-                   db: NsysExport | None) -> tuple[dict[str, Any], Counter, dict[str, dict[str, int]], dict[str, Any]]:
+                   db: Any) -> tuple[dict[str, Any], Counter, dict[str, dict[str, int]], dict[str, Any]]:
     """The chosen step's rows of one source (and, as `step_phases`, what ranks.parquet reads of its
     other profiled steps), scrubbed; values split across adjacent NVTX ranges of
     an nsys export are found on the same open export first. Also returns the free text the
@@ -259,8 +219,7 @@ def _scrubbed_rows(item: SourceWork, options: PublishOptions,
         if getattr(item.summary, "other_steps", ()):   # issue 32: what ranks.parquet reads of them
             rows["step_phases"] = [row for step in got.others
                                    for row in step_phase_rows(_as_dicts(step.get("phases", [])))]
-    raw = [] if item.kind != NSYS else [db if db is not None else item.source.path]
-    sc = scrub_stage.publish_scrubber(options.scrub, raw)
+    sc = scrub_stage.publish_scrubber(options.scrub, item.source.format.split_value_sources(db, item.source.path))
     clean, _ = scrub_stage.scrub_summary_rows(dict(rows), options.scrub, scrubber=sc)
     return clean, Counter(sc.counts), sc.review_list(), sc.named_list()
 
@@ -332,23 +291,24 @@ def oom_note(item: RawInput, options: Any = None) -> str:
     """What an out-of-memory snapshot (verl's `oom_<timestamp>/`) holds, in one line: the memory at
     the failure per device (`window.memory_source_steps` reads it through the restricted
     unpickler); it is no profiled step, so no phase row is made of it."""
-    src = window_stage.source_steps_item((item.path, window_stage.identity_from_artifact(item.artifact)))
+    src = item.format.source_steps(item.path, item.format.identity(item.artifact), None)
     return next(iter(src.notes), "an out-of-memory snapshot: the memory at a failure, not a profiled step")
 
 
 def summarize_memory(item: MemoryWork, options: PublishOptions) -> tuple[list[dict[str, Any]], Counter]:
     """`mem_peak_bytes` of the process's phases (the rows come back updated), or, without phase
     rows of its process, the snapshot's own phase rows, scrubbed. Returns (rows, counts)."""
-    ident = window_stage.identity_from_artifact(item.source.artifact)
+    fmt = item.source.format
+    ident = fmt.identity(item.source.artifact)
     path = Path(item.source.path)
     if item.same_pid:
-        rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize, list(item.same_pid))
+        rows = fmt.memory_rows(path, ident, options.summarize, list(item.same_pid))
         phases, n = list(rows.get("phases", [])), len(item.same_pid)
         if len(phases) == n:
             return phases, Counter()   # numbers filled in rows already scrubbed
         new_rows, counts = _scrubbed_phases(phases[n:], options)   # an untimed snapshot's own rows
         return phases[:n] + new_rows, counts
-    rows = summarize_stage.summarize_memory_snapshot(path, ident, options.summarize)
+    rows = fmt.memory_rows(path, ident, options.summarize, None)
     return _scrubbed_phases(list(rows.get("phases", [])), options)
 
 
@@ -360,5 +320,5 @@ def _scrubbed_phases(phases: list[dict[str, Any]], options: PublishOptions
 
 
 def is_summarized_kind(a: Artifact) -> bool:
-    return a.kind in (ArtifactKind.NSYS_SQLITE, ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM,
-                      ArtifactKind.TORCH_TRACE)
+    """Its format gives it a summarize row (a config and a memory snapshot have none)."""
+    return formats.for_file_kind(a.kind).summarized

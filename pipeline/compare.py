@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from ..stages.core.phases import STAGES, canonical_stage
 from .rank_inputs import UNATTRIBUTED
+from ..stages.core import formats
 
 #: Metrics compared per (stage, role); all nanoseconds, all "lower is better".
 METRICS: tuple[str, ...] = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "kernel_ns", "comm_ns")
@@ -31,7 +32,6 @@ METRICS: tuple[str, ...] = ("wall_ns", "gpu_busy_inherited_ns", "gpu_busy_ns", "
 #: Identity of one profiled process inside a run.
 PROCESS_KEYS: tuple[str, ...] = ("source_kind", "role", "rank", "pid")
 
-_KIND_PREFERENCE = ("nsys", "torch", "memory")
 _NONE = "\0none"  # stands for a null key while grouping (pandas drops NaN keys otherwise)
 
 
@@ -66,7 +66,7 @@ def _preferred_kind(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Keep one source kind per `by` group: nsys first, then torch (see module docstring)."""
     if df.empty or "source_kind" not in df.columns:
         return df
-    rank = {k: i for i, k in enumerate(_KIND_PREFERENCE)}
+    rank = formats.preference()
     order = df["source_kind"].map(lambda k: rank.get(k, len(rank)))
     best = order.groupby([df[c] for c in by], dropna=False).transform("min") if by else order.min()
     return df[order == best]
@@ -276,11 +276,11 @@ def stage_totals(phases: Any, per: pd.DataFrame | None = None) -> pd.DataFrame:
     `compare_stages` measures changes against).
     """
     df = to_frame(phases)
-    memory = df[df["source_kind"] == "memory"] if "source_kind" in df.columns else df.iloc[:0]
+    memory = df[df["source_kind"].isin(formats.untimed_kinds())] if "source_kind" in df.columns else df.iloc[:0]
     if per is None:   # `per`: process_stage_totals of the same rows, when the caller has it
         per = process_stage_totals(df.drop(memory.index) if len(memory) else df)
     else:
-        per = per[per["source_kind"] != "memory"] if "source_kind" in per.columns else per
+        per = per[~per["source_kind"].isin(formats.untimed_kinds())] if "source_kind" in per.columns else per
     cols = ["stage", "role", "source_kind", *METRICS, PEAK, SPAN, "processes", "steps", "spread_ns"]
     if per.empty:
         return pd.DataFrame(columns=cols)

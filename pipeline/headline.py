@@ -24,6 +24,7 @@ import pandas as pd
 
 from .compare import UNATTRIBUTED, to_frame
 from .culprits import fmt_ms, leaf
+from ..stages.core import formats
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def gpu_fact(phases: pd.DataFrame) -> Fact:
         return Fact("GPU", "no GPU work recorded in this step (a CPU-only capture)", "timeline")
     df = phases
     if "source_kind" in df.columns:
-        df = df[df["source_kind"] != "memory"]
+        df = df[~df["source_kind"].isin(formats.untimed_kinds())]
     gpu = pd.to_numeric(df["gpu_busy_inherited_ns"], errors="coerce").fillna(0)
     comm = pd.to_numeric(df.get("comm_ns", pd.Series(0, index=df.index)), errors="coerce").fillna(0)
     if not (gpu > 0).any() and not (comm > 0).any():

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ..stages.core import formats
+
 #: Phases deeper than this are kept in ranks.parquet only with a known stage (or enclosing one).
 MAX_DEPTH = 2
 #: The catch-all phase of a process's time outside every range (phases.parquet).
@@ -78,7 +80,7 @@ def step_phase_rows(phases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """What ranks.parquet needs of another profiled step's phase rows (collect's per-step pass):
     depth <= 2, a known stage or a collective, and the columns read here; the rest is dropped in
     the worker so the other steps of a 10,000-op capture cost little memory."""
-    rows = [r for r in phases if r.get("phase") != UNATTRIBUTED and r.get("source_kind") != "memory"]
+    rows = [r for r in phases if r.get("phase") != UNATTRIBUTED and r.get("source_kind") not in formats.untimed_kinds()]
     kept = {r.get("path") for r in rows if (r.get("depth") or 0) <= MAX_DEPTH
             or (isinstance(r.get("stage"), str) and r.get("stage") != "other")}
     kept |= {" > ".join(q.split(" > ")[:i]) for q in kept if isinstance(q, str) for i in range(1, q.count(" > ") + 1)}

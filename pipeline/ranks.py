@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..stages.core import formats
 from ..stages.schema import arrow_schema
 from .compare import UNATTRIBUTED, ancestor_paths, process_stage_totals, to_frame
 from .culprits import (  # noqa: F401 - re-exported: the views and tests read them here
@@ -99,7 +100,7 @@ def rank_rows(phases: Any) -> pd.DataFrame:
     if df.empty or "rank" not in df.columns:
         return pd.DataFrame(columns=arrow_schema("ranks").names)
     kind = df["source_kind"] if "source_kind" in df.columns else pd.Series(None, index=df.index)
-    df = df[(df["phase"] != UNATTRIBUTED) & (kind != "memory")].copy()
+    df = df[(df["phase"] != UNATTRIBUTED) & ~kind.isin(formats.untimed_kinds())].copy()
     # a process without a rank (verl's single controller) keeps its own row: key -pid, null on output
     pid = pd.to_numeric(df["pid"], errors="coerce").fillna(0) if "pid" in df.columns else 0
     df["rank"] = pd.to_numeric(df["rank"], errors="coerce").where(df["rank"].notna(), -pid - 1)
@@ -115,8 +116,8 @@ def rank_rows(phases: Any) -> pd.DataFrame:
     for c in _NUM:
         df[c] = pd.to_numeric(df[c], errors="coerce") if c in df.columns else np.nan
     if "source_kind" in df.columns and df["source_kind"].notna().any():
-        pref = {"nsys": 0, "torch": 1, "memory": 2}
-        order = df["source_kind"].map(lambda k: pref.get(k, 3))
+        pref = formats.preference()
+        order = df["source_kind"].map(lambda k: pref.get(k, len(pref)))
         df = df[order == order.groupby(df["role"].fillna("")).transform("min")]
     df["_proc"] = list(zip(df["role"].fillna(""), df["rank"], df.get("pid", pd.Series(0, index=df.index)).fillna(0)))
     df["collective_ns"], df["_coll"] = _collective_wall(df)
@@ -317,7 +318,7 @@ def dispatch_rows(phases: Any, per: pd.DataFrame | None = None) -> pd.DataFrame:
     per = process_stage_totals(df) if per is None else per
     if per.empty or "depth" not in df.columns:
         return pd.DataFrame()
-    per = per[per["source_kind"] != "memory"]
+    per = per[~per["source_kind"].isin(formats.untimed_kinds())]
     ctl = _controllers(df)
     is_ctl = np.array([(r if isinstance(r, str) else "", p) in ctl for r, p in zip(per["role"], per["pid"])], bool)
     steps = per[(per["stage"] == "step").to_numpy() & is_ctl]
@@ -373,7 +374,7 @@ def critical_path_rows(phases: Any, per: pd.DataFrame | None = None, per_rank: p
     per = process_stage_totals(df) if per is None else per
     if per.empty or "depth" not in df.columns:
         return pd.DataFrame()
-    per = per[per["source_kind"] != "memory"].assign(_role=lambda d: d["role"].fillna(""))
+    per = per[~per["source_kind"].isin(formats.untimed_kinds())].assign(_role=lambda d: d["role"].fillna(""))
     own = _own_stage_time(per_rank if per_rank is not None else pd.DataFrame())
     ctl = _controllers(df)
     roles = per["_role"].unique()

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 import pandas as pd
 from rich.text import Text
 
+from ..stages.core import formats
 from ..stages.core.errors import cut_at_word
 from . import compare, ranks
 from .commands.wrap import fit_lines
@@ -137,7 +138,7 @@ def snapshot_lines(df: pd.DataFrame) -> list[str]:
     (an untimed snapshot's: over its recorded history, `mem_scope`)."""
     if "source_kind" not in df.columns:
         return []
-    mem = df[df["source_kind"] == "memory"]
+    mem = df[df["source_kind"].isin(formats.untimed_kinds())]
     if mem.empty or "mem_peak_bytes" not in mem.columns or mem["mem_peak_bytes"].isna().all():
         return []
     out = []
@@ -236,7 +237,7 @@ def per_rank_tables(phases: Any, top: int = TOP_PHASES) -> list[str]:
     if df.empty:
         return out
     if "source_kind" in df.columns:   # memory snapshots: allocator phases, not ranges (snapshot_lines)
-        df = df[df["source_kind"] != "memory"]
+        df = df[~df["source_kind"].isin(formats.untimed_kinds())]
     keys = [k for k in ("role", "rank", "pid") if k in df.columns]
     for key, grp in df.groupby([df[k].astype(object).fillna(-1) for k in keys], sort=False):
         out.append(" ".join(f"{k} {v}" for k, v in zip(keys, key)))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGE_PKGS = {"gather", "export", "scrub", "window", "summarize", "traces", "doctor"}
+STAGE_PKGS = {"gather", "export", "scrub", "window", "summarize", "traces", "doctor", "formats"}
 
 
 def _module_name(path: Path) -> str:
@@ -363,3 +363,118 @@ def test_imports_inside_functions_are_listed_with_their_reason() -> None:
                         found.update(f"{rel} {alias.name}" for alias in node.names)
     assert found - set(LAZY_IMPORTS) == set(), sorted(found - set(LAZY_IMPORTS))
     assert set(LAZY_IMPORTS) - found == set(), sorted(set(LAZY_IMPORTS) - found)
+
+
+# ------------------------------------------------------------------------------------------------
+# A format is one folder (issue 43): nothing outside stages/formats/<kind>/ branches on a kind
+# ------------------------------------------------------------------------------------------------
+
+#: Modules outside stages/formats/ that still name a format's kind, each with why. A module leaves
+#: the list when it no longer does (the test below fails until it is taken off), and no module
+#: joins it without a reason here. The engine and the stages' dispatch points are on no list:
+#: pipeline/collect_*.py, stages/traces/jobs.py, stages/summarize/dispatch.py, stages/gather/,
+#: stages/window/identity.py, scrub/tasks.py's identities and scrubber dispatch ask the registry.
+KIND_MENTIONS_ALLOWED = {
+    "stages/core/model.py": "ArtifactKind: the one spelling of the built-in formats' file kinds (manifest.json's "
+                            "`kind`); the folders name its members, a plugin format's file kind is a plain str",
+    "stages/readers/naming.py": "verl's file-naming table: one ordered list of patterns over every built-in format "
+                                "(first match wins, so it cannot be split per folder without reordering); each "
+                                "format's `classify` reads it and keeps its own file kinds",
+    "stages/export/nsys_export.py": "the export stage is the nsys format's converter (nsys export to SQLite): "
+                                    "the nsys folder's `needs_export` sends it its files",
+    "stages/summarize/torch_profile.py": "the kineto and memory formats' event-model adapter, which the folders "
+                                         "point at; it stamps the rows of a memory snapshot with its own kind",
+    "stages/window/torch_steps.py": "the kineto and memory formats' step readers, which the folders point at; "
+                                    "they stamp the identity with their own kind",
+    "stages/scrub/tasks.py": "the `scrub` command's own sniffing of any file given to it (sniff_kind, "
+                             "output_name, the refusal of raw reports); being rewritten on branch provscrub",
+    "stages/doctor/after_run.py": "`doctor`'s after-run check lists a run folder with its own suffix classifier "
+                                  "(no gather, no header reads); to be rewired to formats.classify",
+}
+
+
+def _kind_words() -> tuple[set[str], set[str]]:
+    """The one vocabulary (the registry's keys) and the file kinds the registered formats own."""
+    from verlprof.stages.core import formats
+
+    return set(formats.kinds()), {str(k) for f in formats.all_formats() for k in f.file_kinds}
+
+
+def _kind_mentions(path: Path, kinds: set[str], file_kinds: set[str]) -> list[str]:
+    """Where a module names a kind: an `ArtifactKind.<MEMBER>`, a file kind's string anywhere but
+    a docstring, or a format kind's string compared with (or passed as) something called *kind*."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+    def strings(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return set().union(*(strings(e) for e in node.elts)) if node.elts else set()
+        return set()
+
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "ArtifactKind":
+            out.append(f"{n.lineno}: ArtifactKind.{n.attr}")
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in file_kinds and id(n) not in docs:
+            out.append(f"{n.lineno}: {n.value!r}")
+        elif isinstance(n, ast.Compare) and any("kind" in ast.unparse(x) for x in (n.left, *n.comparators)):
+            out += [f"{n.lineno}: compares with {sorted(hit)}" for x in (n.left, *n.comparators)
+                    for hit in [strings(x) & kinds] if hit]
+        elif isinstance(n, ast.keyword) and n.arg and "kind" in n.arg and strings(n.value) & kinds:
+            out.append(f"{n.value.lineno}: {n.arg}={sorted(strings(n.value) & kinds)}")
+    return out
+
+
+def test_no_module_outside_a_format_folder_branches_on_a_kind() -> None:
+    """Gather, window, summarize, traces, scrub and the engine ask the format registry; only the
+    modules listed in KIND_MENTIONS_ALLOWED (each with its reason) still name a kind."""
+    kinds, file_kinds = _kind_words()
+    assert {"nsys", "torch", "memory"} <= kinds and "torch_trace" in file_kinds   # the scan has words to find
+    found = {}
+    for path in SOURCES:
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith("stages/formats/") or rel.startswith("stages/doctor/") and rel not in KIND_MENTIONS_ALLOWED:
+            continue   # doctor reads verl's *profiler config* (`tool: nsys|torch`), not input files
+        hits = _kind_mentions(path, kinds, file_kinds)
+        if hits:
+            found[rel] = hits
+    assert set(found) - set(KIND_MENTIONS_ALLOWED) == set(), {k: v[:3] for k, v in found.items()
+                                                            if k not in KIND_MENTIONS_ALLOWED}
+    assert set(KIND_MENTIONS_ALLOWED) - set(found) == set(), "names no kind any more: take it off the list"
+
+
+def test_the_kind_scan_finds_a_branch_on_a_kind(tmp_path: Path) -> None:
+    """The scan itself sees the three ways a module names a kind (else the test above could not fail)."""
+    kinds, file_kinds = _kind_words()
+    src = tmp_path / "m.py"
+    src.write_text('"""torch_trace in a docstring is no mention."""\n'
+                   'def f(a, ident):\n'
+                   '    if ident.source_kind == "torch":\n        return 1\n'
+                   '    return a.kind in (ArtifactKind.NSYS_REPORT, "memory_snapshot")\n', encoding="utf-8")
+    assert sorted(_kind_mentions(src, kinds, file_kinds)) == [
+        "3: compares with ['torch']", "5: 'memory_snapshot'", "5: ArtifactKind.NSYS_REPORT"]
+
+
+def test_the_engine_and_the_dispatch_points_name_no_kind() -> None:
+    """The modules that used to branch on torch-versus-nsys (issue 43's list) name no kind at all:
+    not even in a string, a docstring aside."""
+    kinds, file_kinds = _kind_words()
+    engine = ["pipeline/collect_tasks.py", "pipeline/collect_survey.py", "pipeline/collect_publish.py",
+              "pipeline/collect_manifest.py", "stages/traces/jobs.py", "stages/summarize/dispatch.py",
+              "stages/gather/discover.py", "stages/gather/headers.py", "stages/window/identity.py",
+              "stages/scrub/folder_plan.py", "stages/core/errors.py", "pipeline/ranks.py", "pipeline/compare.py"]
+    for rel in engine:
+        assert _kind_mentions(ROOT / rel, kinds, file_kinds) == [], rel
+
+
+def test_the_registry_is_loaded_lazily_and_listed() -> None:
+    """The registry (stages/core/formats.py) imports the built-in formats with one importlib call at
+    its first lookup, so core imports nothing above it and `verlprof --help` loads no format; it is
+    the one import by name outside the CLI's command loader, listed here with its reason."""
+    text = (ROOT / "stages/core/formats.py").read_text(encoding="utf-8")
+    assert text.count("importlib.import_module(") == 1
+    assert _files(_grep(r"importlib\.import_module\(")) == {"stages/core/formats.py", "pipeline/cli.py"}

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ...stages.core import formats
 from ...stages.core.done_records import default_work_dir
 from ...stages.core.errors import NothingSummarizedError, RunFailedError, VerlprofError
 from ...stages.core.model import DONE, FAILED, REUSED, SKIPPED
@@ -295,8 +296,6 @@ def print_collect_table(result: CollectResult, console: Console, top_phases: int
 
 
 _STYLE = {DONE: "green", REUSED: "cyan", SKIPPED: "yellow", FAILED: "bold red"}
-_KIND = {"nsys_report": "report", "nsys_qdstrm": "qdstrm", "nsys_sqlite": "sqlite", "torch_trace": "trace",
-         "memory_snapshot": "memory", "hydra_config": "config"}
 
 
 def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
@@ -338,7 +337,7 @@ def artifact_lines(result: CollectResult, width: int = 80) -> list[Any]:
         status = st.status if st else "-"
         who = whos[a.rel] if len(whos[a.rel]) <= who_w else whos[a.rel][:who_w - 1] + "…"
         row = (f"[{_STYLE.get(status, 'default')}]{status:7}[/] {_size(a.size):>9} "
-               f"{_KIND.get(a.kind.value, a.kind.value):6} {_esc(who):{who_w}}")
+               f"{formats.for_file_kind(a.kind).labels.get(str(a.kind), str(a.kind)):6} {_esc(who):{who_w}}")
         shown = _esc(shorten(name, name_w - 2 if parent != '.' else name_w))
         lines += [row.rstrip(), f"    {shown}"] if narrow else [f"{row}   {shown}"]
         why = ([st.reason] if st and st.reason and st.status != DONE else []) + notes.get(a.rel, [])

@@ -31,18 +31,17 @@ def _inputs(paths: list[Path]) -> list[Path]:
     Folders are read the way `collect` reads them (the gather stage): what collect skips (a
     `sample_manifest.json`, logs, JSON that is no chrome trace) is skipped here too, not an error.
     """
-    from ...stages.core.model import ArtifactKind
+    from ...stages.core import formats
     from ...stages.gather import gather
     from ..progress import say_own_outputs
 
-    wanted = (ArtifactKind.NSYS_SQLITE, ArtifactKind.TORCH_TRACE)
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
             gathered = gather([p], with_hashes=False, find_config=False)
             say_own_outputs(gathered.own_outputs)
             found = gathered.artifacts
-            files = sorted(a.path for a in found if a.kind in wanted)
+            files = sorted(a.path for a in found if formats.for_file_kind(a.kind).reads_directly(a))
             if not files:
                 raise VerlprofError(p, "holds no nsys SQLite exports (*.sqlite) or torch traces (*.json[.gz]); "
                                        "run `verlprof collect` on reports")
@@ -60,20 +59,17 @@ def known_identity(path: Path) -> "object":
     """The identity of one input: from its name, and for an nsys export whose name says no role
     or rank (Ray's `worker_process_<pid>`), from inside it, as collect reads it
     (stages/readers/report_identity.py): `trainer`, `actor_rollout_ref rank 1`, never `role ?`."""
-    import dataclasses
-
-    from ...stages.readers.report_identity import identify_report
+    from ...stages.core import formats
     from ...stages.window import identity_from_path
 
     ident = identity_from_path(path)
-    if ident.source_kind != "nsys" or (ident.role is not None and ident.rank is not None):
+    fmt = formats.get(ident.source_kind)
+    if not fmt.wants_identify(ident):
         return ident
     try:
-        found = identify_report(path, ident.pid)
+        return fmt.identify(path, ident)
     except VerlprofError:
         return ident          # its own window or summary says what is wrong with it
-    return dataclasses.replace(ident, role=ident.role or found.role,
-                               rank=ident.rank if ident.rank is not None else found.rank)
 
 
 def parse_step(step: str) -> "int | str":

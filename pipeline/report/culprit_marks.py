@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..compare import to_frame
 from ..culprits import fmt_ms, leaf
+from ...stages.core import formats
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def culprit_marks(phases_rows: Any, chosen: pd.DataFrame) -> dict[tuple[Any, int
     if ph.empty or "path" not in ph.columns:
         return out
     if "source_kind" in ph.columns:
-        ph = ph[ph["source_kind"] != "memory"]
+        ph = ph[~ph["source_kind"].isin(formats.untimed_kinds())]
     role_of = ph["role"].where(ph["role"].notna(), None) if "role" in ph.columns else pd.Series(None, index=ph.index)
     rank_rows = chosen[chosen["row_kind"] == "rank"]
     for c in cul.to_dict("records"):

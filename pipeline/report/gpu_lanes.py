@@ -111,22 +111,24 @@ def read_bundle_gpu(bundle: Path, traces: Mapping[str, tuple[str, str | None, st
                     wanted: Iterable[tuple[str, int | None]]) -> tuple[dict[tuple[str, int | None], GpuIntervals], list[str]]:
     """(source, pid) -> GPU intervals for each wanted process, from the bundle's window traces.
 
-    traces: source -> (kind, chrome rel, sqlite rel). A trace that cannot be read leaves its
-    process without a GPU lane and adds one line to the returned problems (the page says so)."""
+    traces: source -> (kind, chrome rel, sqlite rel). A window with an SQLite (an nsys window) is
+    read from it, else its Chrome JSON (a Kineto window): by the files it has, whatever its format.
+    A trace that cannot be read leaves its process without a GPU lane and adds one line to the
+    returned problems (the page says so)."""
     out: dict[tuple[str, int | None], GpuIntervals] = {}
     problems: list[str] = []
     cache: dict[str, Any] = {}
     for source, pid in wanted:
         if source not in traces:
             continue
-        kind, chrome, sqlite = traces[source]
+        _kind, chrome, sqlite = traces[source]
         try:
-            if sqlite and kind == "nsys":
+            if sqlite:
                 if sqlite not in cache:
                     cache[sqlite] = read_nsys_window(bundle / sqlite)
                 got = cache[sqlite].get(pid) if pid is not None else None
                 out[(source, pid)] = got if got is not None else GpuIntervals.empty()
-            elif chrome and kind == "torch":
+            elif chrome:
                 if chrome not in cache:
                     cache[chrome] = read_torch_window(bundle / chrome)
                 out[(source, pid)] = cache[chrome]

@@ -25,9 +25,9 @@ import pandas as pd
 
 from .. import compare
 from .template import isnull
+from ...stages.core import formats
 
 UNATTRIBUTED = "(unattributed)"
-_KIND_ORDER = {"nsys": 0, "torch": 1, "memory": 2}
 
 ProcessId = tuple[Any, Any, Any]   # (role, rank, pid-or-source): nulls as None, numbers as int
 
@@ -166,7 +166,7 @@ def process_steps(phases_rows: Any, steps_rows: Any = None, manifest: Mapping[st
 
     by_proc: dict[ProcessId, dict[str, list[Mapping[str, Any]]]] = {}
     for r in df.to_dict("records"):
-        if r.get("source_kind") == "memory":   # allocation times of a snapshot, not a timing source
+        if r.get("source_kind") in formats.untimed_kinds():   # allocation times of a snapshot, not a timing source
             continue
         pid = _int(r.get("pid"))
         ident = (_str(r.get("role")), _int(r.get("rank")), pid if pid is not None else _str(r.get("source")))
@@ -174,7 +174,7 @@ def process_steps(phases_rows: Any, steps_rows: Any = None, manifest: Mapping[st
 
     out: list[ProcessStep] = []
     for ident, kinds in by_proc.items():
-        kind = min(kinds, key=lambda k: (_KIND_ORDER.get(k, 9), k))
+        kind = min(kinds, key=lambda k: (formats.preference().get(k, 9), k))
         rows = sorted(kinds[kind], key=lambda r: (int(r["start_ns"]), _int(r.get("depth")) or 0))
         sources = list(dict.fromkeys(s for s in (_str(r.get("source")) for r in rows) if s))
         pid = _int(rows[0].get("pid"))

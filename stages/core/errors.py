@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import formats
+
 
 class ExitCode(enum.IntEnum):
     """What a verlprof command's exit status tells a script (README "Exit codes")."""
@@ -98,12 +100,13 @@ def human_size(n: int | None) -> str:
     return f"{n} bytes"
 
 
-_EMPTY_HINT = {
-    "nsys_report": "nsys never finished writing it (the process died, or no capture range opened)",
-    "nsys_qdstrm": "nsys never finished writing it (the process died before the import)",
-    "torch_trace": "the profiler never wrote it (the process was killed before the trace was saved?)",
-    "memory_snapshot": "the snapshot was never written (the process was killed before the dump?)",
-}
+def _empty_hint(kind: str | None) -> str:
+    """Why a file of this kind is empty, as its format words it (`empty_hints`); "" if unknown."""
+    try:
+        return formats.for_file_kind(kind).empty_hints.get(str(kind), "") if kind else ""
+    except KeyError:
+        return ""
+
 
 # A leading file name the row already shows ("nsight/x.sqlite: ..."), one or more times.
 _LEAD_PATH = re.compile(r"^(?:[^\s:]*[/.][^\s:]*:\s+)+")
@@ -164,7 +167,7 @@ def plain_reason(error: BaseException | str, path: str | Path | None = None, siz
     what = "`".join(part if i % 2 else _ABS_PATH.sub(lambda m: m.group(1), part)
                     for i, part in enumerate(what.split("`")))
     if size == 0 or re.search(r"\bempty file\b|\(0 bytes\)", what, re.I):
-        hint = _EMPTY_HINT.get(kind or "")
+        hint = _empty_hint(kind)
         return "empty file (0 bytes)" + (f": {hint}" if hint else "")
     for pattern, reason in _RULES:
         m = pattern.search(what)

@@ -17,8 +17,10 @@ from .hashing import salted_hash
 MANIFEST_VERSION = 1
 
 
-class ArtifactKind(str, enum.Enum):
-    """What a file is, decided from its name and a peek at its header."""
+class ArtifactKind(enum.StrEnum):
+    """What a file is, decided from its name and a peek at its header: the file kinds of the
+    built-in formats (stages/formats/<kind>/ owns each; a plugin format's file kind is a plain
+    string, so `Artifact.kind` is a str and this enum, a StrEnum, compares and prints as one)."""
 
     NSYS_REPORT = "nsys_report"          # .nsys-rep (needs `nsys export`)
     NSYS_QDSTRM = "nsys_qdstrm"          # unfinished report: import with QdstrmImporter
@@ -36,7 +38,7 @@ class Artifact:
     relative to the source root it was found under, which is what manifests and reports show.
     """
 
-    kind: ArtifactKind
+    kind: str                                # a file kind of a registered format (ArtifactKind)
     path: Path
     rel: str
     size: int
@@ -66,7 +68,7 @@ class Artifact:
     def to_manifest(self, salt: str) -> dict[str, Any]:
         """A JSON-safe record: relative names only, host as a salted hash, no absolute path."""
         d: dict[str, Any] = {
-            "kind": self.kind.value,
+            "kind": str(self.kind),
             "rel": self.rel,
             "source_index": self.source_index,
             "size": self.size,

@@ -114,6 +114,11 @@ class ExportResult:
 # One artifact
 # ------------------------------------------------------------------------------------------------
 
+def needs_tool(artifact: Artifact) -> bool:
+    """Whether exporting it runs `nsys` (an SQLite given alone is used as it is)."""
+    return artifact.kind != ArtifactKind.NSYS_SQLITE
+
+
 def export_one(artifact: Artifact, options: ExportOptions) -> ExportResult:
     """Make (or find) the SQLite export of one nsys artifact. Never raises for bad input."""
     t0 = time.monotonic()
@@ -126,7 +131,7 @@ def export_one(artifact: Artifact, options: ExportOptions) -> ExportResult:
             res = _export_qdstrm(artifact, options)
         else:
             res = ExportResult(artifact.rel, "skipped", detail=f"{artifact.rel}: not an nsys artifact "
-                                                               f"({artifact.kind.value})")
+                                                               f"({artifact.kind})")
     except VerlprofError as exc:
         res = ExportResult(artifact.rel, "failed", detail=_redact(str(exc), artifact, options),
                            sha256=artifact.sha256)

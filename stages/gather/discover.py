@@ -26,13 +26,13 @@ from ..readers.hydra_config import (
     HYDRA_SIBLINGS,
     RunConfig,
     find_config_near,
-    is_hydra_config,
     load_run_config,
 )
+from ..core import formats
 from ..core.cores import usable_cores
 from ..core.own_outputs import own_output_reason
 from .headers import UNREADABLE, check_header, named_bad
-from ..readers.naming import NameInfo, classify_name
+from ..readers.naming import NameInfo
 
 #: Folders never worth walking (VCS, caches); verlprof's own temp files are skipped by name.
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".ipynb_checkpoints", "node_modules"})
@@ -234,11 +234,13 @@ def _walk(root: Path, skipped: list[tuple[str, str]], exclude: set[tuple[int, in
 
 def _classify(path: Path, rel: str, root_name: str) -> NameInfo | None:
     """Name-based identity; the source root's own name counts as a parent folder (`step2/`)."""
-    if path.name == "config.yaml" and is_hydra_config(path):
-        return NameInfo(ArtifactKind.HYDRA_CONFIG, "hydra_config")
+    for fmt in formats.all_formats():   # a file a format claims by its content (the run's config)
+        info = fmt.claim(path)
+        if info is not None:
+            return info
     if path.name in HYDRA_SIBLINGS and path.parent.name == ".hydra":
         return None
-    return classify_name(f"{root_name}/{rel}" if root_name else rel)
+    return formats.classify(f"{root_name}/{rel}" if root_name else rel)
 
 
 def _skip_reason(path: Path) -> str:
@@ -309,58 +311,9 @@ def sqlite_export_of(report: Artifact) -> Path | None:
     return None
 
 
-def _base(a: Artifact, suffix: str) -> str | None:
-    """The artifact's path without `suffix` (files pair up only in the same folder)."""
-    s = str(a.path)
-    return s[: -len(suffix)] if s.endswith(suffix) else None
-
-
-def _pair_exports(arts: list[Artifact], skipped: list[tuple[str, str]]) -> list[Artifact]:
-    """Link `X.sqlite` to `X.nsys-rep` beside it; drop `X.qdstrm` that `X.nsys-rep` supersedes."""
-    reports = {_base(a, ".nsys-rep"): a for a in arts if a.kind == ArtifactKind.NSYS_REPORT}
-    sqlites = {_base(a, ".sqlite"): a for a in arts if a.kind == ArtifactKind.NSYS_SQLITE}
-    reports.pop(None, None)
-    sqlites.pop(None, None)
-    out: list[Artifact] = []
-    for a in arts:
-        if a.kind == ArtifactKind.NSYS_QDSTRM:
-            rep = reports.get(_base(a, ".qdstrm"))
-            if rep is not None and "empty" not in rep.notes:
-                skipped.append((a.rel, f"superseded by the finished report {rep.rel}"))
-                continue
-        elif a.kind == ArtifactKind.NSYS_REPORT:
-            sq = sqlites.get(_base(a, ".nsys-rep"))
-            if sq is not None and "empty" not in sq.notes:
-                a = a.replace(notes=a.notes + (f"sqlite_export={sq.rel}",))
-        elif a.kind == ArtifactKind.NSYS_SQLITE:
-            rep = reports.get(_base(a, ".sqlite"))
-            if rep is not None and "empty" not in a.notes:
-                a = a.replace(notes=a.notes + (f"export_of={rep.rel}",))
-        out.append(a)
-    return out
-
-
-def _steps_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Artifact]:
-    """Capture range k of a continuous-mode nsys worker report holds the k-th profiled window; a
-    torch trace that names no step carries the config's profiled steps, for its series' numbers."""
-    if cfg is None:
-        return arts
-    out: list[Artifact] = []
-    for a in arts:
-        if (a.kind in (ArtifactKind.NSYS_REPORT, ArtifactKind.NSYS_QDSTRM, ArtifactKind.NSYS_SQLITE)
-                and a.capture_range is not None and a.step is None and a.steps is None):
-            win = cfg.capture_range_steps(a.capture_range)
-            if win is not None:
-                first, last = win
-                a = a.replace(step=first if first == last else None,
-                              steps=None if first == last else win,
-                              notes=a.notes + ("step_from_config",))
-        elif a.kind == ArtifactKind.TORCH_TRACE and a.step is None and cfg.steps:
-            # a trace that names no step is the k-th of its process's series: the k-th profiled
-            # step (stages/window/series.py numbers it; the config's list is all it needs)
-            a = a.replace(notes=a.notes + (f"profiled_steps={','.join(map(str, cfg.steps))}",))
-        out.append(a)
-    return out
+def _config_format() -> formats.Format:
+    """The format of the run's config (gather reads the run's roles and steps from it)."""
+    return next(f for f in formats.all_formats() if f.run_config)
 
 
 def _ranks_from_config(arts: list[Artifact], cfg: RunConfig | None) -> list[Artifact]:
@@ -491,14 +444,14 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
                 bad = check_header(path, info)
                 if bad is not None:
                     if single:
-                        raise BadInputError(path, f"{info.kind.value}: {bad.removeprefix(UNREADABLE)}")
+                        raise BadInputError(path, f"{info.kind}: {bad.removeprefix(UNREADABLE)}")
                     why = bad if bad.startswith(UNREADABLE) or not named_bad(bad) else UNREADABLE + bad
                     skipped.append((rel, why))
                     if why.startswith(UNREADABLE):
                         rejected.append(_artifact(path, rel, fst, info, index, host))
                     continue
             a = _artifact(path, rel, fst, info, index, host)
-            if info.kind == ArtifactKind.HYDRA_CONFIG:
+            if formats.for_file_kind(info.kind).run_config:
                 configs.append(a)
             arts.append(a)
 
@@ -513,8 +466,7 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
             # relative to the source, minus the climb out of it: no names from above the source
             up = Path(os.path.relpath(near, Path(raw_src).expanduser().resolve())).parts
             rel = "/".join(p for p in up if p != "..")
-            a = _artifact(near, rel, nst, NameInfo(ArtifactKind.HYDRA_CONFIG, "hydra_config"),
-                          index, None)
+            a = _artifact(near, rel, nst, _config_format().found_near(near), index, None)
             a = a.replace(notes=a.notes + ("found_near_source",))
             arts.append(a)
             configs.append(a)
@@ -532,11 +484,14 @@ def gather(sources: list[Path], *, with_hashes: bool = True, progress: Progress 
             continue
         if config is None:
             config = cfg
-    arts = [a for a in arts if not (a.kind == ArtifactKind.HYDRA_CONFIG and a.rel in bad_cfg)]
+    arts = [a for a in arts if not (formats.for_file_kind(a.kind).run_config and a.rel in bad_cfg)]
 
     arts = _unique_rels(arts)
-    arts = _pair_exports(arts, skipped)
-    arts = _ranks_from_config(_steps_from_config(arts, config), config)
+    for fmt in formats.all_formats():   # files of one format that belong together (a report, its export)
+        arts = fmt.paired(arts, skipped)
+    if config is not None:              # what the run's config says of each file (its steps)
+        arts = [formats.for_file_kind(a.kind).from_config(a, config) for a in arts]
+    arts = _ranks_from_config(arts, config)
     arts.sort(key=lambda a: (a.source_index, a.rel))
     if config is not None:
         hyd = next((a for a in arts if a.path == config.path), None)

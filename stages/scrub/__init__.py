@@ -40,3 +40,15 @@ __all__ = [
     "plan_inputs", "scrub_task", "write_report", "write_review",
     "closing_line", "merge_named", "read_keep_names", "read_review_map", "reveal",
 ]
+
+# The per-format scrubbers and identity scans, called by the format folders (stages/formats/<kind>/).
+from .identities import find_config_identities
+from .snapshot import find_snapshot_identities, scrub_snapshot
+from .sqlite import scrub_sqlite
+from .sqlite_cells import find_sqlite_identities
+from .trace import find_trace_identities, scrub_trace
+
+__all__ += [
+    "find_config_identities", "find_snapshot_identities", "scrub_snapshot", "scrub_sqlite",
+    "find_sqlite_identities", "find_trace_identities", "scrub_trace",
+]

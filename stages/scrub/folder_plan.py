@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import BadInputError
-from ..core.model import ArtifactKind
+from ..core import formats
 from ..gather import gather, unreadable
 
 #: Planned items: (source file, name relative to the output folder, scrub kind).
@@ -30,11 +30,11 @@ def plan_folder(src: Path, prefix: str, exclude: list[Path], sniff_kind: "object
     bad = {rel for rel, _why in unreadable(found.skipped)}
     for a in [*found.artifacts, *found.rejected]:
         rel = prefix + a.path.relative_to(src).as_posix()
-        if a.kind == ArtifactKind.NSYS_REPORT and any(n.startswith("sqlite_export=") for n in a.notes):
+        if any(n.startswith("sqlite_export=") for n in a.notes):   # a report with its export beside it
             skipped.append((rel, REPORT_WITH_EXPORT))
             continue
         kind = sniff_kind(a.path)   # type: ignore[operator]
-        if kind == "unknown" or a.kind == ArtifactKind.HYDRA_CONFIG:
+        if kind == "unknown" or formats.for_file_kind(a.kind).run_config:
             skipped.append((rel, NOT_SCRUBBED))
         else:
             items.append((a.path, rel, kind))

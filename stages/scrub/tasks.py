@@ -15,7 +15,6 @@ half-written file under its final name, and raw `.nsys-rep` reports are refused 
 from __future__ import annotations
 
 import hashlib
-import os
 import resource
 import sqlite3
 import sys
@@ -24,16 +23,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..core import atomic
+from ..core import atomic, formats
 from ..core.errors import BadInputError, VerlprofError
-from .identities import Identities, Pseudonyms, find_config_identities, local_identities, owner_identities
+from .identities import Identities, Pseudonyms, local_identities, owner_identities
 from .policy import Policy, load_policy
 from .scrubber import Scrubber
-from .snapshot import find_snapshot_identities, scrub_snapshot
 from ..readers.sqlite_export import SQLITE_MAGIC
-from .sqlite import scrub_sqlite
 from .sqlite_cells import find_sqlite_identities
-from .trace import GZIP_MAGIC, find_trace_identities, scrub_trace, sniff_json
+from .trace import GZIP_MAGIC, sniff_json
 
 KIND_SQLITE = "nsys_sqlite"
 KIND_TRACE = "torch_trace"
@@ -159,17 +156,14 @@ def find_identities(path: str | Path, kind: str, policy: Policy | None = None) -
 
 
 def _content_identities(p: Path, kind: str, pol: Policy) -> Identities:
-    if kind == KIND_SQLITE:
-        return find_sqlite_identities(p, pol)
-    if kind == KIND_TRACE:
-        return find_trace_identities(p, pol)
-    if kind == KIND_SNAPSHOT:
-        return find_snapshot_identities(p, pol)
-    if kind in (KIND_REPORT, KIND_QDSTRM):
-        return Identities()  # refused later; nothing is read from it
-    if kind == KIND_CONFIG:
-        return find_config_identities(p, pol)
-    raise BadInputError(p, f"cannot scrub a file of kind {kind!r}")
+    """By the format that owns the file kind (stages/formats/<kind>/); None: it reads nothing of
+    the file (a raw nsys report, refused later)."""
+    try:
+        fmt = formats.for_file_kind(kind)
+    except KeyError:
+        raise BadInputError(p, f"cannot scrub a file of kind {kind!r}") from None
+    found = fmt.find_identities(p, pol)
+    return Identities() if found is None else found
 
 
 KIND_CONFIG = "hydra_config"
@@ -233,23 +227,8 @@ def scrub_artifact(task: ScrubTask, options: ScrubOptions) -> ScrubResult:
     sc = Scrubber(options.policy, options.pseudonyms)
     info: dict[str, Any] = {}
     with atomic.atomic_path(dst) as tmp:
-        if task.kind == KIND_SQLITE:
-            st = scrub_sqlite(src, tmp, sc)
-            info = {"tables_kept": st.tables_kept, "tables_dropped": st.tables_dropped,
-                    "rows_filtered": {k: list(v) for k, v in st.rows_filtered.items()},
-                    "strings_kept": st.strings_kept, "strings_total": st.strings_total,
-                    "columns_dropped": sorted(f"{t}.{c}" for t, cs in st.columns_dropped.items() for c in cs)}
-        elif task.kind == KIND_TRACE:
-            tmp_gz = tmp.with_name(tmp.name + (".gz" if dst.name.endswith(".gz") else ""))
-            try:
-                info = scrub_trace(src, tmp_gz, sc, options.policy)
-                if tmp_gz != tmp:
-                    os.replace(tmp_gz, tmp)
-            finally:
-                if tmp_gz != tmp and tmp_gz.exists():
-                    tmp_gz.unlink()
-        else:
-            info = scrub_snapshot(src, tmp, sc)
+        # the format that owns the file kind scrubs it (stages/formats/<kind>/ `scrub_file`)
+        info = formats.for_file_kind(task.kind).scrub_file(src, tmp, dst, sc, options)
     return ScrubResult(
         rel=task.rel, kind=task.kind, dst=str(dst), status="done",
         detail=f"{sum(n for k in sc.report_counts().values() for n in k.values())} replacements",

@@ -3,16 +3,17 @@
 through one event model (readers/events.py) and one summarizer (phases.py)."""
 from .dispatch import SummarizeResult, SummaryItem, summarize_any_item, summarize_job, summarize_steps
 from .kernel_category import CATEGORIES, categorize
-from .nsys import NsysItem
+from .nsys import NsysItem, summarize_nsys_steps
 from .render import render_phase_table
 from .steps import steps_rows
-from .torch_profile import MemoryItem, TorchItem, summarize_memory_snapshot
-from .types import StepSummaries, SummarizeOptions, SummaryRows, merge_rows
+from .torch_profile import MemoryItem, TorchItem, summarize_memory_item, summarize_memory_snapshot, summarize_torch_item, summarize_torch_steps
+from .types import StepSummaries, SummarizeOptions, SummaryRows, empty_rows, merge_rows
 from .write import summary_metadata, write_summaries
 
 __all__ = [
     "SummarizeResult", "SummaryItem", "NsysItem", "TorchItem", "MemoryItem", "render_phase_table",
     "steps_rows", "summarize_any_item", "summarize_steps", "StepSummaries", "summarize_job", "summary_metadata",
-    "write_summaries", "summarize_memory_snapshot",
+    "write_summaries", "summarize_memory_snapshot", "summarize_nsys_steps", "summarize_torch_steps",
+    "summarize_memory_item", "summarize_torch_item", "empty_rows",
     "SummarizeOptions", "SummaryRows", "merge_rows", "CATEGORIES", "categorize",
 ]

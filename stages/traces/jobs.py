@@ -22,10 +22,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
-from ..core.errors import BadInputError
-from ..scrub import ScrubTask, scrub_task
+from ..core import formats
 from .nsys_chrome import ChromeCounts, nsys_sqlite_to_chrome
 from .nsys_window import WindowCounts, window_nsys_sqlite
 from .torch_window import TraceWindowCounts, trace_header, window_chrome_trace, window_chrome_trace_utc
@@ -80,7 +79,7 @@ class TraceJob:
     `summary_types.StepSpan`.
     """
 
-    kind: Literal["nsys", "torch"]
+    kind: str                    # the format of the source (stages/core/formats.py)
     src: Path
     source_rel: str
     out_dir: Path
@@ -97,22 +96,7 @@ def make_window_traces(job: TraceJob, options: dict[str, Any] | None = None) -> 
     """
     opts = options or {}
     out: dict[str, Any] = {"source": job.source_rel, "kind": job.kind, "outputs": {}, "counts": {}}
-    chrome_rel = trace_file_name(job.source_rel)
-    if job.kind == "nsys":
-        sqlite_rel = trace_sqlite_name(job.source_rel)
-        w = window_nsys_sqlite(job.src, job.out_dir / sqlite_rel, job.start_ns_abs, job.end_ns_abs)
-        c = nsys_sqlite_to_chrome(job.out_dir / sqlite_rel, job.out_dir / chrome_rel,
-                                  flows=bool(opts.get("flows", True)))
-        out["outputs"] = {"sqlite": sqlite_rel, "chrome": chrome_rel}
-        out["counts"] = {"sqlite": dataclasses.asdict(w), "chrome": dataclasses.asdict(c)}
-        out["events"] = dict(c.events)
-    elif job.kind == "torch":
-        t = window_chrome_trace_utc(job.src, job.out_dir / chrome_rel, job.start_ns_abs, job.end_ns_abs)
-        out["outputs"] = {"chrome": chrome_rel}
-        out["counts"] = {"chrome": dataclasses.asdict(t)}
-        out["events"] = dict(t.kept, metadata=t.metadata)
-    else:
-        raise ValueError(f"unknown trace kind {job.kind!r}")
+    formats.get(job.kind).make_window(job, out, bool(opts.get("flows", True)))
     return out
 
 
@@ -133,14 +117,7 @@ def cut_window(job: TraceJob, options: Any = None, db: Any = None) -> dict[str, 
     # a temp name of this process: two runs sharing a WORK dir never cut into (and then delete)
     # each other's window, and atomic.clean_stale_temps removes it once this process is gone
     stem = f".{trace_stem(job.source_rel)}.tmp-{os.getpid()}-{key}"
-    if job.kind == "nsys":
-        raw = scratch / f"{stem}.sqlite"
-        counts = dataclasses.asdict(window_nsys_sqlite(job.src, raw, job.start_ns_abs, job.end_ns_abs, db=db))
-    elif job.kind == "torch":
-        raw = scratch / f"{stem}.trace.json.gz"
-        counts = dataclasses.asdict(window_chrome_trace_utc(job.src, raw, job.start_ns_abs, job.end_ns_abs))
-    else:
-        raise ValueError(f"unknown trace kind {job.kind!r}")
+    raw, counts = formats.get(job.kind).cut_window(job, scratch / stem, db)
     return {"raw": str(raw), "counts": counts}
 
 
@@ -157,32 +134,10 @@ def publish_window(item: tuple[TraceJob, dict[str, Any]], scrub: Any, flows: boo
     job, cut = item
     raw = Path(cut["raw"])
     out: dict[str, Any] = {"source": job.source_rel, "kind": job.kind, "outputs": {}, "counts": {}}
-    chrome_rel = trace_file_name(job.source_rel)
-    sqlite_rel = trace_sqlite_name(job.source_rel)
-    if job.kind == "nsys":
-        task = ScrubTask(str(raw), str(job.out_dir / sqlite_rel), "nsys_sqlite", job.source_rel)
-    else:
-        task = ScrubTask(str(raw), str(job.out_dir / chrome_rel), "torch_trace", job.source_rel)
-        scrub = _window_gzip(scrub)
     try:
-        res = scrub_task(task, scrub)
+        formats.get(job.kind).publish_window(job, cut, scrub, out, on_scrubbed, flows)
     finally:
         raw.unlink(missing_ok=True)
-    if res.status != "done":
-        raise BadInputError(None, f"{job.source_rel}: its window could not be scrubbed ({res.detail})")
-    out["scrub"] = res.to_report()
-    if job.kind == "nsys":
-        if on_scrubbed is not None:
-            on_scrubbed(sqlite_rel)
-        c = nsys_sqlite_to_chrome(job.out_dir / sqlite_rel, job.out_dir / chrome_rel, flows=flows)
-        out["outputs"] = {"sqlite": sqlite_rel, "chrome": chrome_rel}
-        out["counts"] = {"sqlite": cut["counts"], "chrome": dataclasses.asdict(c)}
-        out["events"] = dict(c.events)
-    else:
-        t = cut["counts"]
-        out["outputs"] = {"chrome": chrome_rel}
-        out["counts"] = {"chrome": t}
-        out["events"] = dict(t.get("kept", {}), metadata=t.get("metadata"))
     _true_sizes(out, job.out_dir)
     return out
 
@@ -193,7 +148,7 @@ def publish_window(item: tuple[TraceJob, dict[str, Any]], scrub: Any, flows: boo
 TORCH_WINDOW_GZIP_LEVEL = 6
 
 
-def _window_gzip(scrub: Any) -> Any:
+def window_gzip(scrub: Any) -> Any:
     """`scrub` with the policy's gzip level raised to TORCH_WINDOW_GZIP_LEVEL (never lowered)."""
     policy = getattr(scrub, "policy", None)
     if policy is None or getattr(policy, "gzip_level", TORCH_WINDOW_GZIP_LEVEL) >= TORCH_WINDOW_GZIP_LEVEL:

@@ -12,6 +12,7 @@ from .steps import (
     nsys_source_steps,
     source_steps_from_ranges,
 )
+from .series import process_key
 from .torch_steps import (
     memory_source_steps,
     snapshot_spans,
@@ -29,5 +30,5 @@ __all__ = [
     "nsys_source_steps", "pick_window", "ChosenWindow", "run_window", "source_steps_from_ranges", "window_spans", "DEFAULT_STEP",
     "SourceIdentity", "SourceKind", "StepArg", "StepSpan", "WindowChoice", "memory_source_steps",
     "snapshot_spans", "source_steps_item", "thread_gtids", "torch_source_steps", "trace_ident", "trace_ranges",
-    "trace_source_steps",
+    "trace_source_steps", "process_key",
 ]

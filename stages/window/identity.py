@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..core import formats
 from ..readers.naming import classify_name
-from .series import process_key
 from .types import SourceIdentity
 
 #: Namings whose writer steps the torch profiler per update mini-batch: verl 0.5 / 0.6 / 0.7's
@@ -29,16 +29,15 @@ def identity_from_path(path: str | Path, source_kind: str | None = None) -> Sour
     capture range k and a trailing number -> pid."""
 
     name = Path(path).name
-    if source_kind is None:
-        source_kind = "torch" if name.endswith((".json", ".json.gz")) else (
-            "memory" if name.endswith((".pickle", ".pkl")) else "nsys")
+    fmt = formats.get(source_kind) if source_kind is not None else formats.for_name(name)
+    source_kind = fmt.kind
     stem = name
-    for suf in (".sqlite", ".nsys-rep", ".qdstrm"):
+    for suf in formats.capture_suffixes():
         if stem.endswith(suf):
             stem = stem[: -len(suf)]
     cap = None
     m = _CAPTURE_RE.match(stem)
-    if m and source_kind == "nsys":
+    if m and fmt.capture_suffixes:   # `<base>.<k>`: capture range k (nsys's --capture-range=repeat)
         cap = int(m.group("k"))
     pid = None
     mp = re.search(r"(?:^|_)(?:pid)?(\d{2,})(?:\.\d+)?$", stem)
@@ -64,21 +63,20 @@ def identity_from_path(path: str | Path, source_kind: str | None = None) -> Sour
 
 def identity_from_artifact(a: Any) -> SourceIdentity:
     """SourceIdentity of a gathered `Artifact` (stages/core/model.py)."""
-    kind = getattr(a.kind, "value", str(a.kind))
-    source_kind = "torch" if kind == "torch_trace" else "memory" if kind == "memory_snapshot" else "nsys"
+    fmt = formats.for_file_kind(a.kind)
     steps = getattr(a, "steps", None)
     notes = dict(n.split("=", 1) for n in getattr(a, "notes", ()) if "=" in n)
     profiled = tuple(range(steps[0], steps[1] + 1)) if steps else None
     if profiled is None and notes.get("profiled_steps"):   # gather: the config's global_profiler.steps
         profiled = tuple(int(x) for x in notes["profiled_steps"].split(",") if x.strip().isdigit()) or None
-    return SourceIdentity(
-        source=a.rel, source_kind=source_kind, role=a.role, rank=a.rank, pid=a.pid,  # type: ignore[arg-type]
+    ident = SourceIdentity(
+        source=a.rel, source_kind=fmt.kind, role=a.role, rank=a.rank, pid=a.pid,  # type: ignore[arg-type]
         step_hint=a.step, capture_range=a.capture_range,
         profiled_steps=profiled,
         step_range=tuple(steps) if steps else None,  # type: ignore[arg-type]
         world_size=getattr(a, "world_size", None),
         token_window=next((n.split("=", 1)[1] for n in getattr(a, "notes", ()) if n.startswith("token_window=")),
                           None),
-        process=process_key(a) if source_kind == "torch" else None,
-        scope="oom" if source_kind == "memory" and "oom" in getattr(a, "notes", ()) else getattr(a, "scope", None),
+        scope=getattr(a, "scope", None),
         mini_batch_markers=getattr(a, "naming", None) in _MINI_BATCH_STEPPERS)
+    return fmt.refine_identity(ident, a)   # what its format adds (a trace's process key, an OOM scope)

@@ -34,6 +34,7 @@ import re
 from dataclasses import replace
 from typing import Any, Sequence
 
+from ..core import formats
 from .types import SourceIdentity
 
 #: A `steps.SourceSteps` (steps.py imports this module, so it is not imported back here).
@@ -123,7 +124,7 @@ def _series_members(sources: Sequence[SourceSteps]) -> dict[tuple[str, int | Non
     the trace records)."""
     groups: dict[tuple[str, int | None], list[int]] = {}
     for i, src in enumerate(sources):
-        if (src.ident.source_kind != "torch" or src.ident.process is None or not src.steps
+        if (not formats.get(src.ident.source_kind).file_series or src.ident.process is None or not src.steps
                 or any(s.boundary != "whole_file" for s in src.steps)):
             continue
         pids = {s.pid for s in src.steps}
@@ -216,7 +217,7 @@ def capture_series(sources: Sequence[SourceSteps]) -> list[list[int]]:
     by_content: dict[str, list[int]] = {}
     groups: dict[tuple[str, str], list[int]] = {}
     for i, src in enumerate(sources):
-        if src.ident.source_kind != "nsys" or (src.steps and not src.has_step_ranges):
+        if not formats.get(src.ident.source_kind).numbers_steps or (src.steps and not src.has_step_ranges):
             continue
         if src.series is not None:
             by_content.setdefault(src.series, []).append(i)

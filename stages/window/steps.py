@@ -51,6 +51,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..core import formats
 from ..core.errors import VerlprofError
 from ..core.phases import UNSTEADY_STAGES, step_marker, verl_stage
 from ..readers.nsys_sqlite import NsysExport, NvtxRanges
@@ -373,7 +374,7 @@ def resolve_steps(sources: Sequence[SourceSteps]) -> list[SourceSteps]:
     chains = capture_series(sources)
     in_chain = {j for members in chains for j in members}
     for i, src in enumerate(sources):
-        if src.ident.source_kind != "nsys" or (src.steps and not src.has_step_ranges):
+        if not formats.get(src.ident.source_kind).numbers_steps or (src.steps and not src.has_step_ranges):
             out[i] = src  # torch / snapshot spans come numbered
             continue
         if i in in_chain:

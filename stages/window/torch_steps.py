@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from ..core import formats
 from ..core.errors import VerlprofError
 from ..readers.chrome_trace import TraceData, read_chrome_trace
 from ..readers.memory_snapshot import Annotation, load_snapshot, snapshot_annotations
 from ..readers.nsys_sqlite import NVTX_PUSHPOP, PID_SHIFT, NvtxRanges
-from .steps import OOM_NOTE, SourceSteps, nsys_source_steps, source_steps_from_ranges
+from .steps import OOM_NOTE, SourceSteps, source_steps_from_ranges
 from .types import SourceIdentity, StepSpan
 
 _ID_BITS = (1 << PID_SHIFT) - 1     # what a pid or tid may hold inside a globalTid
@@ -227,9 +228,4 @@ def source_steps_item(item: tuple[str, SourceIdentity], options: Any = None) -> 
     """Picklable per-artifact function: the steps of one source of any kind (its identity's
     `source_kind`); `options.step_range` is the user's `--step-range REGEX`."""
     path, ident = item
-    step_range = getattr(options, "step_range", None)
-    if ident.source_kind == "torch":
-        return torch_source_steps(path, ident, step_range)
-    if ident.source_kind == "memory":
-        return memory_source_steps(path, ident)
-    return nsys_source_steps(path, ident, step_range)
+    return formats.get(ident.source_kind).source_steps(path, ident, options)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-SourceKind = Literal["nsys", "torch", "memory"]
+#: a format's kind, the registry's key (stages/core/formats.py); any registered format's, not a closed set
+SourceKind = str
 StepArg = Union[int, Literal["auto"]]
 
 DEFAULT_STEP = 2
