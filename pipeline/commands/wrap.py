@@ -39,6 +39,17 @@ def fit_lines(line: str | Text, width: int, indent: int = 0) -> list[Text]:
     return [out[0]] + [Text(" " * indent) + t for t in out[1:]]
 
 
+def fit_plain(line: str, width: int | None = None, indent: int = 2) -> list[str]:
+    """Plain `line` (no markup: a path may hold `[`) fitted as `fit_lines` does, for commands that
+    echo rather than print through a console (scrub). Without `width`, the terminal's (rich reads
+    COLUMNS; 80 when not a terminal), as collect's console uses."""
+    if width is None:
+        from rich.console import Console
+
+        width = Console().width
+    return [t.plain for t in fit_lines(Text(line), width, indent)]
+
+
 def _binds(word: str) -> bool:
     """A space after `word` keeps the next word on its line: a number (its unit or noun follows)
     or an arrow (the value it points to follows)."""
