@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from rich.console import Console
 from rich.text import Text
 
 _NUMBER = re.compile(r"[-+~]?\(?[\d][\d.,]*[%:x]?\)?$")   # 99.8, 1:, 2,048, (3, 40%
@@ -44,8 +45,6 @@ def fit_plain(line: str, width: int | None = None, indent: int = 2) -> list[str]
     echo rather than print through a console (scrub). Without `width`, the terminal's (rich reads
     COLUMNS; 80 when not a terminal), as collect's console uses."""
     if width is None:
-        from rich.console import Console
-
         width = Console().width
     return [t.plain for t in fit_lines(Text(line), width, indent)]
 
