@@ -14,7 +14,9 @@ What it does, and nothing else:
 1. decompresses the SQLite exports of profiled steps 2 and 3 of both ranks (step 1 is the CUDA
    start-up, 4 s; two steps are what a recurrence needs and keep the sample at about 6 MB);
 2. scrubs them with verlprof's own scrubber (`verlprof scrub`, the same as collect runs): tables
-   and columns by allowlist, free text pseudonymised, the environment dropped;
+   and columns by allowlist, free text pseudonymised, the environment dropped; user-written text
+   no public source writes becomes one pseudonym (issue 39: the processes' name, the recording
+   machine's interpreter path `/opt/.../bin/python3`, is `name-<letters>`);
 3. puts back, from the raw export, exactly the three variables verlprof reads to know which rank
    a Ray worker's report is (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, stages/readers/report_identity.py):
    a scrubbed export has no environment at all, and without them both processes read as one rank.
@@ -83,8 +85,10 @@ def main(out: Path = OUT) -> None:
             raw = raw_dir / xz.name[:-3]
             raw.write_bytes(lzma.decompress(xz.read_bytes()))
             names.append(raw.name)
-        subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", "scrub", str(raw_dir), "-o", str(scrub_dir)],
-                       check=True)
+        # its own WORK: done records of another run are not reused, and the review list (the raw
+        # process names it pseudonymised) goes with the temporary folder, not into the user's cache
+        subprocess.run([sys.executable, "-m", "verlprof.pipeline.cli", "scrub", str(raw_dir), "-o", str(scrub_dir),
+                        "--work", str(Path(tmp) / "work")], check=True)
         staging = out.with_name(out.name + ".tmp")
         shutil.rmtree(staging, ignore_errors=True)
         nsight = staging / "ray_logs" / "nsight"

@@ -266,7 +266,8 @@ def collect_once(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Coll
 
     Why: the shipped sample and the runs of tests/data were collected again by test after test
     (the same sample ~10 times); a collect is deterministic (every bundle byte-identical on the
-    same input and options, which tests/test_collect*.py check), so one run serves every test that
+    same input, options and WORK salt, which keys the pseudonyms of user-written names; the
+    owner's names are in `<folder>/work/names_review.txt`; tests/test_collect*.py check it), so one run serves every test that
     only reads its bundle or its output. The bundle's folder is named after the input (run ids of
     `summarize` come from it). Read-only by convention: a test that changes a bundle copies it."""
     done: dict[str, Collected] = {}

@@ -31,6 +31,21 @@ def _source(tmp_path: Path) -> Path:
     return src
 
 
+def _one_salt(*work_dirs: Path) -> None:
+    """Each WORK dir draws its own random salt (pseudonyms of user-written names cannot be
+    reversed by hashing guesses); runs compared byte for byte share one, so the comparison is of
+    where the jobs ran and nothing else."""
+    for w in work_dirs:
+        w.mkdir(parents=True, exist_ok=True)
+        (w / "salt").write_text("0123456789abcdef0123456789abcdef")
+
+
+def _same_review_lists(*work_dirs: Path) -> None:
+    """Pool and inline publish the same pseudonyms for the same originals (names_review.txt)."""
+    lists = [(w / "names_review.txt").read_text() for w in work_dirs]
+    assert lists[0] and all(x == lists[0] for x in lists), lists
+
+
 def test_importing_collect_imports_no_pandas() -> None:
     """pandas costs a few tenths of a second of every collect's serial start-up; only the ranks
     job and the HTML report need it, and they import it where they run."""
@@ -62,6 +77,7 @@ def test_tables_are_checked_by_their_jobs_and_the_same_bytes_inline(tmp_path: Pa
 
     monkeypatch.setattr(scrub, "check_paths", recording)
     monkeypatch.setattr(collect, "check", run_level_check)
+    _one_salt(tmp_path / "w2", tmp_path / "w1")
     pooled = collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / "out2", work_dir=tmp_path / "w2",
                                                         jobs=2))
     assert pooled.exit_code == 0
@@ -77,6 +93,7 @@ def test_tables_are_checked_by_their_jobs_and_the_same_bytes_inline(tmp_path: Pa
     for n in names:
         assert (tmp_path / "pooled" / "summaries" / n).read_bytes() == (tmp_path / "inline" / "summaries" / n).read_bytes(), n
     assert pq.read_table(tmp_path / "pooled" / "summaries" / "ranks.parquet").num_rows > 0
+    _same_review_lists(tmp_path / "w2", tmp_path / "w1")
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -109,6 +126,7 @@ def test_the_table_jobs_start_the_pool_when_nothing_else_did(tmp_path: Path) -> 
     first = sorted(_source(tmp_path).iterdir())[0]
     shutil.copy(first, src / first.name)
     outs = {}
+    _one_salt(tmp_path / "w2", tmp_path / "w1")
     for jobs in (2, 1):
         res = collect.run_collect(collect.CollectOptions(sources=[src], out=tmp_path / f"out{jobs}", html=True,
                                                          work_dir=tmp_path / f"w{jobs}", jobs=jobs, traces=False))
@@ -117,6 +135,7 @@ def test_the_table_jobs_start_the_pool_when_nothing_else_did(tmp_path: Path) -> 
     for n in ("phases", "ranks", "steps", "kernels"):
         assert (outs[2] / "summaries" / f"{n}.parquet").read_bytes() == (outs[1] / "summaries" / f"{n}.parquet").read_bytes()
     assert (outs[2] / "report.html").stat().st_size > 0
+    _same_review_lists(tmp_path / "w2", tmp_path / "w1")
 
 
 def test_pandas_is_imported_while_pass_two_runs_and_marks_come_from_the_ranks_rows(tmp_path: Path) -> None:

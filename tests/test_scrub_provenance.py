@@ -272,7 +272,7 @@ def test_planted_user_text_reaches_no_byte_of_a_real_collect(tmp_path: Path, fmt
     assert b"Torch-Compiled" not in raw or b"Torch-Compiled" in blob
     # the owner's line, and the review list in WORK (never in OUT) maps each pseudonym to its original
     m = re.search(r"(\d+) user-written names published as pseudonyms; review them in (\S+); keep the ones you "
-                  r"approve with --keep-names FILE", said)
+                  r"approve with --keep-names FILE", " ".join(said.split()))   # one statement, fitted to the terminal
     assert m and Path(m.group(2)) == work / REVIEW_NAME and int(m.group(1)) > 0, said[-800:]
     review = read_review_map(work / REVIEW_NAME)
     originals = "\n".join(review.values())

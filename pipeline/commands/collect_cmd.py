@@ -27,7 +27,7 @@ from ...stages.gather import unreadable
 from ..progress import stage_progress
 from .window_options import step_range_option, top_kernels_option, top_phases_option
 from .words import plural
-from .wrap import fit_lines
+from .wrap import fit_lines, fit_plain
 
 if TYPE_CHECKING:   # collect imports every stage; `verlprof --help` and the other commands need none
     from ..collect import CollectResult
@@ -117,7 +117,8 @@ def collect(
             console.print(f"packed: {archive} ({archive.stat().st_size / 1e6:.2f} MB, SHA256SUMS inside)",
                           markup=False, highlight=False, soft_wrap=True)
     if result.review_list is not None:
-        console.print(names_line(result.named, result.review_list), markup=False, highlight=False, soft_wrap=True)
+        for piece in fit_plain(names_line(result.named, result.review_list), console.width):
+            console.print(piece, markup=False, highlight=False, crop=False, no_wrap=True, overflow="ignore")
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 

@@ -18,6 +18,7 @@ import typer
 from ..workers import jobs_option
 
 from .words import plural
+from .wrap import fit_plain
 
 
 def _policy(policy: Optional[Path], values_file: Optional[Path], local_env: Optional[bool],
@@ -94,7 +95,8 @@ def scrub_command(
     typer.echo(f"{plural(len(run.results), 'input')}: {scrubbed} scrubbed, {len(failed)} failed"
                + (f": {', '.join(failed)}" if failed else "") + end)
     if run.review_list is not None:
-        typer.echo(closing_line(run.named, run.review_list))
+        for piece in fit_plain(closing_line(run.named, run.review_list)):   # one statement, fitted
+            typer.echo(piece)
     raise typer.Exit(code)
 
 

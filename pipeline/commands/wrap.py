@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from rich.console import Console
 from rich.text import Text
 
 _NUMBER = re.compile(r"[-+~]?\(?[\d][\d.,]*[%:x]?\)?$")   # 99.8, 1:, 2,048, (3, 40%
@@ -37,6 +38,15 @@ def fit_lines(line: str | Text, width: int, indent: int = 0) -> list[Text]:
         limit = width - indent
     out.append(text[start:])
     return [out[0]] + [Text(" " * indent) + t for t in out[1:]]
+
+
+def fit_plain(line: str, width: int | None = None, indent: int = 2) -> list[str]:
+    """Plain `line` (no markup: a path may hold `[`) fitted as `fit_lines` does, for commands that
+    echo rather than print through a console (scrub). Without `width`, the terminal's (rich reads
+    COLUMNS; 80 when not a terminal), as collect's console uses."""
+    if width is None:
+        width = Console().width
+    return [t.plain for t in fit_lines(Text(line), width, indent)]
 
 
 def _binds(word: str) -> bool:
