@@ -422,8 +422,9 @@ def write_review(work_dir: str | Path, named: dict[str, tuple[str, dict[str, int
 
 def closing_line(n: int, review: Path | str) -> str:
     """The one line collect and scrub end with (issue 39)."""
-    return (f"{n} user-written name{'s' if n != 1 else ''} published as pseudonyms; review them in {review}; "
-            "keep the ones you approve with --keep-names FILE")
+    one = n == 1
+    return (f"{n} user-written name{'' if one else 's'} published as {'a pseudonym' if one else 'pseudonyms'}; "
+            f"review {'it' if one else 'them'} in {review}; keep the ones you approve with --keep-names FILE")
 
 
 def read_review_map(path: str | Path) -> dict[str, str]:
