@@ -231,8 +231,7 @@ def verlprof_names() -> frozenset[str]:
     source, they are listed here from the code that writes them."""
     if not _OWN:
         from ..readers.naming import ROLE_ALIASES
-        from ..summarize import HISTORY_PHASE
-        from ..summarize.phases import UNATTRIBUTED
+        from ..summarize import HISTORY_PHASE, UNATTRIBUTED
 
         _OWN.append(frozenset(ROLE_ALIASES.values()) | {"trainer", UNATTRIBUTED, HISTORY_PHASE})
     return _OWN[0]
