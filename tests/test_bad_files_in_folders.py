@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from inprocess import run_cli
 from verlprof.stages.gather import gather, unreadable
+from verlprof.stages.scrub.provenance import REVIEW_NAME, read_review_map, reveal
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "tiny_run"
@@ -91,11 +92,18 @@ def test_bad_files_beside_a_good_trace_are_failed_artifacts_exit_3(tmp_path: Pat
     assert res.returncode == 3, res.stdout + res.stderr       # something summarized, some failed
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     kinds = {"worker_process_4242.sqlite": "nsys_sqlite", "notgzip.json.gz": "torch_trace", "words.json.gz": "torch_trace"}
-    failed = {f["rel"]: f for f in manifest["status"]["failed_artifacts"]}
+    # file names the owner chose (`notgzip.json.gz`) are published as pseudonyms, extension kept
+    # (issue 39); nsys's `worker_process_<pid>` stays. The owner reads theirs back from WORK.
+    names = read_review_map(tmp_path / "work" / REVIEW_NAME)
+    published = {f["rel"] for f in manifest["status"]["failed_artifacts"]}
+    assert "worker_process_4242.sqlite" in published
+    assert sorted(r for r in published if r.startswith("name-") and r.endswith(".json.gz")) == sorted(
+        r for r in published if r != "worker_process_4242.sqlite"), published
+    failed = {reveal(f["rel"], names): dict(f, rel=reveal(f["rel"], names)) for f in manifest["status"]["failed_artifacts"]}
     assert set(failed) == set(expect)
     for name, why in expect.items():
         assert failed[name] == {"rel": name, "stage": "gather", "reason": f"{kinds[name]}: {why}"}
-    arts = {a["rel"]: a for a in manifest["artifacts"]}
+    arts = {reveal(a["rel"], names): a for a in manifest["artifacts"]}
     assert {n: arts[n]["status"] for n in expect} == {n: "failed" for n in expect}
     assert arts[GOOD_TRACE.name]["status"] == "done"
     assert not [s for s in manifest["skipped"] if s["rel"] in expect]    # failed, not also skipped

@@ -6,6 +6,7 @@ event counts per name, `distributedInfo`, where `baseTimeNanoseconds` sits.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from verlprof.stages.summarize.torch_profile import (  # noqa: E402
 )
 from verlprof.stages.summarize.types import SummarizeOptions  # noqa: E402
 from verlprof.stages.window import identity_from_path, torch_source_steps  # noqa: E402
+from verlprof.stages.scrub.provenance import reveal  # noqa: E402
 
 DDP = "kineto_public/hta_ddp_nccl_rank0.json"
 SAMPLED = "kineto_public/hta_sampled_rank1.json"
@@ -267,6 +269,16 @@ def test_world_size_from_distributed_info_reaches_the_manifest(tmp_path: Path) -
     assert (art["rank"], art["world_size"]) == (info["rank"], info["world_size"])
 
 
+
+def _owner_names(work: Path) -> dict[str, str]:
+    """pseudonym -> the owner's original, from WORK's review list (issue 39: a file name a person
+    chose is published as a pseudonym; the owner reads it back)."""
+    from verlprof.stages.scrub.provenance import REVIEW_NAME, read_review_map
+
+    review = work / REVIEW_NAME
+    return read_review_map(review) if review.is_file() else {}
+
+
 def test_a_window_that_cannot_be_cut_fails_its_artifact(tmp_path: Path) -> None:
     """`verlprof collect` on a trace whose time base is unusable (a damaged `baseTimeNanoseconds`
     that puts its events past 64-bit ns: no step window can be cut from it) beside a good one: the
@@ -283,13 +295,17 @@ def test_a_window_that_cannot_be_cut_fails_its_artifact(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["collect", str(src), "-o", str(tmp_path / "out"), "--work", str(tmp_path / "w")])
     assert res.exit_code == 3, res.output
     m = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    status = {a["rel"]: a for a in m["artifacts"]}
+    # the file names this test chose are the owner's: published as pseudonyms (issue 39), read
+    # back through WORK's review list
+    names = _owner_names(tmp_path / "w")
+    assert all(re.fullmatch(r"name-[g-z]+\.json", a["rel"]) for a in m["artifacts"]), m["artifacts"]
+    status = {reveal(a["rel"], names): a for a in m["artifacts"]}
     assert status["good_trace.json"]["status"] == "done"
     assert status["damaged_trace.json"]["status"] == "failed"
     assert "unusable time base" in status["damaged_trace.json"]["reason"]
-    assert [f["rel"] for f in m["status"]["failed_artifacts"]] == ["damaged_trace.json"]
+    assert [reveal(f["rel"], names) for f in m["status"]["failed_artifacts"]] == ["damaged_trace.json"]
     assert not m["status"]["complete"]
-    assert [p.name for p in (tmp_path / "out" / "traces").glob("*trace.json*")] == ["good_trace.trace.json.gz"]
+    assert [reveal(p.name, names) for p in (tmp_path / "out" / "traces").glob("*trace.json*")] == ["good_trace.trace.json.gz"]
 
 
 def test_a_window_that_cannot_be_written_fails_its_artifact(tmp_path: Path) -> None:
@@ -311,7 +327,8 @@ def test_a_window_that_cannot_be_written_fails_its_artifact(tmp_path: Path) -> N
     (art,) = m["artifacts"]
     stages = {s["stage"]: s["status"] for s in art["stages"]}
     assert stages == {"summarize": "done", "traces": "failed"} and art["status"] == "failed"
-    assert m["status"]["failed_artifacts"] == [{"rel": "ddp_trace.json", "stage": "traces", "reason": art["reason"]}]
+    assert m["status"]["failed_artifacts"] == [{"rel": art["rel"], "stage": "traces", "reason": art["reason"]}]
+    assert reveal(art["rel"], _owner_names(work)) == "ddp_trace.json"       # the owner's name, a pseudonym
     assert (tmp_path / "out" / "summaries" / "phases.parquet").is_file()
     assert not list((tmp_path / "out").rglob("*.trace.json*"))
 

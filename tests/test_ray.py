@@ -28,6 +28,7 @@ from verlprof.pipeline.collect import CollectOptions, run_collect
 from verlprof.pipeline.executors import InlineExecutor, run_all
 from verlprof.pipeline.progress import NoProgress
 from verlprof.stages.core.errors import BadInputError, RunFailedError
+from verlprof.stages.scrub.provenance import REVIEW_NAME, read_review_map, reveal
 
 sys.path.insert(0, str(Path(__file__).parent))
 from testdata import data_dir, data_path  # noqa: E402
@@ -287,6 +288,12 @@ def _rows_naming(output: str, names: list[str]) -> list[str]:
     return out
 
 
+def _owner_names(work: Path) -> dict[str, str]:
+    """pseudonym -> the owner's original, from WORK's review list (issue 39)."""
+    review = work / REVIEW_NAME
+    return read_review_map(review) if review.is_file() else {}
+
+
 def test_corrupt_files_on_a_node_are_failed_artifacts_as_locally(ray_cluster, tmp_path: Path) -> None:
     """Issue 34: a node that holds only corrupt candidates (random bytes as a worker export, a
     `.json.gz` that is not gzip, a gzip of plain text). `collect --ray` lists each as a failed
@@ -312,7 +319,13 @@ def test_corrupt_files_on_a_node_are_failed_artifacts_as_locally(ray_cluster, tm
     assert remote.exit_code == 3, remote.output
     _same_bundle(tmp_path / "local", tmp_path / "ray")
     man = json.loads((tmp_path / "ray" / "manifest.json").read_text())
-    assert {f["rel"]: f["reason"].split(": ", 1)[1] for f in man["status"]["failed_artifacts"]} == expect
+    # `notgzip.json.gz`, `words.json.gz`: file names a person chose, published as pseudonyms (issue
+    # 39); nsys's `worker_process_<pid>` stays. The owner reads theirs back from WORK's review list.
+    names = _owner_names(tmp_path / "work")
+    published = {f["rel"] for f in man["status"]["failed_artifacts"]}
+    assert "worker_process_4242.sqlite" in published and all(
+        re.fullmatch(r"name-[g-z]+\.json\.gz", r) for r in published - {"worker_process_4242.sqlite"}), published
+    assert {reveal(f["rel"], names): f["reason"].split(": ", 1)[1] for f in man["status"]["failed_artifacts"]} == expect
     assert [n["status"] for n in man["cluster"]["nodes"]].count("ok") == 4    # node_e held 3 (failed) artifacts
     rows = _rows_naming(remote.output, list(expect))
     assert rows == _rows_naming(local.output, list(expect)) and len(rows) == 6
@@ -340,8 +353,12 @@ def test_summarize_on_ray_names_a_raw_runs_corrupt_files_as_locally(ray_cluster,
     local = batch.summarize_runs([raw], tmp_path / "local", executor=InlineExecutor(), work_dir=tmp_path / "wl")
     remote = batch.summarize_runs([raw], tmp_path / "ray", executor=RayExecutor(ray_cluster.address),
                                   work_dir=tmp_path / "wr")
-    seen = [(r.run, r.status, r.incomplete, sorted(r.failed)) for r in remote.runs]
-    assert seen == [(r.run, r.status, r.incomplete, sorted(r.failed)) for r in local.runs]
+    # each work dir salts its own pseudonyms of the file names a person chose (issue 39): the runs
+    # are compared by the owner's names, read back from each work dir's review list
+    mine_l, mine_r = _owner_names(tmp_path / "wl"), _owner_names(tmp_path / "wr")
+    assert mine_l and mine_r
+    seen = [(r.run, r.status, r.incomplete, sorted(reveal(f, mine_r) for f in r.failed)) for r in remote.runs]
+    assert seen == [(r.run, r.status, r.incomplete, sorted(reveal(f, mine_l) for f in r.failed)) for r in local.runs]
     assert remote.exit_code == local.exit_code == 3
-    failed = dict(f.split(": ", 1) for f in remote.runs[0].failed)
+    failed = dict(reveal(f, mine_r).split(": ", 1) for f in remote.runs[0].failed)
     assert {rel: why.split(": ", 1)[1] for rel, why in failed.items()} == expect

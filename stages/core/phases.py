@@ -12,6 +12,8 @@ from functools import lru_cache
 #: The phase of time inside a step that no stage range covers (summaries' `path`): one spelling,
 #: shared by the summarizer and the scrub, which publishes it as verlprof's own name.
 UNATTRIBUTED = "(unattributed)"
+#: The phase of an untimed memory snapshot's row (a name no range has: parentheses, as above).
+HISTORY_PHASE = "(recorded history)"
 
 STAGES: tuple[str, ...] = (
     "step", "generation", "reward", "old_log_prob", "ref_log_prob", "values", "advantage",

@@ -30,7 +30,7 @@ from typing import Iterable
 
 from ..core import atomic
 from ..core.errors import BadInputError
-from ..core.phases import UNATTRIBUTED
+from ..core.phases import HISTORY_PHASE, UNATTRIBUTED
 from ..readers.naming import ROLE_ALIASES
 from .identities import fallback_pseudonym
 from .public_names import escape_text, public_names, unescape_text
@@ -189,6 +189,19 @@ FILE_NAME_WORDS = frozenset({"rank", "of", "pid", "step", "tid", "trace", "pt", 
                              # nsys report names Ray and verl configure (`worker_process_%p`), their folders
                              "process", "nsight", "logs", "session", "ray", "outputs", "timeline", "export"})
 _FILE_TOKEN_RE = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]+")
+#: whole folder and file names verl writes into its `save_path` (verl 0.9.1), kept as structure: the
+#: words inside (`oom`, `replica`, `globalrank`) are verl's, not a person's. A `rest` group is the
+#: engine's own file name after verl's prefix, judged as a file name on its own.
+VERL_FILE_LAYOUTS: tuple[tuple[str, str], ...] = (
+    (r"oom_\d{8}-\d{6}-\d{6}", "verl/utils/profiler/torch_memory_profile.py `_attach_oom_observer`: "
+                               "sub_dir `oom_<%Y%m%d-%H%M%S-%f>`"),
+    (r"torch_memory(?:_oom)?_rank\d+_pid\d+", "verl/utils/memory_utils.py `dump_memory_snapshot`: "
+                                           "`<tag>_rank<R>_pid<P>.pickle` (tag `torch_memory`, `torch_memory_oom`)"),
+    (r"agent_loop_rollout_replica_\d+", "verl/utils/profiler/config.py `rollout_trace_dir`: an engine's trace folder"),
+    (r"rollout-replica\d+(?:-globalrank\d+)?_(?P<rest>.+)",
+     "verl/utils/profiler/config.py `relocate_rollout_traces`: `rollout-replica<r>[-globalrank<g>]_<engine's name>`"),
+)
+_VERL_FILE_RE = re.compile("|".join(f"(?:{rx})" for rx, _why in VERL_FILE_LAYOUTS))
 
 
 #: Names written by toolchain C++ (libkineto, the CUDA driver, the interpreter), which no python
@@ -216,10 +229,11 @@ _OWN: list[frozenset[str]] = []
 
 def verlprof_names() -> frozenset[str]:
     """Names verlprof itself writes into what it publishes (a public package too): its role names
-    (readers/naming.py), `trainer` and the `(unattributed)` phase. Until the corpus holds verlprof's
-    own source, they are listed here from the code that writes them."""
+    (readers/naming.py), `trainer`, the `(unattributed)` phase and an untimed snapshot's
+    `(recorded history)` row (summarize/memory_history.py). Until the corpus holds verlprof's own
+    source, they are listed here from the code that writes them."""
     if not _OWN:
-        _OWN.append(frozenset(ROLE_ALIASES.values()) | {"trainer", UNATTRIBUTED})
+        _OWN.append(frozenset(ROLE_ALIASES.values()) | {"trainer", UNATTRIBUTED, HISTORY_PHASE})
     return _OWN[0]
 
 
@@ -355,6 +369,13 @@ class UserTextGate:
             return "/".join(self._file(a, b, made) if a else a for a, b in zip(original.split("/"), scrubbed.split("/")))
         ext = _FILE_EXT_RE.search(scrubbed)
         stem = scrubbed[:ext.start()] if ext else scrubbed
+        layout = _VERL_FILE_RE.fullmatch(scrubbed) or _VERL_FILE_RE.fullmatch(stem)
+        if layout is not None and original == scrubbed:        # a name verl writes (VERL_FILE_LAYOUTS)
+            rest = layout.group("rest")
+            if rest is None:
+                return scrubbed
+            cut = layout.start("rest")
+            return scrubbed[:cut] + self._file(rest, rest, made)
         rest = PSEUDONYM_RE.sub("0", stem)
         if all(not t[0].isalpha() or len(t) <= 2 or t.lower() in FILE_NAME_WORDS or t in verlprof_names()
                or self._names.is_public(t)

@@ -3,6 +3,8 @@
 through one event model (readers/events.py) and one summarizer (phases.py)."""
 from .dispatch import SummarizeResult, SummaryItem, summarize_any_item, summarize_job, summarize_steps
 from .kernel_category import CATEGORIES, categorize
+from .memory_history import HISTORY_PHASE
+from .phases import UNATTRIBUTED
 from .nsys import NsysItem, summarize_nsys_steps
 from .render import render_phase_table
 from .steps import steps_rows
@@ -11,6 +13,7 @@ from .types import StepSummaries, SummarizeOptions, SummaryRows, empty_rows, mer
 from .write import summary_metadata, write_summaries
 
 __all__ = [
+    "HISTORY_PHASE", "UNATTRIBUTED",
     "SummarizeResult", "SummaryItem", "NsysItem", "TorchItem", "MemoryItem", "render_phase_table",
     "steps_rows", "summarize_any_item", "summarize_steps", "StepSummaries", "summarize_job", "summary_metadata",
     "write_summaries", "summarize_memory_snapshot", "summarize_nsys_steps", "summarize_torch_steps",

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from ..core.phases import HISTORY_PHASE
 
 __all__ = ["HistoryFigures", "HISTORY_PHASE", "HISTORY_SCOPE", "is_untimed", "history_figures"]
 
-#: phase name of the row (a name no range has: parentheses, as `(unattributed)`)
-HISTORY_PHASE = "(recorded history)"
 #: `mem_scope` of the row: its mem_* figures cover the snapshot's recorded history, not a phase
 HISTORY_SCOPE = "recorded_history"
 
