@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
 from ..core.phases import HISTORY_PHASE
 
 __all__ = ["HistoryFigures", "HISTORY_PHASE", "HISTORY_SCOPE", "is_untimed", "history_figures"]
