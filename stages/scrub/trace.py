@@ -80,12 +80,20 @@ def _quotes(raw: bytes) -> np.ndarray:
     return q[~(touching & ((jj - run_start[jj]) % 2 == 0))]
 
 
-def _event_commas(a: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Offsets of the commas between the top-level values (events) of a batch's text."""
+def _structure(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The structural characters (`,{}[]`) of a batch's text outside strings: (offsets, the
+    characters, the nesting depth after each). One pass serves both the event commas and the
+    depth of each literal (trace_fields), so the batch is scanned for structure once."""
     pos = np.flatnonzero((a == 0x2C) | (a == 0x7B) | (a == 0x7D) | (a == 0x5B) | (a == 0x5D))
     pos = pos[np.searchsorted(q, pos) % 2 == 0]        # outside strings
     c = a[pos]
     depth = np.cumsum(np.where((c == 0x7B) | (c == 0x5B), 1, np.where((c == 0x7D) | (c == 0x5D), -1, 0)))
+    return pos, c, depth
+
+
+def _event_commas(a: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Offsets of the commas between the top-level values (events) of a batch's text."""
+    pos, c, depth = _structure(a, q)
     return pos[(c == 0x2C) & (depth == 0)]
 
 
@@ -128,11 +136,16 @@ class LiteralFilter:
         self.judge = judge
         self.bad = bad
         # `toolchain(text)`: clean where the toolchain wrote it, though not in a user-written field
-        # (issue 39); such literals are placed from the bytes (trace_fields.needs_walk), not walked
+        # (issue 39); such literals are placed from the bytes (trace_fields.user_field_events), not walked
         self.toolchain = toolchain
         self.tool_py: set[bytes] = set()
-        self.last_tool: list[int] = []   # the toolchain-clean literals of the last `dirty` batch (indices)
+        self.last_tool = np.zeros(0, np.int64)   # the toolchain-clean literals of the last `dirty` batch (indices)
         self.last_literals: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.last_quotes = np.zeros(0, np.int64)
+        # each literal's slot in the table (-1: not there), the literal's identity for the
+        # per-(category, phase, name) verdicts of trace_fields, judged once per filter
+        self.last_slots = np.zeros(0, np.int64)
+        self.name_verdicts: dict[int, bool] = {}
         n = 1 << self.BITS
         self.t_len = np.full(n, -1, np.int64)
         self.t_first = np.zeros(n, np.uint64)
@@ -151,7 +164,7 @@ class LiteralFilter:
         """Start offsets (sorted) in `raw` of the literals a rule may change; empty when none. The
         toolchain-clean ones (clean only where the toolchain wrote them) are left in `last_tool`
         (indices into `last_literals`), for `events_to_walk` to place by their field."""
-        self.last_tool = []
+        self.last_tool = np.zeros(0, np.int64)
         q = _quotes(raw)
         s, e = q[0::2] + 1, q[1::2]
         if not s.size:
@@ -181,16 +194,19 @@ class LiteralFilter:
             h2, at2 = look(miss)
             hit[miss], at[miss] = h2, at2
             miss = miss[~h2]
-        tool = np.flatnonzero(hit & self.t_tool[at]).tolist() if self.toolchain is not None else []
-        out = []
+        tool = np.flatnonzero(hit & self.t_tool[at]) if self.toolchain is not None else np.zeros(0, np.int64)
+        out, tool_py = [], []
         for i in miss.tolist():
             state = self._state(raw[s[i]:e[i]])
             if state == 1:
-                tool.append(i)
+                tool_py.append(i)
             elif state == 2:
                 out.append(i)
-        if tool:
-            self.last_tool, self.last_literals = tool, (s, e)
+        if tool_py:
+            tool = np.sort(np.concatenate((tool, np.asarray(tool_py, np.int64))))
+        if tool.size:
+            self.last_tool, self.last_literals, self.last_quotes = tool, (s, e), q
+            self.last_slots = np.where(hit, at, -1)
         return s[out]
 
     def _hit(self, w: np.ndarray, s: np.ndarray, length: np.ndarray, first: np.ndarray,
@@ -252,16 +268,19 @@ class LiteralFilter:
         """(index in the batch, start, end) of each event of `raw` holding a dirty literal."""
         dirty = self.dirty(raw)
         tool = self.last_tool
-        if not dirty.size and not tool:
+        if not dirty.size and not tool.size:
             return []
         a = np.frombuffer(raw, np.uint8)
-        commas = _event_commas(a, _quotes(raw))
+        q = self.last_quotes if tool.size else _quotes(raw)
+        pos, c, depth = _structure(a, q)
+        commas = pos[(c == 0x2C) & (depth == 0)]
         starts = np.concatenate(([0], commas + 1))
         ends = np.concatenate((commas, [len(raw)]))
         walk = set(np.unique(np.searchsorted(commas, dirty)).tolist())
-        if tool:        # toolchain-clean literals: walk their event only when one sits in a user field
+        if tool.size:   # toolchain-clean literals: walk their event only when one sits in a user field
             s, e = self.last_literals
-            walk |= user_field_events(raw, s, e, tool, np.searchsorted(commas, s))
+            walk |= user_field_events(raw, s, e, tool, np.searchsorted(commas, s), (pos, c, depth),
+                                      self.last_slots, self.name_verdicts)
         return [(k, int(starts[k]), int(ends[k])) for k in sorted(walk)]
 
 
