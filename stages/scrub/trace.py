@@ -38,6 +38,7 @@ from .rules import KIND_UNKNOWN, REDACTED
 from .deny import denied_flag_items
 from .shapes import flag_value_items
 from .provenance import event_name_field
+from .json_scan import BatchLiterals, BatchScan, scan_batch
 from .trace_fields import user_field_events
 from .scrubber import LocationNames, Scrubber
 
@@ -61,40 +62,6 @@ _K1, _K2 = np.uint64(_K1I), np.uint64(_K2I)
 def _words(buf: bytes) -> np.ndarray:
     """w[i] = the little-endian 8-byte word at buf[i:i+8] (zero-padded), for every offset i."""
     return np.ndarray((len(buf) + 1,), dtype="<u8", buffer=buf + bytes(8), strides=(1,))
-
-
-def _quotes(raw: bytes) -> np.ndarray:
-    """Offsets of the quotes that open or close a string in JSON text `raw` (escaped ones left
-    out: a quote after an odd run of backslashes)."""
-    a = np.frombuffer(raw, np.uint8)
-    q = np.flatnonzero(a == 0x22)
-    if not q.size or b"\\" not in raw:
-        return q
-    b = np.flatnonzero(a == 0x5C)
-    j = np.searchsorted(b, q) - 1                      # the last backslash before each quote
-    jj = np.maximum(j, 0)
-    touching = (j >= 0) & (b[jj] == q - 1)
-    first = np.ones(b.size, bool)
-    first[1:] = np.diff(b) != 1
-    run_start = np.maximum.accumulate(np.where(first, np.arange(b.size), 0))
-    return q[~(touching & ((jj - run_start[jj]) % 2 == 0))]
-
-
-def _structure(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The structural characters (`,{}[]`) of a batch's text outside strings: (offsets, the
-    characters, the nesting depth after each). One pass serves both the event commas and the
-    depth of each literal (trace_fields), so the batch is scanned for structure once."""
-    pos = np.flatnonzero((a == 0x2C) | (a == 0x7B) | (a == 0x7D) | (a == 0x5B) | (a == 0x5D))
-    pos = pos[np.searchsorted(q, pos) % 2 == 0]        # outside strings
-    c = a[pos]
-    depth = np.cumsum(np.where((c == 0x7B) | (c == 0x5B), 1, np.where((c == 0x7D) | (c == 0x5D), -1, 0)))
-    return pos, c, depth
-
-
-def _event_commas(a: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Offsets of the commas between the top-level values (events) of a batch's text."""
-    pos, c, depth = _structure(a, q)
-    return pos[(c == 0x2C) & (depth == 0)]
 
 
 def _literal_text(lit: bytes) -> str | None:
@@ -140,11 +107,10 @@ class LiteralFilter:
         self.toolchain = toolchain
         self.tool_py: set[bytes] = set()
         self.last_tool = np.zeros(0, np.int64)   # the toolchain-clean literals of the last `dirty` batch (indices)
-        self.last_literals: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        self.last_quotes = np.zeros(0, np.int64)
-        # each literal's slot in the table (-1: not there), the literal's identity for the
-        # per-(category, phase, name) verdicts of trace_fields, judged once per filter
-        self.last_slots = np.zeros(0, np.int64)
+        self.last_literals: BatchLiterals | None = None
+        self.last_scan: BatchScan | None = None
+        # per-(category, phase, name) verdicts of trace_fields, keyed by the literals' slots in the
+        # table (a slot names one literal for the filter's life), judged once per filter
         self.name_verdicts: dict[int, bool] = {}
         n = 1 << self.BITS
         self.t_len = np.full(n, -1, np.int64)
@@ -165,7 +131,8 @@ class LiteralFilter:
         toolchain-clean ones (clean only where the toolchain wrote them) are left in `last_tool`
         (indices into `last_literals`), for `events_to_walk` to place by their field."""
         self.last_tool = np.zeros(0, np.int64)
-        q = _quotes(raw)
+        scan = self.last_scan = scan_batch(raw)
+        q = scan.q
         s, e = q[0::2] + 1, q[1::2]
         if not s.size:
             return s
@@ -205,8 +172,8 @@ class LiteralFilter:
         if tool_py:
             tool = np.sort(np.concatenate((tool, np.asarray(tool_py, np.int64))))
         if tool.size:
-            self.last_tool, self.last_literals, self.last_quotes = tool, (s, e), q
-            self.last_slots = np.where(hit, at, -1)
+            self.last_tool = tool
+            self.last_literals = BatchLiterals(s, e, length, first, last, np.where(hit, at, -1))
         return s[out]
 
     def _hit(self, w: np.ndarray, s: np.ndarray, length: np.ndarray, first: np.ndarray,
@@ -270,17 +237,15 @@ class LiteralFilter:
         tool = self.last_tool
         if not dirty.size and not tool.size:
             return []
-        a = np.frombuffer(raw, np.uint8)
-        q = self.last_quotes if tool.size else _quotes(raw)
-        pos, c, depth = _structure(a, q)
-        commas = pos[(c == 0x2C) & (depth == 0)]
+        scan = self.last_scan
+        assert scan is not None
+        commas = scan.commas
         starts = np.concatenate(([0], commas + 1))
         ends = np.concatenate((commas, [len(raw)]))
         walk = set(np.unique(np.searchsorted(commas, dirty)).tolist())
         if tool.size:   # toolchain-clean literals: walk their event only when one sits in a user field
-            s, e = self.last_literals
-            walk |= user_field_events(raw, s, e, tool, np.searchsorted(commas, s), (pos, c, depth),
-                                      self.last_slots, self.name_verdicts)
+            assert self.last_literals is not None
+            walk |= user_field_events(raw, self.last_literals, tool, scan, self.name_verdicts)
         return [(k, int(starts[k]), int(ends[k])) for k in sorted(walk)]
 
 

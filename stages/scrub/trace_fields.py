@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .json_scan import BatchLiterals, BatchScan
 from .provenance import FIELDS, Origin, event_name_field, is_toolchain_frame, is_toolchain_op, origin_of
 
 _TOP_KEYS = frozenset({b"cat", b"ph", b"pid", b"tid", b"id", b"bp", b"s", b"cname", b"scope"})
@@ -49,33 +50,25 @@ def _sig(keys: frozenset[bytes] | tuple[bytes, ...]) -> set[tuple[int, int]]:
 
 _TOP_SIG, _ARG_SIG, _NAME_SIG = _sig(_TOP_KEYS), _sig(_ARG_KEYS), _sig((b"name",))
 _CAT_SIG, _PH_SIG = _sig((b"cat",)), _sig((b"ph",))
-_MASK = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 
 
-def user_field_events(raw: bytes, s: np.ndarray, e: np.ndarray, tool: np.ndarray, event_of: np.ndarray,
-                      structure: tuple[np.ndarray, np.ndarray, np.ndarray], slots: np.ndarray,
+def user_field_events(raw: bytes, lits: BatchLiterals, tool: np.ndarray, scan: BatchScan,
                       verdicts: dict[int, bool]) -> set[int]:
     """Indices of the events (by `event_of[literal]`) in which a toolchain-clean literal (indices
-    `tool` into the batch's literal starts `s` / ends `e`) may sit in a user-written field.
-    `structure`: the batch's structural characters outside strings (trace._structure); `slots`:
-    each literal's slot in the filter's table (-1: none), which names a distinct literal, so an
-    event name is judged once per (category, phase, name) in `verdicts` (kept by the caller for
-    the whole file), not once per event."""
+    `tool` into the batch's literals `lits`, as the literal table read them) may sit in a
+    user-written field. `scan`: the batch's structure (json_scan.scan_batch: each literal's depth
+    and event). A literal's slot in the table names it, so an event name is judged once per
+    (category, phase, name) in `verdicts` (kept by the caller for the whole file), not per event."""
     a = np.frombuffer(raw, np.uint8)
     n = len(raw)
-    w = np.ndarray((n + 1,), dtype="<u8", buffer=raw + bytes(8), strides=(1,))
-    # depth at each literal: structural characters outside strings, counted up to its opening quote
-    pos, c, depth_after = structure
-    k = np.searchsorted(pos, s - 1) - 1
-    depth = np.where(k >= 0, depth_after[np.maximum(k, 0)], 0)
+    s, e, length, first, last, slots = lits
+    depth, event_of = scan.lit_depth, scan.lit_event
     # a key: a colon right after its closing quote (one blank allowed)
     nxt1, nxt2 = a[np.minimum(e + 1, n - 1)], a[np.minimum(e + 2, n - 1)]
     is_key = (nxt1 == 0x3A) | ((nxt1 == 0x20) & (nxt2 == 0x3A))
     t = tool[~is_key[tool]]                             # keys: the writing tool's own names
     if not t.size:
         return set()
-    length = e - s
-    first = w[s] & _MASK[np.minimum(length, 8)]
 
     def sig_of(ix: np.ndarray, sigs: set[tuple[int, int]]) -> np.ndarray:
         out = np.zeros(ix.size, bool)
@@ -97,8 +90,6 @@ def user_field_events(raw: bytes, s: np.ndarray, e: np.ndarray, tool: np.ndarray
     ph_at = top_values[sig_of(top_values - 1, _PH_SIG)]
     np.maximum.at(cat_of, event_of[cat_at], cat_at)
     np.maximum.at(ph_of, event_of[ph_at], ph_at)
-
-    last = w[np.maximum(e - 8, s)] & _MASK[np.minimum(length, 8)]
 
     def _exact(ix: np.ndarray, words: frozenset[bytes]) -> np.ndarray:
         """Literals `ix` (-1: none) equal to one of `words` (each <= 16 bytes: length, first and last
@@ -151,7 +142,7 @@ def user_field_events(raw: bytes, s: np.ndarray, e: np.ndarray, tool: np.ndarray
     deep = np.flatnonzero(~safe & (depth[t] == 3))
     if deep.size:                                       # items of `Input type`: dtypes torch writes
         keys = np.flatnonzero(is_key)
-        closers = pos[(c == 0x5D) | (c == 0x7B) | (c == 0x7D)]
+        closers = scan.closers()
         kk = np.searchsorted(keys, t[deep]) - 1
         j = keys[np.maximum(kk, 0)]
         ok = (kk >= 0) & (depth[j] == 2) & sig_of(j, _ARG_SIG) & \
