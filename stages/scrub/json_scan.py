@@ -40,20 +40,19 @@ def string_quotes(raw: bytes) -> np.ndarray:
 class BatchScan(NamedTuple):
     """A batch's strings and structure. `q`: offsets of the string quotes (open, close, ...);
     `commas`: the commas between events; `lit_depth` / `lit_event`: each literal's depth and the
-    index of its event in the batch; `tokens` / `chars` / `structural`: every quote and structural
-    character (`,{}[]`) in order, and which of them are structure outside strings (`closers`)."""
+    index of its event in the batch; `structure` / `chars`: offsets of the structural characters
+    (`,{}[]`) outside strings and the characters (`closers`)."""
     q: np.ndarray
     commas: np.ndarray
     lit_depth: np.ndarray
     lit_event: np.ndarray
-    tokens: np.ndarray
+    structure: np.ndarray
     chars: np.ndarray
-    structural: np.ndarray
 
     def closers(self) -> np.ndarray:
         """Offsets of the `]`, `{` and `}` outside strings (what ends a list item's scope)."""
         ch = self.chars
-        return self.tokens[self.structural & ((ch == 0x5D) | (ch == 0x7B) | (ch == 0x7D))]
+        return self.structure[(ch == 0x5D) | (ch == 0x7B) | (ch == 0x7D)]
 
 
 class BatchLiterals(NamedTuple):
@@ -78,25 +77,31 @@ def scan_batch(raw: bytes) -> BatchScan:
     if not real.all():                  # control bytes that alias a token (0x02, 0x0C ...)
         m, ch = m[real], ch[real]
     is_q = ch == 0x22
-    qi = np.flatnonzero(is_q)
     if b"\\" in raw:                    # escaped quotes are no tokens
+        qi = np.flatnonzero(is_q)
         esc = _escaped(a, m[qi])
         if esc.any():
-            ch = ch.copy()
-            ch[qi[esc]] = 0x20          # a blank: neither quote nor structure
-            is_q[qi[esc]] = False
-            qi = qi[~esc]
-    n_q = np.cumsum(is_q, dtype=np.int32)   # quotes up to and with each token
-    structural = (n_q & 1) == 0
-    structural &= ~is_q                 # outside strings
-    bc = ch | np.uint8(0x20)
-    step = (structural & (bc == 0x7B)).view(np.int8) - (structural & (bc == 0x7D)).view(np.int8)
-    depth = np.cumsum(step, dtype=np.int32)
-    is_comma = structural & (ch == 0x2C) & (depth == 0)
+            keep = np.ones(m.size, bool)
+            keep[qi[esc]] = False
+            m, ch, is_q = m[keep], ch[keep], is_q[keep]
+    qi = np.flatnonzero(is_q)
+    # a structural character is outside strings when an even number of quotes precede it: the
+    # k-th non-quote token at index j has j - k quotes before it (no running sum over all tokens)
+    nq = np.flatnonzero(~is_q)
+    outside = nq[((nq - np.arange(nq.size)) & 1) == 0]
+    # depth and event by running sums over the structure and the opening quotes only
+    mark = np.zeros(m.size, bool)
+    mark[outside] = True
+    mark[qi[0::2]] = True
+    sel = np.flatnonzero(mark)
+    cs = ch[sel]
+    bc = cs | np.uint8(0x20)
+    depth = np.cumsum((bc == 0x7B).view(np.int8) - (bc == 0x7D).view(np.int8), dtype=np.int32)
+    is_comma = (cs == 0x2C) & (depth == 0)
     event = np.cumsum(is_comma, dtype=np.int32)
-    oi = qi[0::2]                       # the opening quotes
-    return BatchScan(q=m[qi], commas=m[is_comma], lit_depth=depth[oi], lit_event=event[oi],
-                     tokens=m, chars=ch, structural=structural)
+    opening = cs == 0x22
+    return BatchScan(q=m[qi], commas=m[sel[is_comma]], lit_depth=depth[opening], lit_event=event[opening],
+                     structure=m[outside], chars=ch[outside])
 
 
 __all__ = ["BatchLiterals", "BatchScan", "scan_batch", "string_quotes"]
