@@ -40,19 +40,21 @@ def string_quotes(raw: bytes) -> np.ndarray:
 class BatchScan(NamedTuple):
     """A batch's strings and structure. `q`: offsets of the string quotes (open, close, ...);
     `commas`: the commas between events; `lit_depth` / `lit_event`: each literal's depth and the
-    index of its event in the batch; `structure` / `chars`: offsets of the structural characters
-    (`,{}[]`) outside strings and the characters (`closers`)."""
+    index of its event in the batch; `tokens` / `chars` / `outside`: every quote and structural
+    character in order, and the indices of the structural ones outside strings (`closers`, read
+    only where a literal's list is in question)."""
     q: np.ndarray
     commas: np.ndarray
     lit_depth: np.ndarray
     lit_event: np.ndarray
-    structure: np.ndarray
+    tokens: np.ndarray
     chars: np.ndarray
+    outside: np.ndarray
 
     def closers(self) -> np.ndarray:
         """Offsets of the `]`, `{` and `}` outside strings (what ends a list item's scope)."""
-        ch = self.chars
-        return self.structure[(ch == 0x5D) | (ch == 0x7B) | (ch == 0x7D)]
+        ch = self.chars[self.outside]
+        return self.tokens[self.outside[(ch == 0x5D) | (ch == 0x7B) | (ch == 0x7D)]]
 
 
 class BatchLiterals(NamedTuple):
@@ -73,8 +75,8 @@ def scan_batch(raw: bytes) -> BatchScan:
     b = a | np.uint8(0x20)              # `[` -> `{`, `]` -> `}`: four compares find all six
     m = np.flatnonzero((b == 0x22) | (b == 0x2C) | (b == 0x7B) | (b == 0x7D))
     ch = a[m]
-    real = (ch == 0x22) | (ch == 0x2C) | (ch == 0x7B) | (ch == 0x7D) | (ch == 0x5B) | (ch == 0x5D)
-    if not real.all():                  # control bytes that alias a token (0x02, 0x0C ...)
+    if b"\x02" in raw or b"\x0c" in raw:  # the control bytes that alias a token (`"`, `,`)
+        real = (ch != 0x02) & (ch != 0x0C)
         m, ch = m[real], ch[real]
     is_q = ch == 0x22
     if b"\\" in raw:                    # escaped quotes are no tokens
@@ -101,7 +103,7 @@ def scan_batch(raw: bytes) -> BatchScan:
     event = np.cumsum(is_comma, dtype=np.int32)
     opening = cs == 0x22
     return BatchScan(q=m[qi], commas=m[sel[is_comma]], lit_depth=depth[opening], lit_event=event[opening],
-                     structure=m[outside], chars=ch[outside])
+                     tokens=m, chars=ch, outside=outside)
 
 
 __all__ = ["BatchLiterals", "BatchScan", "scan_batch", "string_quotes"]
