@@ -439,7 +439,7 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
             wheres[STRING_TABLE] = " WHERE id IN (SELECT id FROM temp.vp_sids)"
             # who wrote each string: ids only user-written columns reference (NVTX text, thread
             # names) are user text; the rest (kernel, API names) toolchain symbols (provenance.py)
-            _user_string_ids(out, plan)
+            _user_string_ids(out, plan, *refs.result()[3:])
             strings_kept = _insert(out, STRING_TABLE, scols, spec, wheres[STRING_TABLE] +
                                    " AND id NOT IN (SELECT id FROM temp.vp_user_sids)", scrubber, False, strings_probe, changed)
             strings_kept += _insert(out, STRING_TABLE, scols, spec, " WHERE id IN (SELECT id FROM temp.vp_user_sids)",
@@ -455,33 +455,43 @@ def _copy(out: sqlite3.Connection, src: Path, src_tables: list[str], scrubber: S
 USER_STRINGS = "[user]"     # StringIds.value[user]: the field of strings only user-written columns reference
 
 
-def _user_string_ids(out: sqlite3.Connection, plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]]) -> None:
+def _user_string_ids(out: sqlite3.Connection, plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]],
+                     user_refs: set[int], tool_refs: set[int]) -> None:
     """temp.vp_user_sids: the kept StringIds ids that columns of user-written origin reference
     (`origin_of("<table>.<column>")`: NVTX_EVENTS.textId, ThreadNames.nameId ...) and no toolchain
-    column does (a kernel name an NVTX range repeats is still CUPTI's)."""
+    column does (a kernel name an NVTX range repeats is still CUPTI's). `user_refs` / `tool_refs`:
+    those the tables kept whole reference, read by `_referenced_ids` in its one scan of each table
+    (a scan per column here cost as much as the copy); the filtered tables are read here."""
     out.execute("CREATE TEMP TABLE vp_user_sids(id INTEGER PRIMARY KEY)")
-    tool: list[str] = []
+    user, tool = set(user_refs), set(tool_refs)
     for t, spec, cols in plan:
         names = {c[0] for c in cols}
         for c in spec.string_ids:
-            if c not in names:
+            if c not in names or _origin_read_with_refs(spec, c):
                 continue
-            sel = f"SELECT {_q(c)} FROM main.{_q(t)} WHERE typeof({_q(c)})='integer'"
-            if origin_of(f"{t}.{c}") is Origin.TOOLCHAIN:
-                tool.append(sel)
-            else:
-                out.execute(f"INSERT OR IGNORE INTO temp.vp_user_sids {sel} AND {_q(c)} IN (SELECT id FROM temp.vp_sids)")
-    for sel in tool:
-        out.execute(f"DELETE FROM temp.vp_user_sids WHERE id IN ({sel})")
+            dest = tool if origin_of(f"{t}.{c}") is Origin.TOOLCHAIN else user
+            dest.update(v for (v,) in out.execute(f"SELECT DISTINCT {_q(c)} FROM main.{_q(t)} "
+                                                  f"WHERE typeof({_q(c)})='integer'"))
+    out.executemany("INSERT INTO temp.vp_user_sids(id) VALUES (?)", [(i,) for i in sorted(user - tool)])
+    out.execute("DELETE FROM temp.vp_user_sids WHERE id NOT IN (SELECT id FROM temp.vp_sids)")
+
+
+def _origin_read_with_refs(spec: KeepTable, col: str) -> bool:
+    """The string ids of `col` are copied as src holds them (a table kept whole, the column not
+    rewritten), so `_referenced_ids` classifies them by origin from src."""
+    return spec.rows == "all" and col not in spec.nulled and col not in spec.gpu_uuids
 
 
 def _referenced_ids(src: Path, plan: list[tuple[str, KeepTable, list[tuple[str, str, int, int]]]]
-                    ) -> tuple[set[int], set[int], set[int]]:
-    """(thread ids, process ids, StringIds ids) referenced by the kept tables of `src` that keep
-    all their rows: one DISTINCT scan per table over all its id columns at once."""
+                    ) -> tuple[set[int], set[int], set[int], set[int], set[int]]:
+    """(thread ids, process ids, StringIds ids, those of the ids user-written columns reference,
+    those toolchain columns reference) referenced by the kept tables of `src` that keep all their
+    rows: one DISTINCT scan per table over all its id columns at once."""
     tids: set[int] = set()
     pids: set[int] = set()
     sids: set[int] = set()
+    user_sids: set[int] = set()
+    tool_sids: set[int] = set()
     conn = open_readonly(src, decode_text)
     try:
         for t, spec, cols in plan:
@@ -497,6 +507,8 @@ def _referenced_ids(src: Path, plan: list[tuple[str, KeepTable, list[tuple[str, 
                 for c in spec.string_ids:
                     if c in names:
                         roles.setdefault(c, []).append(sids)
+                        if _origin_read_with_refs(spec, c):
+                            roles[c].append(tool_sids if origin_of(f"{t}.{c}") is Origin.TOOLCHAIN else user_sids)
             if not roles:
                 continue
             order = list(roles)
@@ -508,12 +520,12 @@ def _referenced_ids(src: Path, plan: list[tuple[str, KeepTable, list[tuple[str, 
     finally:
         conn.close()
     pids |= {(t >> 24) << 24 for t in tids}
-    return tids, pids, sids
+    return tids, pids, sids, user_sids, tool_sids
 
 
-def _load_refs(out: sqlite3.Connection, refs: tuple[set[int], set[int], set[int]]) -> set[int]:
+def _load_refs(out: sqlite3.Connection, refs: tuple[set[int], set[int], set[int], set[int], set[int]]) -> set[int]:
     """Fill the temp tables of referenced threads and processes; return the referenced strings."""
-    tids, pids, sids = refs
+    tids, pids, sids, _user, _tool = refs
     out.executemany("INSERT OR IGNORE INTO temp.vp_tids(id) VALUES (?)", [(i,) for i in sorted(tids)])
     out.executemany("INSERT OR IGNORE INTO temp.vp_pids(id) VALUES (?)", [(i,) for i in sorted(pids)])
     return sids

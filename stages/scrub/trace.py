@@ -36,6 +36,7 @@ from .rules import KIND_UNKNOWN, REDACTED
 from .deny import denied_flag_items
 from .shapes import flag_value_items
 from .provenance import event_name_field
+from .json_scan import BatchLiterals, BatchScan, scan_batch
 from .trace_fields import user_field_events
 from .scrubber import LocationNames, Scrubber
 from .json_batch import event_commas as _event_commas
@@ -100,11 +101,15 @@ class LiteralFilter:
         self.judge = judge
         self.bad = bad
         # `toolchain(text)`: clean where the toolchain wrote it, though not in a user-written field
-        # (issue 39); such literals are placed from the bytes (trace_fields.needs_walk), not walked
+        # (issue 39); such literals are placed from the bytes (trace_fields.user_field_events), not walked
         self.toolchain = toolchain
         self.tool_py: set[bytes] = set()
-        self.last_tool: list[int] = []   # the toolchain-clean literals of the last `dirty` batch (indices)
-        self.last_literals: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.last_tool = np.zeros(0, np.int64)   # the toolchain-clean literals of the last `dirty` batch (indices)
+        self.last_literals: BatchLiterals | None = None
+        self.last_scan: BatchScan | None = None
+        # per-(category, phase, name) verdicts of trace_fields, keyed by the literals' slots in the
+        # table (a slot names one literal for the filter's life), judged once per filter
+        self.name_verdicts: dict[int, bool] = {}
         n = 1 << self.BITS
         self.t_len = np.full(n, -1, np.int64)
         self.t_first = np.zeros(n, np.uint64)
@@ -123,8 +128,9 @@ class LiteralFilter:
         """Start offsets (sorted) in `raw` of the literals a rule may change; empty when none. The
         toolchain-clean ones (clean only where the toolchain wrote them) are left in `last_tool`
         (indices into `last_literals`), for `events_to_walk` to place by their field."""
-        self.last_tool = []
-        q = _quotes(raw)
+        self.last_tool = np.zeros(0, np.int64)
+        scan = self.last_scan = scan_batch(raw)
+        q = scan.q
         s, e = q[0::2] + 1, q[1::2]
         if not s.size:
             return s
@@ -153,16 +159,19 @@ class LiteralFilter:
             h2, at2 = look(miss)
             hit[miss], at[miss] = h2, at2
             miss = miss[~h2]
-        tool = np.flatnonzero(hit & self.t_tool[at]).tolist() if self.toolchain is not None else []
-        out = []
+        tool = np.flatnonzero(hit & self.t_tool[at]) if self.toolchain is not None else np.zeros(0, np.int64)
+        out, tool_py = [], []
         for i in miss.tolist():
             state = self._state(raw[s[i]:e[i]])
             if state == 1:
-                tool.append(i)
+                tool_py.append(i)
             elif state == 2:
                 out.append(i)
-        if tool:
-            self.last_tool, self.last_literals = tool, (s, e)
+        if tool_py:
+            tool = np.sort(np.concatenate((tool, np.asarray(tool_py, np.int64))))
+        if tool.size:
+            self.last_tool = tool
+            self.last_literals = BatchLiterals(s, e, length, first, last, np.where(hit, at, -1))
         return s[out]
 
     def _hit(self, w: np.ndarray, s: np.ndarray, length: np.ndarray, first: np.ndarray,
@@ -224,16 +233,17 @@ class LiteralFilter:
         """(index in the batch, start, end) of each event of `raw` holding a dirty literal."""
         dirty = self.dirty(raw)
         tool = self.last_tool
-        if not dirty.size and not tool:
+        if not dirty.size and not tool.size:
             return []
-        a = np.frombuffer(raw, np.uint8)
-        commas = _event_commas(a, _quotes(raw))
+        scan = self.last_scan
+        assert scan is not None
+        commas = scan.commas
         starts = np.concatenate(([0], commas + 1))
         ends = np.concatenate((commas, [len(raw)]))
         walk = set(np.unique(np.searchsorted(commas, dirty)).tolist())
-        if tool:        # toolchain-clean literals: walk their event only when one sits in a user field
-            s, e = self.last_literals
-            walk |= user_field_events(raw, s, e, tool, np.searchsorted(commas, s))
+        if tool.size:   # toolchain-clean literals: walk their event only when one sits in a user field
+            assert self.last_literals is not None
+            walk |= user_field_events(raw, self.last_literals, tool, scan, self.name_verdicts)
         return [(k, int(starts[k]), int(ends[k])) for k in sorted(walk)]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .json_scan import BatchLiterals, BatchScan
 from .provenance import FIELDS, Origin, event_name_field, is_toolchain_frame, is_toolchain_op, origin_of
 
 _TOP_KEYS = frozenset({b"cat", b"ph", b"pid", b"tid", b"id", b"bp", b"s", b"cname", b"scope"})
@@ -49,51 +50,46 @@ def _sig(keys: frozenset[bytes] | tuple[bytes, ...]) -> set[tuple[int, int]]:
 
 _TOP_SIG, _ARG_SIG, _NAME_SIG = _sig(_TOP_KEYS), _sig(_ARG_KEYS), _sig((b"name",))
 _CAT_SIG, _PH_SIG = _sig((b"cat",)), _sig((b"ph",))
-_MASK = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 
 
-def user_field_events(raw: bytes, s: np.ndarray, e: np.ndarray, tool: list[int], event_of: np.ndarray) -> set[int]:
+def user_field_events(raw: bytes, lits: BatchLiterals, tool: np.ndarray, scan: BatchScan,
+                      verdicts: dict[int, bool]) -> set[int]:
     """Indices of the events (by `event_of[literal]`) in which a toolchain-clean literal (indices
-    `tool` into the batch's literal starts `s` / ends `e`) may sit in a user-written field."""
+    `tool` into the batch's literals `lits`, as the literal table read them) may sit in a
+    user-written field. `scan`: the batch's structure (json_scan.scan_batch: each literal's depth
+    and event). A literal's slot in the table names it, so an event name is judged once per
+    (category, phase, name) in `verdicts` (kept by the caller for the whole file), not per event."""
     a = np.frombuffer(raw, np.uint8)
     n = len(raw)
-    w = np.ndarray((n + 1,), dtype="<u8", buffer=raw + bytes(8), strides=(1,))
-    # depth at each literal: structural characters outside strings, counted up to its opening quote
-    pos = np.flatnonzero((a == 0x7B) | (a == 0x7D) | (a == 0x5B) | (a == 0x5D))
-    pos = pos[np.searchsorted(np.sort(np.concatenate((s - 1, e))), pos, side="right") % 2 == 0]
-    c = a[pos]
-    depth_after = np.cumsum(np.where((c == 0x7B) | (c == 0x5B), 1, -1))
-    k = np.searchsorted(pos, s - 1) - 1
-    depth = np.where(k >= 0, depth_after[np.maximum(k, 0)], 0)
+    s, e, length, first, last, slots = lits
+    depth, event_of = scan.lit_depth, scan.lit_event
     # a key: a colon right after its closing quote (one blank allowed)
     nxt1, nxt2 = a[np.minimum(e + 1, n - 1)], a[np.minimum(e + 2, n - 1)]
     is_key = (nxt1 == 0x3A) | ((nxt1 == 0x20) & (nxt2 == 0x3A))
-    length = e - s
-    first = w[s] & _MASK[np.minimum(length, 8)]
+    t = tool[~is_key[tool]]                             # keys: the writing tool's own names
+    if not t.size:
+        return set()
 
     def sig_of(ix: np.ndarray, sigs: set[tuple[int, int]]) -> np.ndarray:
         out = np.zeros(ix.size, bool)
+        ln_ix, fw_ix = length[ix], first[ix]
         for ln, fw in sigs:
-            out |= (length[ix] == ln) & (first[ix] == np.uint64(fw))
+            out |= (ln_ix == ln) & (fw_ix == np.uint64(fw))
         return out
 
     # the value right after its key (`"key": "value"`)
     direct = np.zeros(len(s), bool)
     direct[1:] = is_key[:-1] & ((s[1:] - 1 == e[:-1] + 2) | (s[1:] - 1 == e[:-1] + 3))
-    # each event's category and phase: its depth-1 `cat` / `ph` values, by event
+    # each event's category and phase: its depth-1 `cat` / `ph` values, by event (the last one, as
+    # a decoder keeps it)
     top_values = np.flatnonzero(direct & (depth == 1))
+    n_events = int(event_of[-1]) + 1
+    cat_of = np.full(n_events, -1, np.int64)
+    ph_of = np.full(n_events, -1, np.int64)
     cat_at = top_values[sig_of(top_values - 1, _CAT_SIG)]
     ph_at = top_values[sig_of(top_values - 1, _PH_SIG)]
-    cat_of = dict(zip(event_of[cat_at].tolist(), cat_at.tolist()))
-    ph_of = dict(zip(event_of[ph_at].tolist(), ph_at.tolist()))
-    keys = np.flatnonzero(is_key)
-    closers = pos[(c == 0x5D) | (c == 0x7B) | (c == 0x7D)]
-    t = np.asarray(tool, dtype=np.int64)
-    t = t[~is_key[t]]                                   # keys: the writing tool's own names
-    if not t.size:
-        return set()
-
-    last = w[np.maximum(e - 8, s)] & _MASK[np.minimum(length, 8)]
+    np.maximum.at(cat_of, event_of[cat_at], cat_at)
+    np.maximum.at(ph_of, event_of[ph_at], ph_at)
 
     def _exact(ix: np.ndarray, words: frozenset[bytes]) -> np.ndarray:
         """Literals `ix` (-1: none) equal to one of `words` (each <= 16 bytes: length, first and last
@@ -101,14 +97,18 @@ def user_field_events(raw: bytes, s: np.ndarray, e: np.ndarray, tool: list[int],
         out = np.zeros(ix.size, bool)
         ok = ix >= 0
         j = np.maximum(ix, 0)
+        ln_j, f_j, l_j = length[j], first[j], last[j]
         for word in words:
             f8 = int.from_bytes(word[:8], "little")
             l8 = int.from_bytes(word[-8:], "little") if len(word) >= 8 else f8
-            out |= ok & (length[j] == len(word)) & (first[j] == np.uint64(f8)) & (last[j] == np.uint64(l8))
+            out |= ok & (ln_j == len(word)) & (f_j == np.uint64(f8)) & (l_j == np.uint64(l8))
         return out
 
-    def text(i: int | None) -> str | None:
-        return None if i is None else raw[s[i]:e[i]].decode("utf-8", "replace")
+    def text(i: int) -> str | None:
+        return None if i < 0 else raw[s[i]:e[i]].decode("utf-8", "replace")
+
+    def lit(i: int) -> bytes:
+        return raw[s[i]:e[i]] if i >= 0 else b""
 
     top = (depth[t] == 1) & direct[t]
     pk = np.maximum(t - 1, 0)
@@ -116,23 +116,33 @@ def user_field_events(raw: bytes, s: np.ndarray, e: np.ndarray, tool: list[int],
     named = np.flatnonzero(top & ~safe & sig_of(pk, _NAME_SIG))
     if named.size:      # an event's name: by its category; a toolchain category (kernel ...) at once
         ev_n = event_of[t[named]]
-        cat_ix = np.array([cat_of.get(int(v), -1) for v in np.unique(ev_n).tolist()], dtype=np.int64)
-        tool_cat = dict(zip(np.unique(ev_n).tolist(), _exact(cat_ix, _TOOL_CATS).tolist()))
-        seen: dict[tuple[bytes, bytes, bytes], bool] = {}
-        for x, ev in zip(named.tolist(), ev_n.tolist()):
-            if tool_cat.get(ev):
-                safe[x] = True
-                continue
-            i = int(t[x])
-            ci, pi = cat_of.get(ev), ph_of.get(ev)
-            key = (raw[s[ci]:e[ci]] if ci is not None else b"", raw[s[pi]:e[pi]] if pi is not None else b"",
-                   raw[s[i]:e[i]])
-            hit = seen.get(key)
-            if hit is None:
-                hit = seen[key] = _name_is_toolchain(text(ci), text(pi), key[2])
-            safe[x] = hit
+        ci, pi = cat_of[ev_n], ph_of[ev_n]
+        tool_cat = _exact(ci, _TOOL_CATS)
+        safe[named[tool_cat]] = True
+        rest = np.flatnonzero(~tool_cat)
+        if rest.size:   # other categories: one verdict per distinct (category, phase, name) literal
+            names, ci, pi = t[named[rest]], ci[rest], pi[rest]
+            absent = 1 << 17          # no `cat` / `ph`: a slot of its own (the table has 1 << 17)
+            sc = np.where(ci >= 0, slots[np.maximum(ci, 0)], absent)
+            sp = np.where(pi >= 0, slots[np.maximum(pi, 0)], absent)
+            sn = slots[names]
+            known = (sc >= 0) & (sp >= 0) & (sn >= 0)
+            key = np.where(known, (sc << 36) | (sp << 18) | sn, -1 - np.arange(rest.size))
+            uniq, first_of, inverse = np.unique(key, return_index=True, return_inverse=True)
+            hits = np.zeros(uniq.size, bool)
+            for u, (kk, x) in enumerate(zip(uniq.tolist(), first_of.tolist())):
+                hit = verdicts.get(kk) if kk >= 0 else None
+                if hit is None:
+                    i, cc, pp = int(names[x]), int(ci[x]), int(pi[x])
+                    hit = _name_is_toolchain(text(cc), text(pp), lit(i))
+                    if kk >= 0:
+                        verdicts[kk] = hit
+                hits[u] = hit
+            safe[named[rest]] = hits[inverse.reshape(-1)]
     deep = np.flatnonzero(~safe & (depth[t] == 3))
     if deep.size:                                       # items of `Input type`: dtypes torch writes
+        keys = np.flatnonzero(is_key)
+        closers = scan.closers()
         kk = np.searchsorted(keys, t[deep]) - 1
         j = keys[np.maximum(kk, 0)]
         ok = (kk >= 0) & (depth[j] == 2) & sig_of(j, _ARG_SIG) & \
