@@ -76,6 +76,7 @@ def test_nsys_bad_inputs(damage: str, tmp_path: Path, out_dir: Path) -> None:
 @given(offset=st.integers(min_value=0, max_value=99), length=st.integers(min_value=1, max_value=20000),
        byte=st.integers(min_value=0, max_value=255))
 @example(offset=50, length=1, byte=7)      # one byte inside a page: still readable, so the window is checked
+@example(offset=3, length=213, byte=3)     # found by Hypothesis: kernels naming strings StringIds lost
 def test_nsys_overwritten_bytes_fail_cleanly_or_window_validly(tmp_path: Path, offset: int, length: int,
                                                                byte: int) -> None:
     """Bytes overwritten anywhere (header or pages): a clean BadInputError, or a valid window."""

@@ -315,6 +315,12 @@ def _fill_strings(con: sqlite3.Connection, tables: dict[str, TableInfo],
                         f"WHERE typeof({qi(col)}) = 'integer'")
     con.execute('INSERT INTO win."StringIds" SELECT * FROM main."StringIds" '
                 'WHERE "id" IN (SELECT ks FROM temp.keep_str)')
+    # A kept row naming a string the export does not hold is a damaged export (a page of StringIds
+    # or of the row overwritten): a window with a dangling name is no sound export, so refuse it.
+    missing = con.execute('SELECT count(*) FROM temp.keep_str WHERE ks NOT IN (SELECT "id" FROM win."StringIds")'
+                          ).fetchone()[0]
+    if missing:
+        raise sqlite3.DatabaseError(f"its rows name {missing} string id(s) its StringIds does not hold")
 
 
 def _write_window_table(con: sqlite3.Connection, tables: dict[str, TableInfo], p: dict[str, int],
