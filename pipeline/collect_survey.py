@@ -48,8 +48,11 @@ def gather(run: Run) -> None:
     n = max(1, len(run.artifacts))
     run.progress.update(task, total=n, completed=n, last="")
     expect = getattr(run.executor, "expect", None)
-    if expect is not None:   # no more workers than inputs (pipeline/workers.py), known only now
-        expect(n)
+    if expect is not None:   # no more workers than jobs at once (pipeline/workers.py), known only now:
+        # collect runs two table jobs (summaries/, ranks.parquet) and the pass-2 warm-up beside the
+        # per-input ones, so a one-report collect still uses two workers (the 1 GB export: 8.1 s with
+        # one, 5.5 s with two, on 2 cores; bench_collect.py --mb 1100)
+        expect(n + 2)
     why = dict(run.gathered.unreadable)
     for bad in run.gathered.rejected:   # a corrupt file beside good ones: a failed artifact, as given alone
         run.outcomes.append(StageOutcome("gather", bad.rel, "failed", f"{bad.kind}: {why.get(bad.rel, 'unreadable')}"))
