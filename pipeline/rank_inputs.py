@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..stages.core import formats
+from ..stages.core.phases import UNATTRIBUTED   # the catch-all phase of a process's time outside every range
 
 #: Phases deeper than this are kept in ranks.parquet only with a known stage (or enclosing one).
 MAX_DEPTH = 2
-#: The catch-all phase of a process's time outside every range (phases.parquet).
-UNATTRIBUTED = "(unattributed)"
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from testdata import fixtures_dir
-from verlprof.stages.scrub.provenance import REVIEW_NAME, read_review_map, reveal
+from testdata import fixtures_dir, owner_names
+from verlprof.stages.scrub.provenance import reveal
 from verlprof.pipeline.collect import verify
 from verlprof.pipeline.progress import NoProgress
 from verlprof.stages.core.errors import ExitCode, RefusedError, human_size, plain_reason
@@ -103,17 +103,10 @@ def partial(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"root": root, "run": run, "res": res, "out": root / "bundle", "marker": marker}
 
 
-def _owner_names(work: Path | None) -> dict[str, str]:
-    """pseudonym -> the owner's original, from WORK's review list: a folder name a person chose
-    (`mem/`) is published as a pseudonym (issue 39), the owner reads their own names back."""
-    review = work / REVIEW_NAME if work is not None else None
-    return read_review_map(review) if review is not None and review.is_file() else {}
-
-
 def _statuses(out: Path, work: Path | None = None) -> dict[str, dict]:
     """rel -> manifest row, by the owner's own names when WORK is given."""
     m = json.loads((out / "manifest.json").read_text())
-    names = _owner_names(work)
+    names = owner_names(work)
     return {reveal(a["rel"], names): a for a in m["artifacts"]}
 
 
@@ -123,7 +116,7 @@ def test_exit_3_bundle_written_failures_named_in_rows_closing_line_and_manifest(
     assert (out / "summaries" / "phases.parquet").is_file()
     assert not partial["marker"].exists(), "the hostile pickle was loaded"
     arts = _statuses(out, partial["root"] / "work")
-    names = _owner_names(partial["root"] / "work")
+    names = owner_names(partial["root"] / "work")
     assert arts[GOOD]["status"] in ("done", "reused") and arts[GOOD]["reason"] == ""
     sizes = {rel: (partial["run"] / rel).stat().st_size for rel in arts}
     expect = {

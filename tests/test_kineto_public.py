@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from testdata import data_path  # noqa: E402
+from testdata import data_path, owner_names  # noqa: E402
 from verlprof.stages.summarize.torch_profile import (  # noqa: E402
     UNATTRIBUTED,
     summarize_torch_trace,
@@ -269,16 +269,6 @@ def test_world_size_from_distributed_info_reaches_the_manifest(tmp_path: Path) -
     assert (art["rank"], art["world_size"]) == (info["rank"], info["world_size"])
 
 
-
-def _owner_names(work: Path) -> dict[str, str]:
-    """pseudonym -> the owner's original, from WORK's review list (issue 39: a file name a person
-    chose is published as a pseudonym; the owner reads it back)."""
-    from verlprof.stages.scrub.provenance import REVIEW_NAME, read_review_map
-
-    review = work / REVIEW_NAME
-    return read_review_map(review) if review.is_file() else {}
-
-
 def test_a_window_that_cannot_be_cut_fails_its_artifact(tmp_path: Path) -> None:
     """`verlprof collect` on a trace whose time base is unusable (a damaged `baseTimeNanoseconds`
     that puts its events past 64-bit ns: no step window can be cut from it) beside a good one: the
@@ -297,7 +287,7 @@ def test_a_window_that_cannot_be_cut_fails_its_artifact(tmp_path: Path) -> None:
     m = json.loads((tmp_path / "out" / "manifest.json").read_text())
     # the file names this test chose are the owner's: published as pseudonyms (issue 39), read
     # back through WORK's review list
-    names = _owner_names(tmp_path / "w")
+    names = owner_names(tmp_path / "w")
     assert all(re.fullmatch(r"name-[g-z]+\.json", a["rel"]) for a in m["artifacts"]), m["artifacts"]
     status = {reveal(a["rel"], names): a for a in m["artifacts"]}
     assert status["good_trace.json"]["status"] == "done"
@@ -328,7 +318,7 @@ def test_a_window_that_cannot_be_written_fails_its_artifact(tmp_path: Path) -> N
     stages = {s["stage"]: s["status"] for s in art["stages"]}
     assert stages == {"summarize": "done", "traces": "failed"} and art["status"] == "failed"
     assert m["status"]["failed_artifacts"] == [{"rel": art["rel"], "stage": "traces", "reason": art["reason"]}]
-    assert reveal(art["rel"], _owner_names(work)) == "ddp_trace.json"       # the owner's name, a pseudonym
+    assert reveal(art["rel"], owner_names(work)) == "ddp_trace.json"       # the owner's name, a pseudonym
     assert (tmp_path / "out" / "summaries" / "phases.parquet").is_file()
     assert not list((tmp_path / "out").rglob("*.trace.json*"))
 

@@ -28,10 +28,10 @@ from verlprof.pipeline.collect import CollectOptions, run_collect
 from verlprof.pipeline.executors import InlineExecutor, run_all
 from verlprof.pipeline.progress import NoProgress
 from verlprof.stages.core.errors import BadInputError, RunFailedError
-from verlprof.stages.scrub.provenance import REVIEW_NAME, read_review_map, reveal
+from verlprof.stages.scrub.provenance import reveal
 
 sys.path.insert(0, str(Path(__file__).parent))
-from testdata import data_dir, data_path  # noqa: E402
+from testdata import data_dir, data_path, owner_names  # noqa: E402
 
 ray = pytest.importorskip("ray")
 from ray import cloudpickle  # noqa: E402
@@ -143,8 +143,6 @@ def test_summarize_over_ray_equals_the_local_path(ray_cluster, tmp_path: Path) -
     for name in ("runs", "phases", "kernels", "compare", "kernel_compare"):
         assert pq.read_table(tmp_path / "ray" / f"{name}.parquet").equals(pq.read_table(tmp_path / "local" / f"{name}.parquet"))
     assert (tmp_path / "ray" / "report.html").stat().st_size > 1000
-
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -288,12 +286,6 @@ def _rows_naming(output: str, names: list[str]) -> list[str]:
     return out
 
 
-def _owner_names(work: Path) -> dict[str, str]:
-    """pseudonym -> the owner's original, from WORK's review list (issue 39)."""
-    review = work / REVIEW_NAME
-    return read_review_map(review) if review.is_file() else {}
-
-
 def test_corrupt_files_on_a_node_are_failed_artifacts_as_locally(ray_cluster, tmp_path: Path) -> None:
     """Issue 34: a node that holds only corrupt candidates (random bytes as a worker export, a
     `.json.gz` that is not gzip, a gzip of plain text). `collect --ray` lists each as a failed
@@ -321,7 +313,7 @@ def test_corrupt_files_on_a_node_are_failed_artifacts_as_locally(ray_cluster, tm
     man = json.loads((tmp_path / "ray" / "manifest.json").read_text())
     # `notgzip.json.gz`, `words.json.gz`: file names a person chose, published as pseudonyms (issue
     # 39); nsys's `worker_process_<pid>` stays. The owner reads theirs back from WORK's review list.
-    names = _owner_names(tmp_path / "work")
+    names = owner_names(tmp_path / "work")
     published = {f["rel"] for f in man["status"]["failed_artifacts"]}
     assert "worker_process_4242.sqlite" in published and all(
         re.fullmatch(r"name-[g-z]+\.json\.gz", r) for r in published - {"worker_process_4242.sqlite"}), published
@@ -355,7 +347,7 @@ def test_summarize_on_ray_names_a_raw_runs_corrupt_files_as_locally(ray_cluster,
                                   work_dir=tmp_path / "wr")
     # each work dir salts its own pseudonyms of the file names a person chose (issue 39): the runs
     # are compared by the owner's names, read back from each work dir's review list
-    mine_l, mine_r = _owner_names(tmp_path / "wl"), _owner_names(tmp_path / "wr")
+    mine_l, mine_r = owner_names(tmp_path / "wl"), owner_names(tmp_path / "wr")
     assert mine_l and mine_r
     seen = [(r.run, r.status, r.incomplete, sorted(reveal(f, mine_r) for f in r.failed)) for r in remote.runs]
     assert seen == [(r.run, r.status, r.incomplete, sorted(reveal(f, mine_l) for f in r.failed)) for r in local.runs]

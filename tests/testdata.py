@@ -124,3 +124,14 @@ def fixtures_dir() -> Path:
         if p.is_file():
             os.chmod(p, 0o444)
     return _publish(staging, final)
+
+
+def owner_names(work: Path | None) -> dict[str, str]:
+    """pseudonym -> the owner's original, from a WORK folder's review list (empty without one).
+
+    Why tests need it: a file, folder or range name a test chose is user-written text, published as
+    a pseudonym (issue 39); a test that names what it planted reads it back as the owner does."""
+    from verlprof.stages.scrub.provenance import REVIEW_NAME, read_review_map
+
+    review = work / REVIEW_NAME if work is not None else None
+    return read_review_map(review) if review is not None and review.is_file() else {}

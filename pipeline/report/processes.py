@@ -26,8 +26,7 @@ import pandas as pd
 from .. import compare
 from .template import isnull
 from ...stages.core import formats
-
-UNATTRIBUTED = "(unattributed)"
+from ...stages.core.phases import UNATTRIBUTED
 
 ProcessId = tuple[Any, Any, Any]   # (role, rank, pid-or-source): nulls as None, numbers as int
 

@@ -393,13 +393,15 @@ class Checker:
                     self._trace_doc = True       # a chrome trace: its fields have provenance
                     self._json_members(display, stream.head)
                     loc = "$[]" if stream.is_array else "$.traceEvents[]"
-                if ops is not None:
-                    ops.feed_batch(batch.raw, batch.events, lambda raw: loads_event(raw, path))
                 if batch.tolerant:
                     todo = list(enumerate(batch.events or ()))
                 else:
                     raw = batch.raw
                     todo = [(k, loads_event(raw[s:e], path)) for k, s, e in lits.events_to_walk(raw)]
+                if ops is not None:   # the filter's scan of this batch gives its event boundaries too
+                    scan = None if batch.tolerant else lits.last_scan
+                    ops.feed_batch(batch.raw, batch.events, lambda raw: loads_event(raw, path),
+                                   commas=None if scan is None else scan.commas)
                 for k, ev in todo:
                     self._json_value(display, ev, None, loc, f"#{n + k}")
                 n += batch.count

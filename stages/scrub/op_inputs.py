@@ -22,7 +22,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .json_batch import event_commas, string_quotes
+from .json_scan import scan_batch
 from .scrubber import Scrubber
 
 # The args keys whose values are an op's inputs as written by the caller.
@@ -87,10 +87,12 @@ class OpInputs:
             self._n += 1
 
     def feed_batch(self, raw: bytes, events: list[Any] | None = None,
-                   decode: Any = None) -> None:
+                   decode: Any = None, commas: np.ndarray | None = None) -> None:
         """A batch of the chrome-trace reader: `raw` its text; `events` when the reader decoded it
         (tolerant batches); `decode(bytes) -> event` decodes one event's text. Only the events
-        whose input value holds a non-trivial literal are decoded (`_candidates`)."""
+        whose input value holds a non-trivial literal are decoded (`_candidates`). `commas`: the
+        batch's event boundaries when the caller's scan already found them (check's literal filter),
+        so the batch is not scanned twice."""
         if events is not None:
             for ev in events:
                 self.feed_event(ev)
@@ -98,8 +100,8 @@ class OpInputs:
         hits = _candidates(raw, self._verdicts)
         if not hits:
             return
-        a = np.frombuffer(raw, np.uint8)
-        commas = event_commas(a, string_quotes(raw))   # the batch's event boundaries, as scrub finds them
+        if commas is None:
+            commas = scan_batch(raw).commas     # the batch's event boundaries, as scrub finds them
         starts = np.concatenate(([0], commas + 1))
         ends = np.concatenate((commas, [len(raw)]))
         for k in np.unique(np.searchsorted(commas, np.asarray(hits))).tolist():

@@ -39,8 +39,6 @@ from .provenance import event_name_field
 from .json_scan import BatchLiterals, BatchScan, scan_batch
 from .trace_fields import user_field_events
 from .scrubber import LocationNames, Scrubber
-from .json_batch import event_commas as _event_commas
-from .json_batch import string_quotes as _quotes
 from .op_inputs import OpInputs, split_op_halves
 
 GZIP_MAGIC = b"\x1f\x8b"
