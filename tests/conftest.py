@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +30,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from inprocess import Collected, run_cli  # noqa: E402 - found through the path set just above
+from nsys_profiling import profile_with_nsys  # noqa: E402
 
 
 
@@ -206,22 +206,10 @@ def nsys_reports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> li
 def _profile_three(nsys_exe: Path, folder: Path) -> None:
     program = folder / "nvtx_steps.py"
     program.write_text(_NVTX_PROGRAM)
-    procs = []
-    for steps in (1, 2, 3):
+    for steps in (1, 2, 3):             # one nsys session at a time: tests/nsys_profiling.py says why
         base = folder / f"report_steps{steps}"
-        procs.append((base, subprocess.Popen(_profile_cmd(nsys_exe, base, program, steps), cwd=folder,
-                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-    for base, proc in procs:
-        out, _ = proc.communicate(timeout=300)
-        rep = base.with_name(base.name + ".nsys-rep")
-        if proc.returncode != 0 or not rep.is_file():
-            # nsys 2022.4 occasionally loses a race on its per-pid semaphore when several sessions
-            # start at once (sem_open: ENOENT); one sequential retry is what a user would do too.
-            steps = int(base.name.rsplit("steps", 1)[1])
-            retry = subprocess.run(_profile_cmd(nsys_exe, base, program, steps), cwd=folder, timeout=300,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if retry.returncode != 0 or not rep.is_file():
-                pytest.fail(f"nsys profile failed (exit {retry.returncode}): {retry.stdout[-2000:]}")
+        profile_with_nsys(_profile_cmd(nsys_exe, base, program, steps), base.with_name(base.name + ".nsys-rep"),
+                          cwd=folder)
 
 
 @pytest.fixture(scope="session")
@@ -243,8 +231,8 @@ def nsys_qdstrm(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     program = folder / "nvtx_steps.py"
     program.write_text(_NVTX_PROGRAM)
     base = folder / "unfinished"
-    out = subprocess.run(_profile_cmd(target / real.name, base, program, 2), cwd=folder,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    out = profile_with_nsys(_profile_cmd(target / real.name, base, program, 2),
+                            base.with_name(base.name + ".qdstrm"), cwd=folder, expect_report=False)
     shutil.rmtree(folder / "no-importer")
     qd = base.with_name(base.name + ".qdstrm")
     if not qd.is_file():

@@ -11,13 +11,13 @@ import os
 import random
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nsys_profiling import export_with_nsys, profile_with_nsys
 from testdata import fixtures_dir
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.readers.naming import ROLE_ALIASES
@@ -318,24 +318,13 @@ def local_exports(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> d
                 "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     runs = {"ref": ({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}, ["ref_compute_log_prob"]),
             "bare": ({}, [])}
-    procs = {}
-    for name, (env, ranges) in runs.items():
+    out = {}
+    for name, (env, ranges) in runs.items():       # one nsys session at a time: tests/nsys_profiling.py
         cmd = [str(nsys_exe), "profile", "--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none",
                "--force-overwrite=true", "-o", str(folder / name), sys.executable, str(program), *ranges]
-        procs[name] = subprocess.Popen(cmd, cwd=folder, env={**base_env, **env}, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True)
-    out = {}
-    for name, proc in procs.items():
-        log, _ = proc.communicate(timeout=300)
         rep = folder / f"{name}.nsys-rep"
-        if proc.returncode != 0 or not rep.is_file():
-            pytest.fail(f"nsys profile failed (exit {proc.returncode}): {log[-1500:]}")
-        exp = subprocess.run([str(nsys_exe), "export", "--type", "sqlite", "--force-overwrite=true",
-                              "-o", str(folder / f"{name}.sqlite"), str(rep)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-        if exp.returncode != 0:
-            pytest.fail(f"nsys export failed (exit {exp.returncode}): {exp.stdout[-1500:]}")
-        out[name] = folder / f"{name}.sqlite"
+        profile_with_nsys(cmd, rep, cwd=folder, env={**base_env, **env})
+        out[name] = export_with_nsys(nsys_exe, rep, folder / f"{name}.sqlite")
     return out
 
 

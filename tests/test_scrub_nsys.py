@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from nsys_profiling import export_with_nsys, profile_with_nsys
 from provenance_expect import leaves_as_is
 from verlprof.stages.core.errors import BadInputError
 from verlprof.stages.scrub.check import check_paths
@@ -82,19 +82,12 @@ def planted_2022(nsys_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
                LEAK_OTHER=SECRETS["other_process_env"], APP_THREAD_TOKEN=SECRETS["thread_name"],
                HF_TOKEN=SECRETS["app_env"], PWD=str(cwd))
     base = cwd / "planted"
-    prof = subprocess.run(
+    rep = base.with_name("planted.nsys-rep")
+    profile_with_nsys(
         [str(nsys_exe), "profile", "--trace=nvtx,osrt", "--sample=none", "--cpuctxsw=none",
          "--force-overwrite=true", "-e", f"NSYS_E_TOKEN={SECRETS['nsys_e_flag']}", "-o", str(base),
-         sys.executable, str(app)],
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-    rep = base.with_name("planted.nsys-rep")
-    if prof.returncode != 0 or not rep.is_file():
-        pytest.fail(f"nsys profile failed ({prof.returncode}): {prof.stdout[-2000:]}")
-    db = cwd / "planted.sqlite"
-    exp = subprocess.run([str(nsys_exe), "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(db), str(rep)],
-                         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-    if exp.returncode != 0 or not db.is_file():
-        pytest.fail(f"nsys export failed ({exp.returncode}): {exp.stdout[-2000:]}")
+         sys.executable, str(app)], rep, cwd=cwd, env=env)
+    db = export_with_nsys(nsys_exe, rep, cwd / "planted.sqlite", cwd=cwd)
     os.chmod(db, 0o444)   # inputs are read-only: scrub must not need to write them
     return rep, db
 

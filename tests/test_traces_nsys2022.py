@@ -10,11 +10,11 @@ import gzip
 import json
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from nsys_profiling import export_with_nsys, profile_with_nsys
 from verlprof.stages.readers.sqlite_export import validate_export
 from verlprof.stages.traces.jobs import nsys_sqlite_to_chrome, window_nsys_sqlite
 
@@ -38,11 +38,11 @@ for step in range(1, 4):
 def export_2022(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("nsys2022")
     (d / "w.py").write_text(PROGRAM)
-    subprocess.run(["nsys", "profile", "-t", "nvtx,osrt", "-s", "none", "--cpuctxsw=none",
-                    "-o", str(d / "r"), "-f", "true", sys.executable, str(d / "w.py")],
-                   check=True, capture_output=True, timeout=120)
-    subprocess.run(["nsys", "export", "--type", "sqlite", "-o", str(d / "r.sqlite"), str(d / "r.nsys-rep")],
-                   check=True, capture_output=True, timeout=120)
+    nsys = shutil.which("nsys") or "nsys"
+    profile_with_nsys([nsys, "profile", "-t", "nvtx,osrt", "-s", "none", "--cpuctxsw=none",
+                       "-o", str(d / "r"), "-f", "true", sys.executable, str(d / "w.py")],
+                      d / "r.nsys-rep", cwd=d, timeout=120)
+    export_with_nsys(nsys, d / "r.nsys-rep", d / "r.sqlite", timeout=120)
     return d / "r.sqlite"
 
 
